@@ -1,0 +1,59 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "proxybundle",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "proxybundle", targets: ["proxybundle"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // libfuse 3 as a system library; the only place that sets FUSE_USE_VERSION.
+        .systemLibrary(
+            name: "CFuse3",
+            pkgConfig: "fuse3",
+            providers: [.apt(["libfuse3-dev"])]
+        ),
+        // C helpers for what Swift cannot call directly: macros, GNU constants, raw syscalls.
+        .target(
+            name: "CFuseShim",
+            dependencies: ["CFuse3"],
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        // The overlay: layers, resolution, whiteouts, listings. No libfuse here.
+        .target(
+            name: "ProxyBundleCore",
+            dependencies: ["CFuseShim"]
+        ),
+        // Translation between the FUSE low-level protocol and the overlay.
+        .target(
+            name: "ProxyBundleFUSE",
+            dependencies: [
+                "ProxyBundleCore", "CFuse3", "CFuseShim",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "proxybundle",
+            dependencies: [
+                "ProxyBundleCore",
+                "ProxyBundleFUSE",
+                "CFuseShim",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "ProxyBundleCoreTests",
+            dependencies: ["ProxyBundleCore"]
+        ),
+        .testTarget(
+            name: "MountTests",
+            dependencies: ["proxybundle", "ProxyBundleCore"]
+        ),
+    ]
+)

@@ -1,0 +1,76 @@
+#include "CFuseShim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct fuse_session *pb_session_new(int argc, char **argv,
+                                    const struct fuse_lowlevel_ops *ops, void *userdata) {
+    struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+    struct fuse_session *se = fuse_session_new(&args, ops, sizeof(*ops), userdata);
+    fuse_opt_free_args(&args);
+    return se;
+}
+
+int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned max_idle) {
+    struct fuse_loop_config *config = fuse_loop_cfg_create();
+    if (config == NULL) return -ENOMEM;
+    fuse_loop_cfg_set_clone_fd(config, 0);
+    fuse_loop_cfg_set_max_threads(config, max_threads);
+    fuse_loop_cfg_set_idle_threads(config, max_idle);
+    int res = fuse_session_loop_mt(se, config);
+    fuse_loop_cfg_destroy(config);
+    return res;
+}
+
+const int pb_O_PATH = O_PATH;
+const int pb_O_NOFOLLOW = O_NOFOLLOW;
+const int pb_O_DIRECTORY = O_DIRECTORY;
+const int pb_O_CLOEXEC = O_CLOEXEC;
+const int pb_AT_EMPTY_PATH = AT_EMPTY_PATH;
+const int pb_AT_SYMLINK_NOFOLLOW = AT_SYMLINK_NOFOLLOW;
+const long pb_UTIME_NOW = UTIME_NOW;
+const long pb_UTIME_OMIT = UTIME_OMIT;
+const unsigned pb_RENAME_NOREPLACE = RENAME_NOREPLACE;
+const unsigned pb_RENAME_EXCHANGE = RENAME_EXCHANGE;
+const unsigned pb_RENAME_WHITEOUT = RENAME_WHITEOUT;
+const short pb_POSIX_SPAWN_SETSID = POSIX_SPAWN_SETSID;
+const unsigned long long pb_RESOLVE_BENEATH = RESOLVE_BENEATH;
+const unsigned long long pb_RESOLVE_NO_SYMLINKS = RESOLVE_NO_SYMLINKS;
+const unsigned long long pb_RESOLVE_NO_MAGICLINKS = RESOLVE_NO_MAGICLINKS;
+const unsigned long long pb_RESOLVE_NO_XDEV = RESOLVE_NO_XDEV;
+
+int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = flags;
+    how.mode = mode;
+    how.resolve = resolve;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+                 unsigned flags) {
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+int pb_set_parent_death_signal(int sig) {
+    return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
+}
+
+void pb_write_stderr(const char *text, size_t length) {
+    while (length > 0) {
+        ssize_t n = write(STDERR_FILENO, text, length);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        text += n;
+        length -= (size_t)n;
+    }
+}

@@ -1,0 +1,45 @@
+// Thin C helpers for what Swift cannot reach directly: libfuse macros and versioned
+// symbols, GNU-only constants, and raw system calls without a glibc wrapper.
+// No logic lives here.
+#ifndef PROXYBUNDLE_CFUSESHIM_H
+#define PROXYBUNDLE_CFUSESHIM_H
+
+#include "../../CFuse3/CFuse3.h"
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/xattr.h>
+
+// Session creation from an argv-style option list (wraps FUSE_ARGS_INIT).
+struct fuse_session *pb_session_new(int argc, char **argv,
+                                    const struct fuse_lowlevel_ops *ops, void *userdata);
+// The multi-threaded loop with its config (versioned symbol behind a macro).
+int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned max_idle);
+
+// GNU constants glibc's Swift overlay does not export.
+extern const int pb_O_PATH;
+extern const int pb_O_NOFOLLOW;
+extern const int pb_O_DIRECTORY;
+extern const int pb_O_CLOEXEC;
+extern const int pb_AT_EMPTY_PATH;
+extern const int pb_AT_SYMLINK_NOFOLLOW;
+extern const long pb_UTIME_NOW;
+extern const long pb_UTIME_OMIT;
+extern const unsigned pb_RENAME_NOREPLACE;
+extern const unsigned pb_RENAME_EXCHANGE;
+extern const unsigned pb_RENAME_WHITEOUT;
+extern const short pb_POSIX_SPAWN_SETSID;
+extern const unsigned long long pb_RESOLVE_BENEATH;
+extern const unsigned long long pb_RESOLVE_NO_SYMLINKS;
+extern const unsigned long long pb_RESOLVE_NO_MAGICLINKS;
+extern const unsigned long long pb_RESOLVE_NO_XDEV;
+
+// System calls without a glibc wrapper on Debian 12.
+int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
+int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+                 unsigned flags);
+// prctl(PR_SET_PDEATHSIG, sig)
+int pb_set_parent_death_signal(int sig);
+// Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
+void pb_write_stderr(const char *text, size_t length);
+
+#endif

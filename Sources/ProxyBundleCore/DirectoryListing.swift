@@ -1,0 +1,70 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A merged directory listing, taken once when the directory is opened so that offsets stay
+/// valid across readdir calls (telldir/seekdir). Entry `i` has offset `i + 1`.
+public final class DirectoryListing: Sendable {
+    public struct Item: Sendable {
+        public var name: [UInt8]
+        /// A `d_type` value.
+        public var type: UInt8
+        /// The inode number as the mount reports it.
+        public var inode: UInt64
+    }
+
+    public let node: NodeID
+    public let items: [Item]
+
+    init(node: NodeID, items: [Item]) {
+        self.node = node
+        self.items = items
+    }
+
+    public static func isDotOrDotDot(_ name: [UInt8]) -> Bool {
+        name == [0x2E] || name == [0x2E, 0x2E]
+    }
+}
+
+extension Overlay {
+    /// The visible entries of directory `node`: "." and "..", then the substitution's entries,
+    /// then the main bundle's entries that are neither shadowed nor whited out. Each name once.
+    public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {
+        let location = try nodes.location(of: node)
+        guard location.placement.isDirectory else { throw Errno.notDirectory }
+        let own = try attributes(at: location.path, location.placement)
+        let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
+        var items: [DirectoryListing.Item] = [
+            .init(name: [0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino)),
+            .init(name: [0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode)),
+        ]
+        var shown = Set<[UInt8]>()
+        var hidden = Set<[UInt8]>()
+        var opaque = false
+        if location.placement.inUpper {
+            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try upper.entries(location.path) } ?? []
+            for entry in entries {
+                if entry.isWhiteoutDevice {
+                    hidden.insert(entry.name)
+                } else if Whiteout.hasPrefix(entry.name) {
+                    if entry.name == Whiteout.opaqueMarker { opaque = true }
+                    if let name = Whiteout.hiddenName(entry.name) { hidden.insert(name) }
+                } else {
+                    shown.insert(entry.name)
+                    items.append(.init(name: entry.name, type: entry.type,
+                                       inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: true))))
+                }
+            }
+        }
+        if location.placement.inLower && !opaque {
+            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try lower.entries(location.path) } ?? []
+            for entry in entries {
+                if entry.isWhiteoutDevice || Whiteout.hasPrefix(entry.name) { continue }
+                if shown.contains(entry.name) || hidden.contains(entry.name) { continue }
+                items.append(.init(name: entry.name, type: entry.type,
+                                   inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: false))))
+            }
+        }
+        return DirectoryListing(node: node, items: items)
+    }
+}

@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// One directory tree of the overlay, reached only through the descriptor of its root.
+/// Every access resolves beneath that root and never follows a symlink, so nothing inside
+/// a layer can lead the daemon to a file outside it.
+public final class Layer: Sendable {
+    public let rootFD: Int32
+    public let device: UInt64
+
+    static let resolve = pb_RESOLVE_BENEATH | pb_RESOLVE_NO_SYMLINKS | pb_RESOLVE_NO_MAGICLINKS
+
+    /// Opens the layer's root. `path` is the user's argument and may itself contain symlinks.
+    public init(path: String) throws(Errno) {
+        let fd = try Sys.check { Glibc.open(path, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) }
+        let st: stat
+        do throws(Errno) {
+            st = try Sys.fstat(fd)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+        device = UInt64(st.st_dev)
+        rootFD = fd
+    }
+
+    deinit { Sys.close(rootFD) }
+
+    /// Opens `path` with `flags`, resolving beneath the root without following symlinks.
+    /// The caller owns the descriptor.
+    public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0) throws(Errno) -> Int32 {
+        try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+            try Sys.openat2(rootFD, p, flags: flags | pb_O_NOFOLLOW | pb_O_CLOEXEC, mode: mode, resolve: Layer.resolve)
+        }
+    }
+
+    /// Runs `body` with a descriptor of the directory `path` (O_PATH; the root's own for the root).
+    public func withDirectory<T>(_ path: LayerPath, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+        if path.isRoot { return try body(rootFD) }
+        let fd = try open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+        defer { Sys.close(fd) }
+        return try body(fd)
+    }
+
+    /// Runs `body` with an O_PATH descriptor of the entry at `path` itself (a symlink is not followed).
+    public func withEntry<T>(_ path: LayerPath, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+        if path.isRoot { return try body(rootFD) }
+        let fd = try open(path, flags: pb_O_PATH)
+        defer { Sys.close(fd) }
+        return try body(fd)
+    }
+
+    /// The attributes of the entry at `path` (lstat semantics).
+    public func attributes(_ path: LayerPath) throws(Errno) -> stat {
+        if path.isRoot { return try Sys.fstat(rootFD) }
+        if path.isSingleName {
+            // one name directly under the root cannot lead outside it
+            return try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(rootFD, p) }
+        }
+        return try withEntry(path) { (fd: Int32) throws(Errno) -> stat in try Sys.fstat(fd) }
+    }
+
+    public func readLink(_ path: LayerPath) throws(Errno) -> [UInt8] {
+        try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in try Sys.readlinkat(fd, "") }
+    }
+
+    public func extendedAttribute(_ path: LayerPath, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+        try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in try Sys.getxattr(fd: fd, name: name) }
+    }
+
+    public func extendedAttributeNames(_ path: LayerPath) throws(Errno) -> [UInt8] {
+        try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in try Sys.listxattr(fd: fd) }
+    }
+
+    /// Every entry of the directory at `path`, except "." and "..", in on-disk order.
+    public func entries(_ path: LayerPath) throws(Errno) -> [LayerEntry] {
+        let fd = try open(path, flags: O_RDONLY | pb_O_DIRECTORY)
+        var result: [LayerEntry] = []
+        try Sys.readDirectory(fd) { entry, dirfd in
+            Sys.withName(entry) { name, length in
+                if name[0] == 0x2E && (length == 1 || (length == 2 && name[1] == 0x2E)) { return }
+                var type = entry.pointee.d_type
+                var ino = UInt64(entry.pointee.d_ino)
+                var isWhiteout = false
+                if type == UInt8(DT_CHR) || type == UInt8(DT_UNKNOWN) {
+                    // a 0/0 character device is overlayfs' form of a whiteout
+                    if let st = try? Sys.lstatat(dirfd, name) {
+                        type = UInt8((st.st_mode & S_IFMT) >> 12)
+                        ino = UInt64(st.st_ino)
+                        isWhiteout = Whiteout.isDevice(st)
+                    }
+                }
+                let bytes = UnsafeRawBufferPointer(start: name, count: length)
+                result.append(LayerEntry(name: Array(bytes), type: type, inode: ino, isWhiteoutDevice: isWhiteout))
+            }
+        }
+        return result
+    }
+
+    public func fileSystemStatistics() throws(Errno) -> statvfs {
+        var result = statvfs()
+        _ = try Sys.check { fstatvfs(rootFD, &result) }
+        return result
+    }
+}
+
+/// One name read from a layer's directory.
+public struct LayerEntry: Sendable {
+    public var name: [UInt8]
+    /// The `d_type` of the entry (DT_REG, DT_DIR, ...).
+    public var type: UInt8
+    /// The inode number in the layer's filesystem.
+    public var inode: UInt64
+    public var isWhiteoutDevice: Bool
+}

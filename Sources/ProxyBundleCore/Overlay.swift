@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The merged view of a main bundle (lower layer, only ever read) shadowed by a
+/// substitution directory (upper layer). Operations are named after the FUSE requests that
+/// use them and take kernel node IDs; nothing here imports libfuse.
+public final class Overlay: Sendable {
+    public let upper: Layer
+    public let lower: Layer
+    let nodes: NodeTable
+    let inodes: InodeNumbers
+
+    /// What a lookup answers: the node and its attributes as the mount reports them.
+    public struct Entry: Sendable {
+        public var node: NodeID
+        public var attributes: stat
+    }
+
+    public init(main: Layer, substitution: Layer) throws(Errno) {
+        upper = substitution
+        lower = main
+        inodes = InodeNumbers(separateDevices: main.device != substitution.device)
+        let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
+        nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))
+    }
+
+    /// The number of nodes the kernel currently holds references to (the root included).
+    public var nodeCount: Int { nodes.count }
+
+    // MARK: lookup and attributes
+
+    public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
+        try Names.checkLookup(name)
+        let dir = try nodes.location(of: parent)
+        guard dir.placement.isDirectory else { throw Errno.notDirectory }
+        let found = try resolve(name, in: dir.path, dir.placement)
+        let id = nodes.remember(parent: parent, name: name, placement: found.placement)
+        return Entry(node: id, attributes: found.attributes)
+    }
+
+    public func forget(_ node: NodeID, count: UInt64) {
+        nodes.forget(node, count: count)
+    }
+
+    public func attributes(of node: NodeID) throws(Errno) -> stat {
+        let location = try nodes.location(of: node)
+        return try attributes(at: location.path, location.placement)
+    }
+
+    func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
+        let layer = placement.inUpper ? upper : lower
+        var st = try layer.attributes(path)
+        st.st_ino = inodes.number(st.st_ino, inUpper: placement.inUpper)
+        return st
+    }
+
+    public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
+        let location = try nodes.location(of: node)
+        return try layer(serving: location.placement).readLink(location.path)
+    }
+
+    // MARK: files
+
+    /// Opens the file behind `node` for reading; returns a descriptor the caller owns.
+    public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> Int32 {
+        let location = try nodes.location(of: node)
+        if location.placement.isDirectory { throw Errno.isDirectory }
+        if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { throw Errno.readOnly }
+        let passed = flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)
+        return try layer(serving: location.placement).open(location.path, flags: passed)
+    }
+
+    // MARK: extended attributes
+
+    public func extendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
+        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
+        let location = try nodes.location(of: node)
+        let layer = layer(serving: location.placement)
+        return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+            try layer.extendedAttribute(location.path, name: p)
+        }
+    }
+
+    /// The node's attribute names, NUL-separated, without the overlay's private ones.
+    public func extendedAttributeNames(_ node: NodeID) throws(Errno) -> [UInt8] {
+        let location = try nodes.location(of: node)
+        let all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+        var shown: [UInt8] = []
+        for name in all.split(separator: 0) {
+            if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { continue }
+            shown.append(contentsOf: name)
+            shown.append(0)
+        }
+        return shown
+    }
+
+    // MARK: file system
+
+    /// The substitution's file system, with the name limit reduced so that a whiteout for
+    /// any name still fits.
+    public func fileSystemStatistics() throws(Errno) -> statvfs {
+        var result = try upper.fileSystemStatistics()
+        let reserve = UInt(Whiteout.prefix.count)
+        result.f_namemax = result.f_namemax > reserve ? result.f_namemax - reserve : result.f_namemax
+        return result
+    }
+
+    /// access(2): checks `mask` against the node's mode for the requesting user.
+    public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
+        let st = try attributes(of: node)
+        try Permissions.check(st, mask: mask, user: user)
+    }
+
+    func layer(serving placement: Placement) -> Layer {
+        placement.inUpper ? upper : lower
+    }
+}
+
+/// Inode numbers as the mount reports them: unique within the mount, stable while mounted,
+/// shared by hard links within a layer. When both layers live on one file system their own
+/// numbers are already distinct and are reported as they are (as overlayfs does); otherwise
+/// the substitution's numbers are tagged with the top bit.
+struct InodeNumbers: Sendable {
+    let separateDevices: Bool
+
+    func number(_ ino: ino_t, inUpper: Bool) -> ino_t {
+        (inUpper && separateDevices) ? ino | (1 << 63) : ino
+    }
+}

@@ -1,0 +1,125 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// Thin wrappers over the system calls the overlay makes: each retries on EINTR and turns
+/// failure into a thrown `Errno`. Nothing here knows about layers or whiteouts.
+enum Sys {
+    @inline(__always)
+    static func check(_ body: () -> Int32) throws(Errno) -> Int32 {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            if errno != EINTR { throw Errno.current }
+        }
+    }
+
+    @inline(__always)
+    static func checkSize(_ body: () -> Int) throws(Errno) -> Int {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            if errno != EINTR { throw Errno.current }
+        }
+    }
+
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)  // never retried: the descriptor is gone either way
+    }
+
+    static func openat2(_ dirfd: Int32, _ path: UnsafePointer<CChar>, flags: Int32,
+                        mode: mode_t = 0, resolve: UInt64) throws(Errno) -> Int32 {
+        try check { pb_openat2(dirfd, path, UInt64(UInt32(bitPattern: flags)), UInt64(mode), resolve) }
+    }
+
+    static func lstatat(_ dirfd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) -> stat {
+        var st = stat()
+        _ = try check { fstatat(dirfd, name, &st, pb_AT_SYMLINK_NOFOLLOW) }
+        return st
+    }
+
+    static func fstat(_ fd: Int32) throws(Errno) -> stat {
+        var st = stat()
+        _ = try check { Glibc.fstat(fd, &st) }
+        return st
+    }
+
+    /// The target of the symlink `name` in `dirfd` (or of `dirfd` itself when `name` is "").
+    static func readlinkat(_ dirfd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+        var capacity = 256
+        while true {
+            var buffer = [CChar](repeating: 0, count: capacity)
+            let count = try checkSize { Glibc.readlinkat(dirfd, name, &buffer, capacity) }
+            if count < capacity {
+                return buffer[..<count].map { UInt8(bitPattern: $0) }
+            }
+            capacity *= 4
+            if capacity > 1 << 20 { throw Errno.nameTooLong }
+        }
+    }
+
+    /// Reads every entry of an open directory, without "." and "..". Takes ownership of `fd`.
+    static func readDirectory(_ fd: Int32, _ visit: (UnsafePointer<dirent>, Int32) -> Void) throws(Errno) {
+        guard let dir = fdopendir(fd) else {
+            let error = Errno.current
+            Sys.close(fd)
+            throw error
+        }
+        defer { closedir(dir) }
+        let dfd = dirfd(dir)
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw Errno.current }
+                return
+            }
+            visit(UnsafePointer(entry), dfd)
+        }
+    }
+
+    /// Runs `body` with the name of an entry of `entry` as a C string.
+    static func withName<T>(_ entry: UnsafePointer<dirent>,
+                            _ body: (UnsafePointer<CChar>, Int) -> T) -> T {
+        withUnsafePointer(to: entry.pointee.d_name) { tuple in
+            tuple.withMemoryRebound(to: CChar.self, capacity: 256) { body($0, strlen($0)) }
+        }
+    }
+
+    /// Extended attributes through `/proc/self/fd/N`: works on O_PATH descriptors, and opens
+    /// nothing (no device side effects, no atime).
+    static func withProcPath<T>(_ fd: Int32, _ body: (UnsafePointer<CChar>) throws(Errno) -> T) throws(Errno) -> T {
+        try Array("/proc/self/fd/\(fd)".utf8).withCStringCopy(body)
+    }
+
+    /// The whole value of one extended attribute of the file behind `fd`.
+    static func getxattr(fd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+        try withProcPath(fd) { (path: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+            try readSized { buffer, size in CFuseShim.getxattr(path, name, buffer, size) }
+        }
+    }
+
+    /// The NUL-separated attribute names of the file behind `fd`.
+    static func listxattr(fd: Int32) throws(Errno) -> [UInt8] {
+        try withProcPath(fd) { (path: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+            try readSized { buffer, size in
+                CFuseShim.listxattr(path, buffer?.assumingMemoryBound(to: CChar.self), size)
+            }
+        }
+    }
+
+    /// Calls a "size query, then fill" style function until the value fits.
+    private static func readSized(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(Errno) -> [UInt8] {
+        while true {
+            let needed = try checkSize { call(nil, 0) }
+            if needed == 0 { return [] }
+            var buffer = [UInt8](repeating: 0, count: needed)
+            let count = buffer.withUnsafeMutableBytes { call($0.baseAddress, needed) }
+            if count >= 0 {
+                buffer.removeSubrange(count...)
+                return buffer
+            }
+            if errno != ERANGE && errno != EINTR { throw Errno.current }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The conventions by which the substitution directory records deletions.
+///
+/// OCI image layers: `.wh.NAME` hides NAME of the main bundle in the same directory, and
+/// `.wh..wh..opq` hides all of the main bundle's entries of its directory. Also read are
+/// overlayfs' forms: a 0/0 character device named NAME, and an `overlay.opaque` xattr equal
+/// to "y" on a directory. Names beginning with `.wh.` are never shown through the mount.
+public enum Whiteout {
+    public static let prefix: [UInt8] = Array(".wh.".utf8)
+    /// Names the overlay keeps for itself (the opaque marker, the copy-up work directory).
+    public static let reservedPrefix: [UInt8] = Array(".wh..wh.".utf8)
+    public static let opaqueMarker: [UInt8] = Array(".wh..wh..opq".utf8)
+    public static let opaqueAttributes = ["trusted.overlay.opaque", "user.overlay.opaque"]
+    /// Extended attribute prefixes that belong to overlay implementations and are not shown.
+    public static let privateAttributePrefixes: [[UInt8]] = [
+        Array("trusted.overlay.".utf8), Array("user.overlay.".utf8),
+    ]
+
+    /// Whether `st` is overlayfs' whiteout: a character device numbered 0/0.
+    public static func isDevice(_ st: stat) -> Bool {
+        (st.st_mode & S_IFMT) == S_IFCHR && st.st_rdev == 0
+    }
+
+    public static func hasPrefix(_ name: [UInt8]) -> Bool {
+        name.starts(with: prefix)
+    }
+
+    /// For an entry named `.wh.NAME` (not a reserved name), NAME.
+    public static func hiddenName(_ entry: [UInt8]) -> [UInt8]? {
+        guard hasPrefix(entry), !entry.starts(with: reservedPrefix) else { return nil }
+        return Array(entry[prefix.count...])
+    }
+
+    /// The whiteout file's name for NAME.
+    public static func fileName(hiding name: [UInt8]) -> [UInt8] {
+        prefix + name
+    }
+
+    /// Whether the directory `dirfd` of the substitution holds a whiteout file for `name`.
+    static func fileExists(hiding name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
+        try exists(fileName(hiding: name), in: dirfd)
+    }
+
+    /// Whether the substitution directory `dirfd` hides the main bundle's entries below it.
+    static func isOpaque(_ dirfd: Int32) throws(Errno) -> Bool {
+        if try exists(opaqueMarker, in: dirfd) { return true }
+        for attribute in opaqueAttributes {
+            let value: [UInt8]
+            do {
+                value = try Sys.getxattr(fd: dirfd, name: attribute)
+            } catch let error where [ENODATA, ENOTSUP, EPERM].contains(error.code) {
+                continue
+            }
+            if value == [UInt8(ascii: "y")] { return true }
+        }
+        return false
+    }
+
+    private static func exists(_ name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
+        do {
+            _ = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }
+            return true
+        } catch let error where error.code == ENOENT {
+            return false
+        }
+    }
+}

@@ -1,0 +1,15 @@
+import CFuse3
+
+/// What the daemon asks of the kernel at INIT. libfuse 3.14 fails the mount if `want` holds a
+/// bit the kernel did not offer, so only offered bits are ever requested.
+enum Capabilities {
+    static let wanted: UInt32 = UInt32(FUSE_CAP_ASYNC_READ) | UInt32(FUSE_CAP_SPLICE_WRITE)
+        | UInt32(FUSE_CAP_SPLICE_MOVE) | UInt32(FUSE_CAP_READDIRPLUS)
+        | UInt32(FUSE_CAP_READDIRPLUS_AUTO) | UInt32(FUSE_CAP_PARALLEL_DIROPS)
+        | UInt32(FUSE_CAP_AUTO_INVAL_DATA)
+
+    static func negotiate(_ connection: UnsafeMutablePointer<fuse_conn_info>) {
+        let capable = connection.pointee.capable
+        connection.pointee.want = (connection.pointee.want | (wanted & capable)) & capable
+    }
+}

@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuse3
+import Logging
+import ProxyBundleCore
+
+/// How long the kernel may keep what it was told, in seconds.
+public struct CacheTimeouts: Sendable, Equatable {
+    public var entry: Double
+    public var attribute: Double
+    /// 0 means "do not cache missing names".
+    public var negative: Double
+
+    public init(entry: Double, attribute: Double, negative: Double) {
+        self.entry = entry
+        self.attribute = attribute
+        self.negative = negative
+    }
+
+    public static let standard = CacheTimeouts(entry: 1, attribute: 1, negative: 1)
+}
+
+/// The state every request handler reaches through `fuse_req_userdata`: the overlay and the
+/// settings of this mount. Handlers translate between FUSE and `Overlay`; they hold no logic.
+public final class FuseServer: Sendable {
+    public let overlay: Overlay
+    public let timeouts: CacheTimeouts
+    public let readOnly: Bool
+    let logger: Logger
+
+    public init(overlay: Overlay, timeouts: CacheTimeouts, readOnly: Bool, logger: Logger) {
+        self.overlay = overlay
+        self.timeouts = timeouts
+        self.readOnly = readOnly
+        self.logger = logger
+    }
+
+    func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {
+        var result = fuse_entry_param()
+        result.ino = entry.node
+        result.attr = entry.attributes
+        result.attr_timeout = timeouts.attribute
+        result.entry_timeout = timeouts.entry
+        return result
+    }
+
+    /// A lookup reply: the entry, or for a missing name with negative caching on, an entry
+    /// with node 0 so the kernel remembers the absence.
+    func lookupReply(parent: NodeID, name: [UInt8]) throws(Errno) -> Reply {
+        do {
+            return .entry(entryParameters(try overlay.lookup(parent: parent, name: name)))
+        } catch let error where error.code == ENOENT && timeouts.negative > 0 {
+            var negative = fuse_entry_param()
+            negative.entry_timeout = timeouts.negative
+            return .entry(negative)
+        }
+    }
+
+    func requester(_ req: fuse_req_t) -> Requester {
+        let context = fuse_req_ctx(req)
+        let uid = context?.pointee.uid ?? 0
+        let gid = context?.pointee.gid ?? 0
+        var groups = [gid_t](repeating: 0, count: 64)
+        let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
+        groups.removeSubrange(max(0, min(Int(count), groups.count))...)
+        return Requester(uid: uid, gid: gid, groups: groups)
+    }
+
+    func log(failure error: Errno, in operation: StaticString) {
+        if error.code == EIO {
+            logger.warning("\(operation) failed: \(error)")
+        } else {
+            logger.debug("\(operation): \(error)")
+        }
+    }
+}
+
+/// A C string from the kernel as the overlay's byte name.
+@inline(__always)
+func bytes(_ name: UnsafePointer<CChar>?) -> [UInt8] {
+    guard let name else { return [] }
+    return Array(UnsafeRawBufferPointer(start: name, count: strlen(name)))
+}

@@ -1,0 +1,130 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuse3
+import ProxyBundleCore
+
+/// The low-level operations table. Each callback unpacks its arguments, calls the overlay
+/// and returns a `Reply`; `FuseServer.handle` replies.
+enum Operations {
+    static func table() -> fuse_lowlevel_ops {
+        var ops = fuse_lowlevel_ops()
+        ops.`init` = { userdata, connection in
+            guard let connection else { return }
+            Capabilities.negotiate(connection)
+        }
+        ops.lookup = { req, parent, name in
+            FuseServer.handle(req, "lookup") { server throws(Errno) in
+                try server.lookupReply(parent: parent, name: bytes(name))
+            }
+        }
+        ops.forget = { req, node, count in
+            FuseServer.handle(req, "forget") { server in
+                server.overlay.forget(node, count: count)
+                return .none
+            }
+        }
+        ops.forget_multi = { req, count, forgets in
+            FuseServer.handle(req, "forget_multi") { server in
+                for index in 0..<count {
+                    guard let item = forgets?[index] else { continue }
+                    server.overlay.forget(item.ino, count: item.nlookup)
+                }
+                return .none
+            }
+        }
+        ops.getattr = { req, node, _ in
+            FuseServer.handle(req, "getattr") { server throws(Errno) in
+                .attributes(try server.overlay.attributes(of: node), timeout: server.timeouts.attribute)
+            }
+        }
+        ops.readlink = { req, node in
+            FuseServer.handle(req, "readlink") { server throws(Errno) in
+                .link(try server.overlay.readLink(node))
+            }
+        }
+        ops.open = { req, node, info in
+            FuseServer.handle(req, "open") { server throws(Errno) in
+                guard let info else { throw Errno.invalid }
+                info.pointee.fh = UInt64(try server.overlay.openFile(node, flags: info.pointee.flags))
+                return .opened(info)
+            }
+        }
+        ops.read = { req, _, size, offset, info in
+            FuseServer.handle(req, "read") { _ throws(Errno) in
+                guard let info else { throw Errno.invalid }
+                return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
+            }
+        }
+        ops.release = { req, _, info in
+            FuseServer.handle(req, "release") { _ in
+                if let info { close(Int32(truncatingIfNeeded: info.pointee.fh)) }
+                return .ok
+            }
+        }
+        ops.opendir = { req, node, info in
+            FuseServer.handle(req, "opendir") { server throws(Errno) in
+                guard let info else { throw Errno.invalid }
+                let listing = try server.overlay.listDirectory(node)
+                info.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(listing).toOpaque()))
+                return .opened(info)
+            }
+        }
+        ops.readdir = { req, _, size, offset, info in
+            FuseServer.handle(req, "readdir") { server throws(Errno) in
+                .bytes(DirectoryPacker.pack(req, try Operations.listing(info), size: size, offset: offset, server: nil))
+            }
+        }
+        ops.readdirplus = { req, _, size, offset, info in
+            FuseServer.handle(req, "readdirplus") { server throws(Errno) in
+                .bytes(DirectoryPacker.pack(req, try Operations.listing(info), size: size, offset: offset, server: server))
+            }
+        }
+        ops.releasedir = { req, _, info in
+            FuseServer.handle(req, "releasedir") { _ in
+                if let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) {
+                    Unmanaged<DirectoryListing>.fromOpaque(pointer).release()
+                }
+                return .ok
+            }
+        }
+        ops.statfs = { req, _ in
+            FuseServer.handle(req, "statfs") { server throws(Errno) in
+                .statistics(try server.overlay.fileSystemStatistics())
+            }
+        }
+        ops.getxattr = { req, node, name, size in
+            FuseServer.handle(req, "getxattr") { server throws(Errno) in
+                let value = try server.overlay.extendedAttribute(node, name: bytes(name))
+                return try Operations.sized(value, size)
+            }
+        }
+        ops.listxattr = { req, node, size in
+            FuseServer.handle(req, "listxattr") { server throws(Errno) in
+                try Operations.sized(try server.overlay.extendedAttributeNames(node), size)
+            }
+        }
+        ops.access = { req, node, mask in
+            FuseServer.handle(req, "access") { server throws(Errno) in
+                guard let req else { throw Errno.invalid }
+                try server.overlay.checkAccess(node, mask: mask, user: server.requester(req))
+                return .ok
+            }
+        }
+        ReadOnlyOperations.install(&ops)
+        return ops
+    }
+
+    /// The listing stored in a directory handle by opendir.
+    static func listing(_ info: UnsafeMutablePointer<fuse_file_info>?) throws(Errno) -> DirectoryListing {
+        guard let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) else { throw Errno.invalid }
+        return Unmanaged<DirectoryListing>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    /// xattr replies: the size alone when asked with size 0, ERANGE when it does not fit.
+    static func sized(_ value: [UInt8], _ size: Int) throws(Errno) -> Reply {
+        if size == 0 { return .size(value.count) }
+        if value.count > size { throw Errno.range }
+        return .bytes(value)
+    }
+}

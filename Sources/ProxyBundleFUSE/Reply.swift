@@ -1,0 +1,81 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuse3
+import ProxyBundleCore
+
+/// The answer to one request. Handlers return one; `FuseServer.handle` sends it, so every
+/// request gets exactly one reply and failures are sent from one place.
+enum Reply {
+    /// success with no data (fuse_reply_err with 0)
+    case ok
+    /// for FORGET: no reply at all
+    case none
+    case entry(fuse_entry_param)
+    case attributes(stat, timeout: Double)
+    case link([UInt8])
+    case opened(UnsafeMutablePointer<fuse_file_info>)
+    /// file contents streamed from a descriptor (spliced when the kernel allows)
+    case fileData(fd: Int32, size: Int, offset: off_t)
+    case bytes([UInt8])
+    case statistics(statvfs)
+    case size(Int)
+}
+
+extension FuseServer {
+    /// Runs a request's handler and sends its reply, or its error. The only place that
+    /// replies with an error.
+    @inline(__always)
+    static func handle(_ req: fuse_req_t?, _ operation: StaticString,
+                       _ body: (FuseServer) throws(Errno) -> Reply) {
+        guard let req else { return }
+        guard let userdata = fuse_req_userdata(req) else {
+            _ = fuse_reply_err(req, EIO)
+            return
+        }
+        let server = Unmanaged<FuseServer>.fromOpaque(userdata).takeUnretainedValue()
+        do {
+            server.send(try body(server), to: req, operation)
+        } catch {
+            server.log(failure: error, in: operation)
+            _ = fuse_reply_err(req, error.code)
+        }
+    }
+
+    private func send(_ reply: Reply, to req: fuse_req_t, _ operation: StaticString) {
+        let result: Int32
+        switch reply {
+        case .ok:
+            result = fuse_reply_err(req, 0)
+        case .none:
+            fuse_reply_none(req)
+            return
+        case .entry(var entry):
+            result = fuse_reply_entry(req, &entry)
+        case .attributes(var st, let timeout):
+            result = fuse_reply_attr(req, &st, timeout)
+        case .link(let target):
+            result = target.withCStringCopy { fuse_reply_readlink(req, $0) }
+        case .opened(let info):
+            result = fuse_reply_open(req, info)
+        case .fileData(let fd, let size, let offset):
+            var data = fuse_bufvec()
+            data.count = 1
+            data.buf.size = size
+            data.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+            data.buf.fd = fd
+            data.buf.pos = offset
+            result = fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE)
+        case .bytes(let bytes):
+            result = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
+        case .statistics(var st):
+            result = fuse_reply_statfs(req, &st)
+        case .size(let count):
+            result = fuse_reply_xattr(req, count)
+        }
+        if result != 0 {
+            // the request was interrupted or the connection is gone: nothing else to do
+            logger.debug("\(operation): reply not delivered (\(Errno(-result)))")
+        }
+    }
+}

@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuse3
+import CFuseShim
+import ProxyBundleCore
+
+/// One FUSE session: created with its mount options, mounted, served by libfuse's
+/// multi-threaded loop until unmounted or signalled, then unmounted and destroyed.
+public final class Session {
+    private let session: OpaquePointer
+    private let userdata: Unmanaged<FuseServer>
+    private var mounted = false
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// `options` are FUSE mount options as `-o` takes them (e.g. "ro", "fsname=...").
+    public init(server: FuseServer, options: [String]) throws(Failure) {
+        var ops = Operations.table()
+        let arguments = ["proxybundle"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        defer { argv.forEach { free($0) } }
+        userdata = Unmanaged.passRetained(server)
+        let created = pb_session_new(Int32(arguments.count), &argv, &ops, userdata.toOpaque())
+        guard let created else {
+            userdata.release()
+            throw Failure(description: "libfuse refused the mount options \(options.joined(separator: ","))")
+        }
+        session = created
+    }
+
+    deinit {
+        if mounted { fuse_session_unmount(session) }
+        fuse_session_destroy(session)
+        userdata.release()
+    }
+
+    public func mount(at mountpoint: String) throws(Failure) {
+        guard fuse_session_mount(session, mountpoint) == 0 else {
+            throw Failure(description: "cannot mount on \(mountpoint) (is /dev/fuse accessible and the mountpoint an empty directory?)")
+        }
+        mounted = true
+    }
+
+    /// Serves requests until the file system is unmounted or SIGINT, SIGTERM or SIGHUP
+    /// arrives; then unmounts. Returns 0 on a clean end.
+    public func run(maxThreads: UInt32 = 16) -> Int32 {
+        let handlers = fuse_set_signal_handlers(session)
+        let result = pb_session_loop_mt(session, maxThreads, 4)
+        if handlers == 0 { fuse_remove_signal_handlers(session) }
+        if mounted {
+            fuse_session_unmount(session)
+            mounted = false
+        }
+        return result < 0 ? 1 : 0
+    }
+}

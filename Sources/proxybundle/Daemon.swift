@@ -1,0 +1,155 @@
+import CFuseShim
+import Logging
+import ProxyBundleCore
+import ProxyBundleFUSE
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Running the file system: in this process (foreground), or in a detached copy of this
+/// program that reports back through a pipe once it has mounted.
+enum Daemon {
+    /// The environment variable through which a detached daemon learns its readiness pipe.
+    static let readyVariable = "PROXYBUNDLE_READY_FD"
+    /// When set to 1, the daemon ends (SIGTERM) when the process that started it exits.
+    static let exitWithParentVariable = "PROXYBUNDLE_EXIT_WITH_PARENT"
+
+    /// Opens the layers, mounts, reports readiness and serves until unmounted.
+    static func serve(_ plan: MountPlan, logger: Logger) throws(Failure) -> Int32 {
+        if getenv(exitWithParentVariable).map({ String(cString: $0) }) == "1" {
+            _ = pb_set_parent_death_signal(SIGTERM)
+        }
+        let ready = getenv(readyVariable).flatMap { Int32(String(cString: $0)) }
+        do throws(Failure) {
+            let session = try open(plan, logger: logger)
+            do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
+            logger.info("mounted \(plan.main) with \(plan.substitution) on \(plan.mountpoint)")
+            if let ready { report("ready", to: ready) }
+            _ = chdir("/")
+            let status = session.run(maxThreads: plan.options.maxThreads)
+            logger.info("unmounted \(plan.mountpoint)")
+            return status
+        } catch {
+            if let ready { report("error: \(error.description)", to: ready) }
+            throw error
+        }
+    }
+
+    private static func open(_ plan: MountPlan, logger: Logger) throws(Failure) -> Session {
+        let overlay: Overlay
+        do {
+            let main = try Layer(path: plan.main)
+            let substitution = try Layer(path: plan.substitution)
+            overlay = try Overlay(main: main, substitution: substitution)
+        } catch {
+            throw Failure("cannot open the layers: \(error)")
+        }
+        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, readOnly: true, logger: logger)
+        var options = ["subtype=proxybundle", "default_permissions", "ro"] + plan.options.fuse
+        if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
+        do {
+            return try Session(server: server, options: options)
+        } catch {
+            throw Failure(error.description)
+        }
+    }
+
+    private static func report(_ message: String, to fd: Int32) {
+        let line = message + "\n"
+        _ = line.withCString { write(fd, $0, strlen($0)) }
+        close(fd)
+    }
+}
+
+extension Daemon {
+    /// Starts `arguments` (a foreground mount) as a detached copy of this program in its own
+    /// session, and returns once it reports that it has mounted and the mount answers.
+    static func startDetached(_ arguments: [String], mountpoint: String) throws(Failure) {
+        var pipeEnds: [Int32] = [0, 0]
+        guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }
+        for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        defer { close(pipeEnds[0]) }
+        let childReadyFD: Int32 = 3
+        let pid: pid_t
+        do throws(Failure) {
+            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD)
+        } catch {
+            close(pipeEnds[1])
+            throw error
+        }
+        close(pipeEnds[1])
+        let message = readLine(pipeEnds[0], timeoutSeconds: 30)
+        if message == "ready" {
+            if Daemon.answers(mountpoint) { return }
+            kill(pid, SIGTERM)
+            throw Failure("the daemon mounted \(mountpoint) but the mount does not answer")
+        }
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+        if let message, message.hasPrefix("error: ") { throw Failure(String(message.dropFirst(7))) }
+        throw Failure("the daemon exited before mounting \(mountpoint)")
+    }
+
+    /// Whether `mountpoint` is a proxybundle mount that answers a stat.
+    static func answers(_ mountpoint: String) -> Bool {
+        var st = stat()
+        guard stat(mountpoint, &st) == 0 else { return false }
+        return MountTable.current().mount(at: mountpoint)?.type == "fuse.proxybundle"
+    }
+
+    private static func spawn(_ arguments: [String], readyWriteEnd: Int32, as childFD: Int32) throws(Failure) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, readyWriteEnd, childFD)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, pb_POSIX_SPAWN_SETSID)
+        let program = "/proc/self/exe"
+        let argv = (["proxybundle"] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var environment = Environment.current.filter { !$0.hasPrefix(readyVariable + "=") }
+        environment.append("\(readyVariable)=\(childFD)")
+        let envp = environment.map { strdup($0) } + [nil]
+        defer { envp.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
+        guard result == 0 else { throw Failure("cannot start the daemon: \(Paths.describe(result))") }
+        return pid
+    }
+
+    /// One line from `fd`, waiting at most `timeoutSeconds`; nil on timeout or end of file.
+    private static func readLine(_ fd: Int32, timeoutSeconds: Int32) -> String? {
+        var bytes: [UInt8] = []
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var byte: UInt8 = 0
+        while true {
+            let ready = poll(&poller, 1, timeoutSeconds * 1000)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return nil }
+            let count = read(fd, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 || byte == UInt8(ascii: "\n") { break }
+            bytes.append(byte)
+        }
+        return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// The process environment as "NAME=value" strings.
+enum Environment {
+    static var current: [String] {
+        var result: [String] = []
+        var pointer = environ
+        while let entry = pointer.pointee {
+            result.append(String(cString: entry))
+            pointer += 1
+        }
+        return result
+    }
+}

@@ -1,0 +1,60 @@
+import ProxyBundleFUSE
+
+/// The `-o` options of `mount`: the daemon's own, and the FUSE mount options passed on.
+struct MountOptions {
+    var fuse: [String] = []
+    var timeouts = CacheTimeouts.standard
+    var maxThreads: UInt32 = 16
+    var substitution: String?
+
+    /// FUSE and VFS options passed to libfuse as they are.
+    static let passedFlags: Set<String> = [
+        "allow_other", "default_permissions", "auto_unmount", "ro",
+        "nodev", "nosuid", "noexec", "dev", "suid", "exec", "noatime", "atime", "nodiratime",
+        "relatime", "sync", "async", "dirsync",
+    ]
+    static let passedValues: Set<String> = ["fsname"]
+    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "substitution"]
+
+    static let help = """
+        Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
+        attr_timeout=SECONDS, negative_timeout=SECONDS (0 turns that cache off), max_threads=N, \
+        substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME.
+        """
+
+    init(_ lists: [String]) throws(Failure) {
+        for list in lists {
+            for option in list.split(separator: ",").map(String.init) {
+                try apply(option)
+            }
+        }
+    }
+
+    private mutating func apply(_ option: String) throws(Failure) {
+        let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+        let key = parts[0]
+        let value = parts.count > 1 ? parts[1] : nil
+        switch (key, value) {
+        case ("entry_timeout", let v?): timeouts.entry = try seconds(key, v)
+        case ("attr_timeout", let v?): timeouts.attribute = try seconds(key, v)
+        case ("negative_timeout", let v?): timeouts.negative = try seconds(key, v)
+        case ("max_threads", let v?):
+            guard let n = UInt32(v), n >= 1, n <= 256 else { throw Failure("max_threads takes a whole number from 1 to 256, not '\(v)'") }
+            maxThreads = n
+        case ("substitution", let v?): substitution = v
+        case (_, nil) where MountOptions.passedFlags.contains(key): fuse.append(key)
+        case (_, _?) where MountOptions.passedValues.contains(key): fuse.append(option)
+        case (_, nil) where MountOptions.own.contains(key) || MountOptions.passedValues.contains(key):
+            throw Failure("mount option '\(key)' needs a value (\(key)=...)")
+        default:
+            throw Failure("unknown mount option '\(option)' (see proxybundle mount --help)")
+        }
+    }
+
+    private func seconds(_ key: String, _ value: String) throws(Failure) -> Double {
+        guard let number = Double(value), number >= 0, number.isFinite else {
+            throw Failure("\(key) takes a number of seconds, not '\(value)'")
+        }
+        return number
+    }
+}

@@ -1,0 +1,67 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Path helpers for the command line: arguments are checked and made absolute before the
+/// daemon starts, so it never depends on its working directory.
+enum Paths {
+    /// The canonical absolute path of an existing entry (symlinks resolved).
+    static func canonical(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// `path` made absolute against the working directory and normalised without touching
+    /// the file system (works for a mountpoint whose daemon died).
+    static func absolute(_ path: String) -> String {
+        var base = ""
+        if !path.hasPrefix("/"), let cwd = getcwd(nil, 0) {
+            base = String(cString: cwd)
+            free(cwd)
+        }
+        var parts: [Substring] = []
+        for part in (base + "/" + path).split(separator: "/") {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    static func kind(_ path: String) -> (exists: Bool, isDirectory: Bool, error: Int32) {
+        var st = stat()
+        if stat(path, &st) != 0 { return (false, false, errno) }
+        return (true, (st.st_mode & S_IFMT) == S_IFDIR, 0)
+    }
+
+    /// Creates `path` and any missing parents (mode 0755).
+    static func makeDirectories(_ path: String) throws(Failure) {
+        var current = ""
+        for part in path.split(separator: "/") {
+            current += "/" + part
+            if mkdir(current, 0o755) != 0 && errno != EEXIST {
+                throw Failure("cannot create substitution directory \(path): \(describe(errno))")
+            }
+        }
+    }
+
+    static func describe(_ code: Int32) -> String {
+        guard let text = strerror(code) else { return "errno \(code)" }
+        return String(cString: text)
+    }
+
+    static func home() -> String {
+        if let home = getenv("HOME"), home.pointee != 0 { return String(cString: home) }
+        if let entry = getpwuid(getuid()), let dir = entry.pointee.pw_dir { return String(cString: dir) }
+        return "/"
+    }
+
+    /// `${XDG_CACHE_HOME:-$HOME/.cache}/proxybundle/<basename of main>/patch`
+    static func defaultSubstitution(forMain main: String) -> String {
+        var cache = home() + "/.cache"
+        if let xdg = getenv("XDG_CACHE_HOME"), xdg.pointee == UInt8(ascii: "/") { cache = String(cString: xdg) }
+        let name = main.split(separator: "/").last.map(String.init) ?? "root"
+        return cache + "/proxybundle/" + name + "/patch"
+    }
+}
