@@ -53,7 +53,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MountTests",
-            dependencies: ["proxybundle", "ProxyBundleCore"]
+            dependencies: ["proxybundle", "ProxyBundleCore", "CFuseShim"]
         ),
     ]
 )

@@ -1,0 +1,109 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// A main bundle, a substitution directory and a mountpoint in a fresh temporary directory,
+/// and the built `proxybundle` daemon serving them. `stop()` always leaves nothing mounted:
+/// SIGTERM, then aborting the FUSE connection, then a lazy unmount.
+final class MountFixture {
+    let root: String
+    let main: String
+    let substitution: String
+    let mountpoint: String
+    let logPath: String
+    private(set) var daemon: pid_t = 0
+    private var mainChecksum: String = ""
+
+    init(_ name: String = #function) throws {
+        let base = FileManager.default.temporaryDirectory.path
+        let template = "\(base)/pb-\(name.filter { $0.isLetter || $0.isNumber })-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard let made = mkdtemp(&bytes) else { throw TestFailure("mkdtemp failed: \(errno)") }
+        root = String(cString: made)
+        main = root + "/main"
+        substitution = root + "/patch"
+        mountpoint = root + "/mnt"
+        logPath = root + "/daemon.log"
+        for dir in [main, substitution, mountpoint] {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        }
+    }
+
+    /// The built daemon: beside the test bundle, or PROXYBUNDLE_BIN.
+    static var binary: String {
+        if let path = ProcessInfo.processInfo.environment["PROXYBUNDLE_BIN"] { return path }
+        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+        // the test runner may live inside an .xctest bundle directory
+        while dir.path != "/" && !FileManager.default.fileExists(atPath: dir.appendingPathComponent("proxybundle").path) {
+            dir = dir.deletingLastPathComponent()
+        }
+        return dir.appendingPathComponent("proxybundle").path
+    }
+
+    /// Mounts in the foreground as a child process and waits until the mount answers.
+    func start(_ extra: [String] = []) throws {
+        mainChecksum = try TreeChecksum.of(main)
+        let arguments = ["mount", main, mountpoint, "--substitution", substitution, "--foreground"] + extra
+        daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
+                                 environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"])
+        try waitForMount()
+    }
+
+    func waitForMount(seconds: Double = 15) throws {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if isMounted {
+                var st = stat()
+                if stat(mountpoint, &st) == 0 { return }
+            }
+            if daemon > 0, Spawn.exited(daemon) != nil {
+                daemon = 0
+                throw TestFailure("daemon exited before mounting: \(log)")
+            }
+            usleep(10_000)
+        }
+        throw TestFailure("mount did not appear within \(seconds) s: \(log)")
+    }
+
+    var isMounted: Bool { MountTable.current().mount(at: mountpoint) != nil }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Stops the daemon and makes sure nothing is left mounted. Returns the daemon's exit status.
+    @discardableResult
+    func stop() -> Int32? {
+        var status: Int32? = nil
+        if daemon > 0 {
+            kill(daemon, SIGTERM)
+            status = Spawn.wait(daemon, seconds: 10)
+            if status == nil {
+                kill(daemon, SIGKILL)
+                status = Spawn.wait(daemon, seconds: 5)
+            }
+            daemon = 0
+        }
+        Unmounter.force(mountpoint)
+        return status
+    }
+
+    /// Stops, checks the main bundle is unchanged, and removes the directory (unless still mounted).
+    func tearDown() {
+        stop()
+        if !mainChecksum.isEmpty, let now = try? TreeChecksum.of(main) {
+            XCTAssertEqual(now, mainChecksum, "the main bundle was modified")
+        }
+        if !isMounted { try? FileManager.default.removeItem(atPath: root) }
+    }
+
+    // MARK: building layers
+
+    func inMain(_ relative: String) -> String { main + "/" + relative }
+    func inPatch(_ relative: String) -> String { substitution + "/" + relative }
+    func inMount(_ relative: String) -> String { relative.isEmpty ? mountpoint : mountpoint + "/" + relative }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,67 @@
+import Foundation
+
+/// Child processes without Foundation's Process, so the daemon can get its own environment,
+/// a log file for stderr, and be waited for with a deadline.
+enum Spawn {
+    static func start(_ program: String, _ arguments: [String], stderrPath: String? = nil,
+                      stdoutPath: String? = nil, environment extra: [String] = []) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let stdoutPath {
+            posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        }
+        if let stderrPath {
+            posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        }
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let env = (ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" } + extra).map { strdup($0) } + [nil]
+        defer { env.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, program, &actions, nil, argv, env)
+        guard result == 0 else { throw TestFailure("cannot start \(program): \(String(cString: strerror(result)))") }
+        return pid
+    }
+
+    /// The exit status if `pid` has ended (a signal counts as 128 + signal), else nil.
+    static func exited(_ pid: pid_t) -> Int32? {
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        guard result == pid else { return result < 0 ? -1 : nil }
+        return decode(status)
+    }
+
+    static func wait(_ pid: pid_t, seconds: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if let status = exited(pid) { return status }
+            usleep(5_000)
+        }
+        return nil
+    }
+
+    static func decode(_ status: Int32) -> Int32 {
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    /// Runs a command to completion; returns its status, stdout and stderr.
+    static func run(_ program: String, _ arguments: [String], environment: [String] = [],
+                    seconds: Double = 60) throws -> (status: Int32, output: String, error: String) {
+        let dir = FileManager.default.temporaryDirectory.path
+        let out = "\(dir)/pb-run-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).out"
+        let err = out + ".err"
+        defer { unlink(out); unlink(err) }
+        let pid = try start(program, arguments, stderrPath: err, stdoutPath: out, environment: environment)
+        guard let status = wait(pid, seconds: seconds) else {
+            kill(pid, SIGKILL)
+            _ = wait(pid, seconds: 5)
+            throw TestFailure("\(program) \(arguments) did not finish within \(seconds) s")
+        }
+        let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+        let error = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+        return (status, output, error)
+    }
+}
