@@ -1,3 +1,4 @@
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -17,6 +18,7 @@ struct MountPlan {
             throw Failure("main bundle \(mainArgument) cannot be read: \(Paths.describe(errno))")
         }
         mountpoint = try MountPlan.directory(mountArgument, role: "mountpoint")
+        try MountPlan.checkNotMounted(mountpoint, argument: mountArgument)
         let wanted = substitutionArgument ?? options.substitution ?? Paths.defaultSubstitution(forMain: main)
         let kind = Paths.kind(wanted)
         if !kind.exists {
@@ -26,6 +28,17 @@ struct MountPlan {
             try Paths.makeDirectories(Paths.absolute(wanted))
         }
         substitution = try MountPlan.directory(wanted, role: "substitution directory")
+    }
+
+    /// A mountpoint that is already mounted, or the stale mount of a dead daemon (whose
+    /// attributes the kernel may still answer from its cache), is refused.
+    private static func checkNotMounted(_ path: String, argument: String) throws(Failure) {
+        guard let existing = MountTable.current().mount(at: path) else { return }
+        var st = statvfs()
+        if statvfs(path, &st) != 0 && errno == ENOTCONN {
+            throw Failure("mountpoint \(argument) is a stale mount (Transport endpoint is not connected); run: proxybundle unmount \(argument)")
+        }
+        throw Failure("mountpoint \(argument) is already a mount point (\(existing.type) from \(existing.source)); unmount it first")
     }
 
     private static func directory(_ argument: String, role: String) throws(Failure) -> String {

@@ -1,0 +1,136 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// The command line as a user meets it: detached mounts, unmount, errors, signals.
+final class CommandLineTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+    override func tearDown() { fx?.tearDown() }
+
+    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
+    }
+
+    func testDetachedMountReturnsOnceTheMountAnswersAndUnmountEndsTheDaemon() throws {
+        try Disk.write(fx.inMain("hello"), "world")
+        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertEqual(result.status, 0, result.error)
+        XCTAssertTrue(fx.isMounted, "mounted when the command returned")
+        XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
+        XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.source, fx.main)
+        XCTAssertEqual(try Disk.read(fx.inMount("hello")), "world")
+        let daemons = try daemonPIDs()
+        XCTAssertEqual(daemons.count, 1, "one detached daemon serves \(fx.mountpoint)")
+
+        let unmount = try proxybundle(["unmount", fx.mountpoint])
+        XCTAssertEqual(unmount.status, 0, unmount.error)
+        XCTAssertFalse(fx.isMounted)
+        for pid in daemons { XCTAssertTrue(waitUntilGone(pid), "daemon \(pid) still running after unmount") }
+    }
+
+    func testUnmountClearsTheMountOfAKilledDaemon() throws {
+        try fx.start()
+        kill(fx.daemon, SIGKILL)
+        XCTAssertNotNil(Spawn.wait(fx.daemon, seconds: 5))
+        var st = statvfs()
+        XCTAssertEqual(statvfs(fx.mountpoint, &st), -1)
+        XCTAssertEqual(errno, ENOTCONN)
+        let again = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertNotEqual(again.status, 0)
+        XCTAssertTrue(again.error.contains("proxybundle unmount"), again.error)
+        let result = try proxybundle(["unmount", fx.mountpoint])
+        XCTAssertEqual(result.status, 0, result.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+
+    func testSignalsUnmountCleanlyAndExitZero() throws {
+        for signal in [SIGTERM, SIGINT, SIGHUP] {
+            try fx.start()
+            kill(fx.daemon, signal)
+            XCTAssertEqual(Spawn.wait(fx.daemon, seconds: 10), 0, "exit status after signal \(signal): \(fx.log)")
+            XCTAssertFalse(fx.isMounted, "still mounted after signal \(signal)")
+            fx.stop()
+        }
+    }
+
+    func testExternalUnmountEndsTheDaemon() throws {
+        try fx.start()
+        XCTAssertEqual(umount2(fx.mountpoint, 0), 0)
+        XCTAssertEqual(Spawn.wait(fx.daemon, seconds: 10), 0, fx.log)
+    }
+
+    func testBadArgumentsGiveOneLineAndMountNothing() throws {
+        try Disk.write(fx.root + "/plainfile", "x")
+        let cases: [(arguments: [String], expect: String)] = [
+            (["mount", fx.root + "/missing", fx.mountpoint, "--substitution", fx.substitution], "does not exist"),
+            (["mount", fx.root + "/plainfile", fx.mountpoint, "--substitution", fx.substitution], "is not a directory"),
+            (["mount", fx.main, fx.root + "/nowhere", "--substitution", fx.substitution], "does not exist"),
+            (["mount", fx.main, fx.root + "/plainfile", "--substitution", fx.substitution], "is not a directory"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.root + "/plainfile"], "is not a directory"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "bogus"], "unknown mount option 'bogus'"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "entry_timeout=soon"], "entry_timeout"),
+            (["unmount", fx.mountpoint], "is not mounted"),
+            (["mount", fx.main, "/proc", "--substitution", fx.substitution], "already a mount point"),
+        ]
+        for (arguments, expect) in cases {
+            let result = try proxybundle(arguments)
+            XCTAssertNotEqual(result.status, 0, "\(arguments)")
+            XCTAssertTrue(result.error.contains(expect), "\(arguments): \(result.error)")
+            XCTAssertEqual(result.error.split(separator: "\n").count, 1, "one line: \(result.error)")
+            XCTAssertFalse(result.error.contains("Fatal error"), result.error)
+            XCTAssertFalse(fx.isMounted, "\(arguments) left a mount")
+        }
+    }
+
+    func testSubstitutionIsCreatedWhenMissing() throws {
+        let fresh = fx.root + "/cache/app/patch"
+        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fresh])
+        XCTAssertEqual(result.status, 0, result.error)
+        defer { _ = try? proxybundle(["unmount", fx.mountpoint]) }
+        var st = stat()
+        XCTAssertEqual(stat(fresh, &st), 0)
+        XCTAssertEqual(st.st_mode & S_IFMT, S_IFDIR)
+    }
+
+    func testDefaultSubstitutionFollowsXDGCacheHome() throws {
+        let cache = fx.root + "/xdg"
+        let result = try Spawn.run(MountFixture.binary, ["mount", fx.main, fx.mountpoint],
+                                   environment: ["XDG_CACHE_HOME=\(cache)"])
+        XCTAssertEqual(result.status, 0, result.error)
+        defer { _ = try? proxybundle(["unmount", fx.mountpoint]) }
+        var st = stat()
+        XCTAssertEqual(stat(cache + "/proxybundle/main/patch", &st), 0)
+    }
+
+    func testHelpExplainsEveryCommandWithAnExample() throws {
+        for command in [[], ["mount"], ["unmount"]] {
+            let result = try proxybundle(command + ["--help"])
+            XCTAssertEqual(result.status, 0)
+            XCTAssertTrue(result.output.contains("Example"), "\(command): \(result.output)")
+        }
+        let mount = try proxybundle(["mount", "--help"])
+        for word in ["--substitution", "--foreground", "entry_timeout", "allow_other", "MAIN".lowercased()] {
+            XCTAssertTrue(mount.output.lowercased().contains(word.lowercased()), "mount --help lacks \(word)")
+        }
+    }
+
+    /// Processes whose command line is a proxybundle mount of this fixture's mountpoint.
+    private func daemonPIDs() throws -> [pid_t] {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc").compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry), let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            let words = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            return words.contains("mount") && words.contains(fx.mountpoint) && words.contains("--foreground") ? pid : nil
+        }
+    }
+
+    private func waitUntilGone(_ pid: pid_t) -> Bool {
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if kill(pid, 0) != 0 { return true }
+            usleep(10_000)
+        }
+        return false
+    }
+}
