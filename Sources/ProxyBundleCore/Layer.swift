@@ -63,7 +63,13 @@ public final class Layer: Sendable {
     }
 
     public func readLink(_ path: LayerPath) throws(Errno) -> [UInt8] {
-        try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in try Sys.readlinkat(fd, "") }
+        try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in
+            do throws(Errno) {
+                return try Sys.readlinkat(fd, "")
+            } catch let error where error.code == ENOENT {
+                throw Errno.invalid  // with an empty path, the kernel's answer for "not a symlink"
+            }
+        }
     }
 
     public func extendedAttribute(_ path: LayerPath, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {

@@ -15,10 +15,13 @@ extension Overlay {
     func resolve(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
         let childPath = dir.appending(name)
         var upperEntry: stat? = nil
+        var lowerWhitedOut = false
         if dirPlacement.inUpper {
-            switch try findInUpper(name, in: dir) {
+            switch try findInUpper(name, in: dir, dirPlacement) {
             case .hidden: throw Errno.noEntry
-            case .entry(let st): upperEntry = st
+            case .entry(let st, let whitedOut):
+                upperEntry = st
+                lowerWhitedOut = whitedOut
             case .absent: break
             }
         }
@@ -33,7 +36,7 @@ extension Overlay {
         }
         if let st = upperEntry {
             var merges = false
-            if let below = lowerEntry, isDirectory(below) {
+            if let below = lowerEntry, isDirectory(below), !lowerWhitedOut {
                 merges = try !upper.withDirectory(childPath) { (fd: Int32) throws(Errno) -> Bool in try Whiteout.isOpaque(fd) }
             }
             return Resolved(placement: Placement(inUpper: true, inLower: merges, isDirectory: true),
@@ -45,18 +48,25 @@ extension Overlay {
     }
 
     private enum UpperFind {
-        case entry(stat)
+        /// An entry; for a directory, whether a whiteout beside it hides the main bundle's
+        /// entry of the same name (OCI: a whiteout applies to the layers below, so a directory
+        /// recreated in the same layer is not merged).
+        case entry(stat, lowerWhitedOut: Bool)
         case hidden
         case absent
     }
 
-    private func findInUpper(_ name: [UInt8], in dir: LayerPath) throws(Errno) -> UpperFind {
+    private func findInUpper(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> UpperFind {
         let found = try absentAsNil { () throws(Errno) -> UpperFind in
             try upper.withDirectory(dir) { (dirfd: Int32) throws(Errno) -> UpperFind in
                 let st = try absentAsNil { () throws(Errno) -> stat in
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }
                 }
-                if let st { return Whiteout.isDevice(st) ? .hidden : .entry(st) }
+                if let st {
+                    if Whiteout.isDevice(st) { return .hidden }
+                    let whitedOut = isDirectory(st) && dirPlacement.inLower ? try Whiteout.fileExists(hiding: name, in: dirfd) : false
+                    return .entry(st, lowerWhitedOut: whitedOut)
+                }
                 return try Whiteout.fileExists(hiding: name, in: dirfd) ? .hidden : .absent
             }
         }

@@ -63,7 +63,8 @@ public enum Whiteout {
         do {
             _ = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }
             return true
-        } catch let error where error.code == ENOENT {
+        } catch let error where error.code == ENOENT || error.code == ENAMETOOLONG {
+            // a whiteout for a name of more than 251 bytes cannot exist
             return false
         }
     }

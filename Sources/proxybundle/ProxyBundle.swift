@@ -26,7 +26,11 @@ struct ProxyBundle: ParsableCommand {
             failure.report()
             Glibc.exit(1)
         } catch {
-            exit(withError: error)
+            // --help and --version are reported as "errors" with a success code
+            if exitCode(for: error) == .success { exit(withError: error) }
+            let first = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
+            Failure(first + " (see proxybundle --help)").report()
+            Glibc.exit(exitCode(for: error).rawValue)
         }
     }
 }

@@ -73,6 +73,9 @@ final class CommandLineTests: XCTestCase {
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "entry_timeout=soon"], "entry_timeout"),
             (["unmount", fx.mountpoint], "is not mounted"),
             (["mount", fx.main, "/proc", "--substitution", fx.substitution], "already a mount point"),
+            (["mount", fx.main], "Missing expected argument"),
+            (["mount", fx.main, fx.mountpoint, "--no-such-flag"], "Unknown option"),
+            (["frobnicate"], "Unexpected argument"),
         ]
         for (arguments, expect) in cases {
             let result = try proxybundle(arguments)

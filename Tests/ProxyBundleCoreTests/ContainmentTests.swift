@@ -1,0 +1,198 @@
+import ProxyBundleCore
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Nothing in a layer may lead the overlay outside it: symlinks are shown, never followed.
+final class ContainmentTests: OverlayTestCase {
+    private let secret = "SECRET sentinel outside both layers"
+
+    override func setUpWithError() throws {
+        try super.setUpWithError()
+        try write(.outside, "sentinel", secret)
+        try write(.outside, "a", "outside a")
+        try setAttribute(.outside, "sentinel", "user.secret", "outside")
+        try setAttribute(.outside, "a", "user.secret", "outside a")
+    }
+
+    /// Everything the overlay can tell about a symlink node, checked not to be the target's.
+    private func checkIsSymlinkNotFollowed(_ overlay: Overlay, _ relative: String, target: String,
+                                           file: StaticString = #filePath, line: UInt = #line) throws {
+        let entry = try lookup(overlay, relative)
+        XCTAssertEqual(fileType(entry.attributes), S_IFLNK, relative, file: file, line: line)
+        XCTAssertEqual(entry.attributes.st_size, off_t(target.utf8.count), file: file, line: line)
+        XCTAssertEqual(fileType(try overlay.attributes(of: entry.node)), S_IFLNK, file: file, line: line)
+        XCTAssertEqual(try overlay.readLink(entry.node), n(target), "readLink is verbatim", file: file, line: line)
+        assertErrno(ENOTDIR, try overlay.lookup(parent: entry.node, name: n("sentinel")), file: file, line: line)
+        assertErrno(ENOTDIR, try overlay.listDirectory(entry.node), file: file, line: line)
+        XCTAssertThrowsError(try overlay.openFile(entry.node, flags: O_RDONLY), "opening a symlink must not open its target",
+                             file: file, line: line)
+    }
+
+    // MARK: symlinks in either layer
+
+    func testMainSymlinkToAbsolutePathOutside() throws {
+        try symlink(.main, "out", to: outsideRoot)
+        try symlink(.main, "out-file", to: outsideRoot + "/sentinel")
+        let overlay = try makeOverlay()
+        try checkIsSymlinkNotFollowed(overlay, "out", target: outsideRoot)
+        try checkIsSymlinkNotFollowed(overlay, "out-file", target: outsideRoot + "/sentinel")
+        XCTAssertEqual(item(try overlay.listDirectory(rootNodeID), "out")?.type, UInt8(DT_LNK))
+    }
+
+    func testSubstitutionSymlinkToAbsolutePathOutside() throws {
+        try symlink(.patch, "out", to: outsideRoot)
+        try symlink(.patch, "etc", to: "/etc")
+        let overlay = try makeOverlay()
+        try checkIsSymlinkNotFollowed(overlay, "out", target: outsideRoot)
+        try checkIsSymlinkNotFollowed(overlay, "etc", target: "/etc")
+        assertErrno(ENOTDIR, try self.lookup(overlay, "etc/passwd"))
+    }
+
+    func testRelativeSymlinksClimbingOutOfEitherLayer() throws {
+        try symlink(.main, "up", to: "../../..")
+        try symlink(.patch, "up2", to: "../../..")
+        try symlink(.main, "sub/up", to: "../../../..")
+        try symlink(.patch, "psub/up", to: "../../../../etc/passwd")
+        let overlay = try makeOverlay()
+        try checkIsSymlinkNotFollowed(overlay, "up", target: "../../..")
+        try checkIsSymlinkNotFollowed(overlay, "up2", target: "../../..")
+        try checkIsSymlinkNotFollowed(overlay, "sub/up", target: "../../../..")
+        try checkIsSymlinkNotFollowed(overlay, "psub/up", target: "../../../../etc/passwd")
+    }
+
+    func testSymlinkInMergedDirectoryToOutside() throws {
+        try write(.main, "res/plain", "p")
+        try symlink(.patch, "res/out", to: outsideRoot + "/sentinel")
+        try symlink(.main, "res/mout", to: outsideRoot)
+        let overlay = try makeOverlay()
+        try checkIsSymlinkNotFollowed(overlay, "res/out", target: outsideRoot + "/sentinel")
+        try checkIsSymlinkNotFollowed(overlay, "res/mout", target: outsideRoot)
+    }
+
+    func testExtendedAttributesOfASymlinkAreNotTheTargets() throws {
+        try symlink(.patch, "link", to: outsideRoot + "/sentinel")
+        let overlay = try makeOverlay()
+        let link = try lookup(overlay, "link")
+        assertErrno(ENODATA, try overlay.extendedAttribute(link.node, name: n("user.secret")))
+        let names = try overlay.extendedAttributeNames(link.node)
+        XCTAssertFalse(String(decoding: names, as: UTF8.self).contains("user.secret"))
+    }
+
+    // MARK: a substitution directory that is a symlink
+
+    func testSubstitutionDirectoryReplacedBySymlinkToOutside() throws {
+        try write(.main, "res/a", "main a")
+        try symlink(.patch, "res", to: outsideRoot)
+        let overlay = try makeOverlay()
+        let res = try lookup(overlay, "res")
+        XCTAssertEqual(fileType(res.attributes), S_IFLNK)
+        XCTAssertEqual(try overlay.readLink(res.node), n(outsideRoot))
+        assertErrno(ENOTDIR, try overlay.lookup(parent: res.node, name: n("sentinel")))
+        assertErrno(ENOTDIR, try overlay.lookup(parent: res.node, name: n("a")))
+        XCTAssertEqual(item(try overlay.listDirectory(rootNodeID), "res")?.type, UInt8(DT_LNK))
+    }
+
+    /// The directory was real when the kernel looked it up; it is swapped for a symlink later.
+    func testSubstitutionDirectorySwappedForSymlinkAfterLookup() throws {
+        try write(.main, "res/a", "main a")
+        try write(.patch, "res/a", "patch a")
+        let overlay = try makeOverlay()
+        let res = try lookup(overlay, "res")
+        let a = try lookup(overlay, "res/a")
+        XCTAssertEqual(try readContent(overlay, a.node), "patch a")
+
+        try rename(.patch, "res", "res.moved")
+        try symlink(.patch, "res", to: outsideRoot)
+
+        XCTAssertThrowsError(try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
+        do {
+            let listing = try overlay.listDirectory(res.node)
+            XCTAssertNil(item(listing, "sentinel"), "listing shows the outside directory")
+        } catch {}
+        do {
+            let st = try overlay.attributes(of: a.node)
+            XCTAssertNotEqual(st.st_ino, try lstatOf(.outside, "a").st_ino, "attributes of the outside file")
+        } catch {}
+        do {
+            let content = try readContent(overlay, a.node)
+            XCTAssertNotEqual(content, "outside a", "read the outside file")
+        } catch {}
+        do {
+            let value = try overlay.extendedAttribute(a.node, name: n("user.secret"))
+            XCTFail("read an attribute through the symlink: \(value)")
+        } catch {}
+    }
+
+    func testMainDirectorySwappedForSymlinkAfterLookup() throws {
+        try write(.main, "res/a", "main a")
+        let overlay = try makeOverlay()
+        let res = try lookup(overlay, "res")
+        let a = try lookup(overlay, "res/a")
+        try rename(.main, "res", "res.moved")
+        try symlink(.main, "res", to: outsideRoot)
+        XCTAssertThrowsError(try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
+        do {
+            let listing = try overlay.listDirectory(res.node)
+            XCTAssertNil(item(listing, "sentinel"), "listing shows the outside directory")
+        } catch {}
+        do {
+            let content = try readContent(overlay, a.node)
+            XCTAssertNotEqual(content, "outside a", "read the outside file")
+        } catch {}
+    }
+
+    func testFileSwappedForSymlinkAfterLookupIsNotFollowed() throws {
+        try write(.main, "f", "main f")
+        try write(.main, "dir/g", "main g")
+        let overlay = try makeOverlay()
+        let f = try lookup(overlay, "f")
+        let g = try lookup(overlay, "dir/g")
+        try remove(.main, "f")
+        try symlink(.main, "f", to: outsideRoot + "/sentinel")
+        try remove(.main, "dir/g")
+        try symlink(.main, "dir/g", to: outsideRoot + "/sentinel")
+        for node in [f.node, g.node] {
+            let st = try overlay.attributes(of: node)
+            XCTAssertEqual(fileType(st), S_IFLNK, "attributes must be the symlink's own")
+            XCTAssertThrowsError(try overlay.openFile(node, flags: O_RDONLY), "opened the sentinel")
+            assertErrno(ENODATA, try overlay.extendedAttribute(node, name: n("user.secret")))
+        }
+    }
+
+    /// The kernel never sends a name containing "/" or NUL, but the core must not walk such a
+    /// name (through a symlink, out of the layer) nor truncate it.
+    func testNameWithSlashDoesNotWalkThroughASymlink() throws {
+        try symlink(.patch, "out", to: outsideRoot)
+        try symlink(.main, "mout", to: outsideRoot)
+        let overlay = try makeOverlay()
+        for name in ["out/sentinel", "mout/sentinel"] {
+            do {
+                let entry = try overlay.lookup(parent: rootNodeID, name: n(name))
+                XCTFail("lookup of \(name) succeeded: mode \(String(entry.attributes.st_mode, radix: 8)), size \(entry.attributes.st_size) (the sentinel is \(secret.utf8.count) bytes)")
+            } catch {}
+        }
+    }
+
+    func testNameWithNULIsNotTruncated() throws {
+        try write(.main, "a", "a")
+        let overlay = try makeOverlay()
+        XCTAssertThrowsError(try overlay.lookup(parent: rootNodeID, name: [0x61, 0x00, 0x62]), "\"a\\0b\" resolved to \"a\"")
+    }
+
+    func testLayerRootGivenAsSymlinkIsAccepted() throws {
+        try write(.main, "a", "main a")
+        let linkDir = try makeTemporaryDirectory("links")
+        XCTAssertEqual(Glibc.symlink(mainRoot, linkDir + "/main"), 0)
+        let overlay = try Overlay(main: Layer(path: linkDir + "/main"), substitution: Layer(path: patchRoot))
+        XCTAssertEqual(try readContent(overlay, try lookup(overlay, "a").node), "main a")
+    }
+
+    func testLayerRootMustBeADirectory() throws {
+        try write(.main, "file", "f")
+        assertErrno(ENOTDIR, try Layer(path: path(.main, "file")))
+        assertErrno(ENOENT, try Layer(path: path(.main, "missing")))
+    }
+}

@@ -1,0 +1,227 @@
+import Dispatch
+import ProxyBundleCore
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Node IDs (the kernel's handles) and inode numbers (what users see).
+final class NodeTableTests: OverlayTestCase {
+    // MARK: node IDs
+
+    func testFreshOverlayHoldsOnlyTheRoot() throws {
+        let overlay = try makeOverlay()
+        XCTAssertEqual(rootNodeID, 1)
+        XCTAssertEqual(overlay.nodeCount, 1)
+        XCTAssertEqual(fileType(try overlay.attributes(of: rootNodeID)), S_IFDIR)
+    }
+
+    func testRepeatedLookupsReuseTheNode() throws {
+        try write(.main, "a", "a")
+        try write(.patch, "b", "b")
+        let overlay = try makeOverlay()
+        let a1 = try lookup(overlay, "a")
+        let a2 = try lookup(overlay, "a")
+        let a3 = try lookup(overlay, "a")
+        XCTAssertEqual(a1.node, a2.node)
+        XCTAssertEqual(a1.node, a3.node)
+        XCTAssertNotEqual(a1.node, rootNodeID)
+        XCTAssertEqual(overlay.nodeCount, 2)
+        let b = try lookup(overlay, "b")
+        XCTAssertNotEqual(b.node, a1.node)
+        XCTAssertEqual(overlay.nodeCount, 3)
+    }
+
+    func testSameNameInDifferentDirectoriesAreDifferentNodes() throws {
+        try write(.main, "x", "root")
+        try write(.main, "d/x", "in d")
+        let overlay = try makeOverlay()
+        let rootX = try lookup(overlay, "x")
+        let dX = try lookup(overlay, "d/x")
+        XCTAssertNotEqual(rootX.node, dX.node)
+        XCTAssertEqual(try readContent(overlay, rootX.node), "root")
+        XCTAssertEqual(try readContent(overlay, dX.node), "in d")
+        XCTAssertEqual(overlay.nodeCount, 4)
+    }
+
+    func testForgetCountsDownLookups() throws {
+        try write(.main, "a", "a")
+        let overlay = try makeOverlay()
+        let first = try lookup(overlay, "a")
+        _ = try lookup(overlay, "a")
+        _ = try lookup(overlay, "a")
+        XCTAssertEqual(overlay.nodeCount, 2)
+        overlay.forget(first.node, count: 2)
+        XCTAssertEqual(overlay.nodeCount, 2, "one lookup is still outstanding")
+        XCTAssertEqual(try overlay.attributes(of: first.node).st_ino, try lstatOf(.main, "a").st_ino)
+        overlay.forget(first.node, count: 1)
+        XCTAssertEqual(overlay.nodeCount, 1)
+        assertErrno(ESTALE, try overlay.attributes(of: first.node))
+        assertErrno(ESTALE, try overlay.openFile(first.node, flags: O_RDONLY))
+        assertErrno(ESTALE, try overlay.readLink(first.node))
+    }
+
+    func testForgettingMoreThanLookedUpRemovesTheNode() throws {
+        try write(.main, "a", "a")
+        let overlay = try makeOverlay()
+        let a = try lookup(overlay, "a")
+        overlay.forget(a.node, count: 1000)
+        XCTAssertEqual(overlay.nodeCount, 1)
+        overlay.forget(a.node, count: 1)  // already gone: ignored
+        XCTAssertEqual(overlay.nodeCount, 1)
+    }
+
+    func testNodeIDsAreNeverReused() throws {
+        try write(.main, "a", "a")
+        let overlay = try makeOverlay()
+        let first = try lookup(overlay, "a")
+        overlay.forget(first.node, count: 1)
+        let second = try lookup(overlay, "a")
+        XCTAssertGreaterThan(second.node, first.node)
+        XCTAssertEqual(overlay.nodeCount, 2)
+        assertErrno(ESTALE, try overlay.attributes(of: first.node))
+        XCTAssertEqual(try readContent(overlay, second.node), "a")
+    }
+
+    func testForgettingTheRootOrAnUnknownNodeChangesNothing() throws {
+        try write(.main, "a", "a")
+        let overlay = try makeOverlay()
+        _ = try lookup(overlay, "a")
+        overlay.forget(rootNodeID, count: 100)
+        overlay.forget(424_242, count: 1)
+        XCTAssertEqual(overlay.nodeCount, 2)
+        XCTAssertEqual(fileType(try overlay.attributes(of: rootNodeID)), S_IFDIR)
+        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["a"])
+    }
+
+    func testNodesOfADeepPathAndForgettingThemAll() throws {
+        try write(.main, "a/b/c/d", "deep")
+        let overlay = try makeOverlay()
+        let d = try lookup(overlay, "a/b/c/d")
+        XCTAssertEqual(try readContent(overlay, d.node), "deep")
+        XCTAssertEqual(overlay.nodeCount, 5)
+        let a = try overlay.lookup(parent: rootNodeID, name: n("a"))
+        let b = try overlay.lookup(parent: a.node, name: n("b"))
+        let c = try overlay.lookup(parent: b.node, name: n("c"))
+        XCTAssertEqual(overlay.nodeCount, 5)
+        // the kernel forgets children before parents
+        overlay.forget(d.node, count: 1)
+        overlay.forget(c.node, count: 2)
+        overlay.forget(b.node, count: 2)
+        overlay.forget(a.node, count: 2)
+        XCTAssertEqual(overlay.nodeCount, 1)
+    }
+
+    func testConcurrentLookupsAgreeOnOneNode() throws {
+        for i in 0..<8 { try write(.main, "f\(i)", "\(i)") }
+        let overlay = try makeOverlay()
+        let results = Locked<[Int: Set<NodeID>]>([:])
+        let failures = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 64) { iteration in
+            let i = iteration % 8
+            do {
+                let entry = try overlay.lookup(parent: rootNodeID, name: n("f\(i)"))
+                results.withLock { _ = $0[i, default: []].insert(entry.node) }
+            } catch {
+                failures.withLock { $0 += 1 }
+            }
+        }
+        XCTAssertEqual(failures.withLock { $0 }, 0)
+        let ids = results.withLock { $0 }
+        XCTAssertEqual(ids.count, 8)
+        for (i, set) in ids { XCTAssertEqual(set.count, 1, "f\(i) got several nodes: \(set)") }
+        XCTAssertEqual(overlay.nodeCount, 9)
+        for set in ids.values { overlay.forget(set.first!, count: 8) }
+        XCTAssertEqual(overlay.nodeCount, 1)
+    }
+
+    // MARK: inode numbers
+
+    func testLayersOnOneFileSystemKeepTheirInodeNumbers() throws {
+        try write(.main, "m", "m")
+        try write(.patch, "p", "p")
+        try mkdir(.main, "d")
+        try mkdir(.patch, "d")
+        let overlay = try makeOverlay()
+        XCTAssertEqual(try lookup(overlay, "m").attributes.st_ino, try lstatOf(.main, "m").st_ino)
+        XCTAssertEqual(try lookup(overlay, "p").attributes.st_ino, try lstatOf(.patch, "p").st_ino)
+        XCTAssertEqual(try lookup(overlay, "d").attributes.st_ino, try lstatOf(.patch, "d").st_ino)
+        XCTAssertEqual(try overlay.attributes(of: rootNodeID).st_ino, try lstatOf(.patch, "").st_ino)
+    }
+
+    func testHardLinksInMainShareTheInodeNumber() throws {
+        try write(.main, "one", "shared content")
+        try hardLink(.main, "one", "two")
+        try hardLink(.main, "one", "sub/three")
+        let overlay = try makeOverlay()
+        let one = try lookup(overlay, "one")
+        let two = try lookup(overlay, "two")
+        let three = try lookup(overlay, "sub/three")
+        XCTAssertNotEqual(one.node, two.node, "hard links are different names, so different nodes")
+        XCTAssertEqual(one.attributes.st_ino, two.attributes.st_ino)
+        XCTAssertEqual(one.attributes.st_ino, three.attributes.st_ino)
+        XCTAssertEqual(one.attributes.st_nlink, 3)
+        let listing = try overlay.listDirectory(rootNodeID)
+        XCTAssertEqual(item(listing, "one")?.inode, item(listing, "two")?.inode)
+        XCTAssertEqual(item(listing, "one")?.inode, UInt64(one.attributes.st_ino))
+    }
+
+    func testHardLinksInSubstitutionShareTheInodeNumber() throws {
+        try write(.patch, "one", "shared content")
+        try hardLink(.patch, "one", "two")
+        try write(.main, "two", "main two, shadowed")
+        let overlay = try makeOverlay()
+        let one = try lookup(overlay, "one")
+        let two = try lookup(overlay, "two")
+        XCTAssertEqual(one.attributes.st_ino, two.attributes.st_ino)
+        XCTAssertEqual(one.attributes.st_ino, try lstatOf(.patch, "one").st_ino)
+        let listing = try overlay.listDirectory(rootNodeID)
+        XCTAssertEqual(item(listing, "one")?.inode, item(listing, "two")?.inode)
+    }
+
+    func testInodeNumbersAreDistinctAcrossLayers() throws {
+        for i in 0..<20 { try write(.main, "m\(i)") }
+        for i in 0..<20 { try write(.patch, "p\(i)") }
+        let overlay = try makeOverlay()
+        let listing = try overlay.listDirectory(rootNodeID)
+        let inodes = listing.items.dropFirst(2).map(\.inode)
+        XCTAssertEqual(inodes.count, 40)
+        XCTAssertEqual(Set(inodes).count, 40)
+    }
+
+    /// With the substitution on another file system (tmpfs), its numbers carry the top bit.
+    func testSubstitutionOnAnotherFileSystemIsTaggedWithTheTopBit() throws {
+        let shm = try makeTemporaryDirectory("patch-shm", under: "/dev/shm")
+        var mainStat = stat(), shmStat = stat()
+        XCTAssertEqual(lstat(mainRoot, &mainStat), 0)
+        XCTAssertEqual(lstat(shm, &shmStat), 0)
+        try XCTSkipIf(mainStat.st_dev == shmStat.st_dev, "/dev/shm is on the same file system as /tmp")
+        patchRoot = shm
+        try write(.main, "m", "m")
+        try write(.patch, "p", "p")
+        try write(.main, "both", "main")
+        try write(.patch, "both", "patch")
+        try write(.main, "d/x", "x")
+        try mkdir(.patch, "d")
+        let overlay = try makeOverlay()
+        let top: ino_t = 1 << 63
+        let m = try lookup(overlay, "m")
+        let p = try lookup(overlay, "p")
+        let both = try lookup(overlay, "both")
+        let d = try lookup(overlay, "d")
+        XCTAssertEqual(m.attributes.st_ino, try lstatOf(.main, "m").st_ino)
+        XCTAssertEqual(p.attributes.st_ino, try lstatOf(.patch, "p").st_ino | top)
+        XCTAssertEqual(both.attributes.st_ino, try lstatOf(.patch, "both").st_ino | top)
+        XCTAssertEqual(d.attributes.st_ino, try lstatOf(.patch, "d").st_ino | top)
+        XCTAssertEqual(try overlay.attributes(of: p.node).st_ino, p.attributes.st_ino)
+        XCTAssertEqual(try overlay.attributes(of: rootNodeID).st_ino, try lstatOf(.patch, "").st_ino | top)
+        let listing = try overlay.listDirectory(rootNodeID)
+        for name in ["m", "p", "both", "d"] {
+            XCTAssertEqual(item(listing, name)?.inode, UInt64(try lookup(overlay, name).attributes.st_ino), name)
+        }
+        XCTAssertEqual(listing.items[0].inode, UInt64(try lstatOf(.patch, "").st_ino | top))
+        XCTAssertEqual(try readContent(overlay, both.node), "patch")
+        XCTAssertEqual(try readContent(overlay, try lookup(overlay, "d/x").node), "x")
+    }
+}
