@@ -61,6 +61,17 @@ int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *ne
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
 }
 
+ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len) {
+    return copy_file_range(fd_in, (off_t *)off_in, fd_out, (off_t *)off_out, len, 0);
+}
+
+int pb_fallocate(int fd, int mode, int64_t offset, int64_t length) {
+    return fallocate(fd, mode, (off_t)offset, (off_t)length);
+}
+
+const int pb_SEEK_DATA = SEEK_DATA;
+const int pb_SEEK_HOLE = SEEK_HOLE;
+
 int pb_set_parent_death_signal(int sig) {
     return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
 }

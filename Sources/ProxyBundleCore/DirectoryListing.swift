@@ -38,11 +38,19 @@ extension Overlay {
             .init(name: [0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino)),
             .init(name: [0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode)),
         ]
+        items.append(contentsOf: try mergedEntries(location.path, location.placement))
+        return DirectoryListing(node: node, items: items)
+    }
+
+    /// The visible entries of the directory at `path` (without "." and ".."): the
+    /// substitution's, then the main bundle's that are neither shadowed nor whited out.
+    func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> [DirectoryListing.Item] {
+        var items: [DirectoryListing.Item] = []
         var shown = Set<[UInt8]>()
         var hidden = Set<[UInt8]>()
         var opaque = false
-        if location.placement.inUpper {
-            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try upper.entries(location.path) } ?? []
+        if placement.inUpper {
+            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try upper.entries(path) } ?? []
             for entry in entries {
                 if entry.isWhiteoutDevice {
                     hidden.insert(entry.name)
@@ -56,8 +64,8 @@ extension Overlay {
                 }
             }
         }
-        if location.placement.inLower && !opaque {
-            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try lower.entries(location.path) } ?? []
+        if placement.inLower && !opaque {
+            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try lower.entries(path) } ?? []
             for entry in entries {
                 if entry.isWhiteoutDevice || Whiteout.hasPrefix(entry.name) { continue }
                 if shown.contains(entry.name) || hidden.contains(entry.name) { continue }
@@ -65,6 +73,6 @@ extension Overlay {
                                    inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: false))))
             }
         }
-        return DirectoryListing(node: node, items: items)
+        return items
     }
 }

@@ -23,10 +23,15 @@ public struct Placement: Equatable, Sendable {
 /// from the chain, and a lookup count the kernel decrements with FORGET.
 final class NodeTable: Sendable {
     private struct Node {
+        /// `detachedParent` once the node's name was removed
         var parent: NodeID
         var name: [UInt8]
         var lookups: UInt64
         var placement: Placement
+        /// Other names of the same node (hard links made through the mount).
+        var aliases: [ChildKey] = []
+        /// Descriptors of the node's open files, so an unlinked open file still has attributes.
+        var openFiles: [Int32] = []
     }
 
     private struct ChildKey: Hashable {
@@ -48,11 +53,18 @@ final class NodeTable: Sendable {
         state = Locked(initial)
     }
 
-    /// The node's path in the layers and its placement; ESTALE for a node the kernel forgot.
-    func location(of id: NodeID) throws(Errno) -> (path: LayerPath, placement: Placement, parent: NodeID) {
-        try state.withLock { (s: inout State) throws(Errno) -> (LayerPath, Placement, NodeID) in
+    /// Where a node is: its path in the layers, its placement and its parent.
+    struct Location {
+        var path: LayerPath
+        var placement: Placement
+        var parent: NodeID
+    }
+
+    /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
+    func location(of id: NodeID) throws(Errno) -> Location {
+        try state.withLock { (s: inout State) throws(Errno) -> Location in
             guard let node = s.nodes[id] else { throw Errno.stale }
-            if id == rootNodeID { return (.root, node.placement, rootNodeID) }
+            if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
             var names: [[UInt8]] = [node.name]
             var length = node.name.count
             var current = node.parent
@@ -68,7 +80,7 @@ final class NodeTable: Sendable {
                 if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
                 bytes.append(contentsOf: name)
             }
-            return (LayerPath(bytes: bytes), node.placement, node.parent)
+            return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent)
         }
     }
 
@@ -105,6 +117,91 @@ final class NodeTable: Sendable {
             if s.children[key] == id { s.children[key] = nil }
         }
     }
+
+    /// The placement of a node, also of one whose name was removed (it may still be open).
+    func placement(of id: NodeID) -> Placement? {
+        state.withLock { $0.nodes[id]?.placement }
+    }
+
+    /// Changes the placement of a node (after a copy-up).
+    func update(_ id: NodeID, _ change: (inout Placement) -> Void) {
+        state.withLock { s in
+            if var node = s.nodes[id] {
+                change(&node.placement)
+                s.nodes[id] = node
+            }
+        }
+    }
+
+    /// The name `name` of `parent` no longer refers to its node (after unlink or rmdir); the
+    /// node lives on, unreachable by path, until the kernel forgets it.
+    func detach(parent: NodeID, name: [UInt8]) {
+        state.withLock { s in
+            let key = ChildKey(parent: parent, name: name)
+            guard let id = s.children.removeValue(forKey: key), var node = s.nodes[id] else { return }
+            if let index = node.aliases.firstIndex(of: key) {
+                node.aliases.remove(at: index)
+            } else if let next = node.aliases.popLast() {
+                // another hard link carries the node on
+                node.parent = next.parent
+                node.name = next.name
+            } else {
+                node.parent = NodeTable.detachedParent
+                node.name = Array("(deleted)".utf8)
+            }
+            s.nodes[id] = node
+        }
+    }
+
+    /// One more kernel reference to `id`, now also known as `name` in `parent` (a hard link).
+    func addAlias(_ id: NodeID, parent: NodeID, name: [UInt8]) {
+        state.withLock { s in
+            let key = ChildKey(parent: parent, name: name)
+            guard s.nodes[id] != nil else { return }
+            s.nodes[id]?.lookups += 1
+            if s.children[key] != id {
+                s.children[key] = id
+                s.nodes[id]?.aliases.append(key)
+            }
+        }
+    }
+
+    func opened(_ id: NodeID, fd: Int32) {
+        state.withLock { $0.nodes[id]?.openFiles.append(fd) }
+    }
+
+    func closed(_ id: NodeID, fd: Int32) {
+        state.withLock { s in
+            if let index = s.nodes[id]?.openFiles.firstIndex(of: fd) { s.nodes[id]?.openFiles.remove(at: index) }
+        }
+    }
+
+    /// An open descriptor of a node whose every name was removed.
+    func openFileOfDetached(_ id: NodeID) -> Int32? {
+        state.withLock { s in
+            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent else { return nil }
+            return node.openFiles.first
+        }
+    }
+
+    /// The node named `name` in `parent` is now `newName` in `newParent` (after rename).
+    /// Whatever the new name referred to before is detached.
+    func move(parent: NodeID, name: [UInt8], to newParent: NodeID, _ newName: [UInt8]) {
+        state.withLock { s in
+            let old = ChildKey(parent: parent, name: name)
+            let new = ChildKey(parent: newParent, name: newName)
+            if let replaced = s.children.removeValue(forKey: new) {
+                s.nodes[replaced]?.parent = NodeTable.detachedParent
+            }
+            guard let id = s.children.removeValue(forKey: old) else { return }
+            s.nodes[id]?.parent = newParent
+            s.nodes[id]?.name = newName
+            s.children[new] = id
+        }
+    }
+
+    /// The parent of nodes whose name was removed: a path through it fails with ESTALE.
+    static let detachedParent: NodeID = 0
 
     var count: Int { state.withLock { $0.nodes.count } }
 }

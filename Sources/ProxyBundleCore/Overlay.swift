@@ -10,6 +10,8 @@ public final class Overlay: Sendable {
     public let lower: Layer
     let nodes: NodeTable
     let inodes: InodeNumbers
+    /// The copy-up work directory; nil for a read-only overlay.
+    let work: Workspace?
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -17,9 +19,11 @@ public final class Overlay: Sendable {
         public var attributes: stat
     }
 
-    public init(main: Layer, substitution: Layer) throws(Errno) {
+    /// With `writable`, changes go to the substitution; otherwise they answer EROFS.
+    public init(main: Layer, substitution: Layer, writable: Bool = false) throws(Errno) {
         upper = substitution
         lower = main
+        work = writable ? try Workspace(in: substitution) : nil
         inodes = InodeNumbers(separateDevices: main.device != substitution.device)
         let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
         nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))
@@ -44,6 +48,7 @@ public final class Overlay: Sendable {
     }
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
+        if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
         let location = try nodes.location(of: node)
         return try attributes(at: location.path, location.placement)
     }
@@ -62,13 +67,34 @@ public final class Overlay: Sendable {
 
     // MARK: files
 
-    /// Opens the file behind `node` for reading; returns a descriptor the caller owns.
+    /// Opens the file behind `node`; returns a descriptor the caller owns. Opening a
+    /// main-bundle file for writing (or with O_TRUNC) copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> Int32 {
-        let location = try nodes.location(of: node)
+        var location = try nodes.location(of: node)
         if location.placement.isDirectory { throw Errno.isDirectory }
-        if flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0 { throw Errno.readOnly }
-        let passed = flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)
-        return try layer(serving: location.placement).open(location.path, flags: passed)
+        let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+        if writes && !location.placement.inUpper {
+            try copyUp(node, withData: flags & O_TRUNC == 0)
+            location = try nodes.location(of: node)
+        }
+        if writes && work == nil { throw Errno.readOnly }
+        let passed = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
+        let fd = try layer(serving: location.placement).open(location.path, flags: passed)
+        nodes.opened(node, fd: fd)
+        return fd
+    }
+
+    /// The kernel closed its last use of `fd`, opened by `openFile` or `create` for `node`.
+    public func release(_ node: NodeID, fd: Int32) {
+        nodes.closed(node, fd: fd)
+        Sys.close(fd)
+    }
+
+    /// The attributes of an open file, through its descriptor (also after its name was removed).
+    public func attributes(of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
+        var st = try Sys.fstat(fd)
+        st.st_ino = inodes.number(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
+        return st
     }
 
     // MARK: extended attributes
@@ -110,6 +136,11 @@ public final class Overlay: Sendable {
     public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
         let st = try attributes(of: node)
         try Permissions.check(st, mask: mask, user: user)
+    }
+
+    func workspace() throws(Errno) -> Workspace {
+        guard let work else { throw Errno.readOnly }
+        return work
     }
 
     func layer(serving placement: Placement) -> Layer {

@@ -44,6 +44,21 @@ public enum Whiteout {
         try exists(fileName(hiding: name), in: dirfd)
     }
 
+    /// Writes the whiteout file hiding `name` in the substitution directory `dirfd`.
+    static func write(hiding name: [UInt8], in dirfd: Int32) throws(Errno) {
+        try fileName(hiding: name).withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            let fd = try Sys.check { openat(dirfd, p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o644) }
+            Sys.close(fd)
+        }
+    }
+
+    /// Removes the whiteout file hiding `name` in `dirfd`, if there is one.
+    static func remove(hiding name: [UInt8], in dirfd: Int32) throws(Errno) {
+        try fileName(hiding: name).withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            if unlinkat(dirfd, p, 0) != 0 && errno != ENOENT { throw Errno.current }
+        }
+    }
+
     /// Whether the substitution directory `dirfd` hides the main bundle's entries below it.
     static func isOpaque(_ dirfd: Int32) throws(Errno) -> Bool {
         if try exists(opaqueMarker, in: dirfd) { return true }

@@ -7,7 +7,7 @@ import ProxyBundleCore
 /// The low-level operations table. Each callback unpacks its arguments, calls the overlay
 /// and returns a `Reply`; `FuseServer.handle` replies.
 enum Operations {
-    static func table() -> fuse_lowlevel_ops {
+    static func table(readOnly: Bool) -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, connection in
             guard let connection else { return }
@@ -33,9 +33,15 @@ enum Operations {
                 return .none
             }
         }
-        ops.getattr = { req, node, _ in
+        ops.getattr = { req, node, info in
             FuseServer.handle(req, "getattr") { server throws(Errno) in
-                .attributes(try server.overlay.attributes(of: node), timeout: server.timeouts.attribute)
+                let st: stat
+                if let info {
+                    st = try server.overlay.attributes(of: node, openFile: Int32(truncatingIfNeeded: info.pointee.fh))
+                } else {
+                    st = try server.overlay.attributes(of: node)
+                }
+                return .attributes(st, timeout: server.timeouts.attribute)
             }
         }
         ops.readlink = { req, node in
@@ -56,9 +62,9 @@ enum Operations {
                 return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
             }
         }
-        ops.release = { req, _, info in
-            FuseServer.handle(req, "release") { _ in
-                if let info { close(Int32(truncatingIfNeeded: info.pointee.fh)) }
+        ops.release = { req, node, info in
+            FuseServer.handle(req, "release") { server in
+                if let info { server.overlay.release(node, fd: Int32(truncatingIfNeeded: info.pointee.fh)) }
                 return .ok
             }
         }
@@ -111,7 +117,11 @@ enum Operations {
                 return .ok
             }
         }
-        ReadOnlyOperations.install(&ops)
+        if readOnly {
+            ReadOnlyOperations.install(&ops)
+        } else {
+            WriteOperations.install(&ops)
+        }
         return ops
     }
 

@@ -15,6 +15,8 @@ enum Reply {
     case attributes(stat, timeout: Double)
     case link([UInt8])
     case opened(UnsafeMutablePointer<fuse_file_info>)
+    case created(fuse_entry_param, UnsafeMutablePointer<fuse_file_info>)
+    case written(Int)
     /// file contents streamed from a descriptor (spliced when the kernel allows)
     case fileData(fd: Int32, size: Int, offset: off_t)
     case bytes([UInt8])
@@ -58,6 +60,10 @@ extension FuseServer {
             result = target.withCStringCopy { fuse_reply_readlink(req, $0) }
         case .opened(let info):
             result = fuse_reply_open(req, info)
+        case .created(var entry, let info):
+            result = fuse_reply_create(req, &entry, info)
+        case .written(let count):
+            result = fuse_reply_write(req, count)
         case .fileData(let fd, let size, let offset):
             var data = fuse_bufvec()
             data.count = 1

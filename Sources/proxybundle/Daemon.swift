@@ -20,6 +20,8 @@ enum Daemon {
             _ = pb_set_parent_death_signal(SIGTERM)
         }
         let ready = getenv(readyVariable).flatMap { Int32(String(cString: $0)) }
+        // modes arrive from the kernel with the caller's umask already applied
+        umask(0)
         do throws(Failure) {
             let session = try open(plan, logger: logger)
             do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
@@ -40,12 +42,12 @@ enum Daemon {
         do {
             let main = try Layer(path: plan.main)
             let substitution = try Layer(path: plan.substitution)
-            overlay = try Overlay(main: main, substitution: substitution)
+            overlay = try Overlay(main: main, substitution: substitution, writable: !plan.readOnly)
         } catch {
             throw Failure("cannot open the layers: \(error)")
         }
-        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, readOnly: true, logger: logger)
-        var options = ["subtype=proxybundle", "default_permissions", "ro"] + plan.options.fuse
+        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, readOnly: plan.readOnly, logger: logger)
+        var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {
             return try Session(server: server, options: options)

@@ -10,6 +10,9 @@ struct MountPlan {
     var substitution: String
     var options: MountOptions
 
+    /// `-o ro`: every change answers EROFS.
+    var readOnly: Bool { options.fuse.contains("ro") }
+
     init(main mainArgument: String, mountpoint mountArgument: String, substitution substitutionArgument: String?,
          options: MountOptions) throws(Failure) {
         self.options = options

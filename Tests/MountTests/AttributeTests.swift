@@ -101,7 +101,7 @@ final class AttributeTests: XCTestCase {
     }
 
     func testStatfsReportsTheSubstitutionReadOnlyWithRoomForWhiteouts() throws {
-        try fx.start()
+        try fx.start(["-o", "ro"])
         var mounted = statvfs()
         var backing = statvfs()
         XCTAssertEqual(statvfs(fx.mountpoint, &mounted), 0)
@@ -115,7 +115,7 @@ final class AttributeTests: XCTestCase {
         try Disk.write(fx.inMain("file"), "main")
         try Disk.write(fx.inPatch("pfile"), "patch")
         try Disk.mkdir(fx.inMain("dir"))
-        try fx.start()
+        try fx.start(["-o", "ro"])
         let patchBefore = try TreeChecksum.of(fx.substitution)
         let m = fx.inMount
         let attempts: [(String, () -> Int32)] = [

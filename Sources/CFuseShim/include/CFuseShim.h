@@ -37,6 +37,10 @@ extern const unsigned long long pb_RESOLVE_NO_XDEV;
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
                  unsigned flags);
+ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
+int pb_fallocate(int fd, int mode, int64_t offset, int64_t length);
+extern const int pb_SEEK_DATA;
+extern const int pb_SEEK_HOLE;
 // prctl(PR_SET_PDEATHSIG, sig)
 int pb_set_parent_death_signal(int sig);
 // Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).

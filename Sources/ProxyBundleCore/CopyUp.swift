@@ -1,0 +1,176 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// Copy-up: before the first change to a main-bundle entry, a copy of it is made in the
+/// substitution. The copy is built in the work directory (data, then mode, owner, xattrs and
+/// times) and renamed into place, so it appears complete or not at all.
+extension Overlay {
+    /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
+    /// returns its path. A directory copied up stays merged with the main bundle's.
+    func upperDirectory(_ node: NodeID) throws(Errno) -> LayerPath {
+        let location = try nodes.location(of: node)
+        guard location.placement.isDirectory else { throw Errno.notDirectory }
+        if location.placement.inUpper { return location.path }
+        _ = try upperDirectory(location.parent)
+        let st = try lower.attributes(location.path)
+        try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            _ = try Sys.check { mkdirat(work, temporary, 0o700) }
+            try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
+        }
+        nodes.update(node) { $0.inUpper = true }
+        return location.path
+    }
+
+    /// Copies non-directory `node` up if it lives in the main bundle; returns its path.
+    /// `withData: false` copies an empty file (for an open with O_TRUNC).
+    @discardableResult
+    func copyUp(_ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
+        let location = try nodes.location(of: node)
+        if location.placement.isDirectory { return try upperDirectory(node) }
+        if location.placement.inUpper { return location.path }
+        _ = try upperDirectory(location.parent)
+        let st = try lower.attributes(location.path)
+        try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            switch st.st_mode & S_IFMT {
+            case S_IFREG:
+                let source = try lower.open(location.path, flags: O_RDONLY)
+                defer { Sys.close(source) }
+                let copy = try Sys.check { openat(work, temporary, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
+                defer { Sys.close(copy) }
+                if withData { try Sys.copyData(from: source, to: copy, size: st.st_size) }
+                try Sys.applyMetadata(st, to: temporary, in: work, from: source)
+            case S_IFLNK:
+                let target = try lower.readLink(location.path)
+                try target.withCStringCopy { (t: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { symlinkat(t, work, temporary) }
+                }
+                try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
+            default:
+                _ = try Sys.check { mknodat(work, temporary, st.st_mode, st.st_rdev) }
+                try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
+            }
+        }
+        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
+        return location.path
+    }
+
+    /// Builds an entry under a temporary name in the work directory with `build`, then renames
+    /// it to `path` in the substitution unless something is already there (a concurrent copy-up).
+    private func placeCopy(at path: LayerPath,
+                           _ build: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) {
+        let work = try workspace()
+        let temporary = work.temporaryName()
+        try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
+            do throws(Errno) {
+                try build(work.fd, tmp)
+                try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
+                    try path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
+                        if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) != 0 {
+                            guard errno == EEXIST else { throw Errno.current }
+                            try? Workspace.removeTree(temporary, in: work.fd)
+                        }
+                    }
+                }
+            } catch {
+                try? Workspace.removeTree(temporary, in: work.fd)
+                throw error
+            }
+        }
+    }
+}
+
+extension Sys {
+    /// Copies `size` bytes, keeping holes: only the data segments are copied (with
+    /// copy_file_range, which may share blocks; else read and write), then the size is set.
+    static func copyData(from source: Int32, to destination: Int32, size: off_t) throws(Errno) {
+        var offset: off_t = 0
+        while offset < size {
+            let dataStart = lseek(source, offset, pb_SEEK_DATA)
+            if dataStart < 0 {
+                if errno == ENXIO { break }  // only a hole remains
+                try copyRange(source, destination, from: offset, to: size)
+                break
+            }
+            var dataEnd = lseek(source, dataStart, pb_SEEK_HOLE)
+            if dataEnd < 0 { dataEnd = size }
+            try copyRange(source, destination, from: dataStart, to: min(dataEnd, size))
+            offset = dataEnd
+        }
+        _ = try check { ftruncate(destination, size) }
+    }
+
+    private static func copyRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) {
+        var input = Int64(start)
+        var output = Int64(start)
+        while input < Int64(end) {
+            let count = pb_copy_file_range(source, &input, destination, &output, Int(Int64(end) - input))
+            if count > 0 { continue }
+            if count == 0 { return }
+            if errno == EINTR { continue }
+            if [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) {
+                return try readWriteRange(source, destination, from: off_t(input), to: end)
+            }
+            throw Errno.current
+        }
+    }
+
+    private static func readWriteRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = start
+        while offset < end {
+            let want = Int(min(off_t(buffer.count), end - offset))
+            let count = try checkSize { pread(source, &buffer, want, offset) }
+            if count == 0 { return }
+            var written = 0
+            while written < count {
+                let done = written
+                written += try checkSize {
+                    buffer.withUnsafeBytes { pwrite(destination, $0.baseAddress?.advanced(by: done), count - done, offset + off_t(done)) }
+                }
+            }
+            offset += off_t(count)
+        }
+    }
+
+    /// Gives the entry `name` in `dirfd` the owner, mode, extended attributes and times of
+    /// `st` (xattrs from `source` when given). Ownership is kept only where permitted.
+    static func applyMetadata(_ st: stat, to name: UnsafePointer<CChar>, in dirfd: Int32, from source: Int32?) throws(Errno) {
+        _ = fchownat(dirfd, name, st.st_uid, st.st_gid, pb_AT_SYMLINK_NOFOLLOW)
+        if st.st_mode & S_IFMT != S_IFLNK {
+            _ = try check { fchmodat(dirfd, name, st.st_mode & 0o7777, 0) }
+        }
+        if let source { try copyExtendedAttributes(from: source, to: name, in: dirfd) }
+        var times = [st.st_atim, st.st_mtim]
+        _ = try check { utimensat(dirfd, name, &times, pb_AT_SYMLINK_NOFOLLOW) }
+    }
+
+    private static func copyExtendedAttributes(from source: Int32, to name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {
+        let target = try check { openat(dirfd, name, O_RDONLY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
+        defer { close(target) }
+        let names = (try? listxattr(fd: source)) ?? []
+        for attribute in names.split(separator: 0) {
+            try Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                guard let value = try? getxattr(fd: source, name: key) else { return }
+                try withProcPath(target) { (path: UnsafePointer<CChar>) throws(Errno) in
+                    // attributes the file system or our privileges refuse are skipped
+                    _ = CFuseShim.setxattr(path, key, value, value.count, 0)
+                }
+            }
+        }
+    }
+}
+
+extension LayerPath {
+    /// The directory holding this path's last name (the root for a single name).
+    public var parent: LayerPath {
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return .root }
+        return LayerPath(bytes: Array(bytes[..<slash]))
+    }
+
+    public var lastName: [UInt8] {
+        guard let slash = bytes.lastIndex(of: UInt8(ascii: "/")) else { return bytes }
+        return Array(bytes[(slash + 1)...])
+    }
+}

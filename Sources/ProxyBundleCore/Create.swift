@@ -1,0 +1,113 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// Creating names. A new entry is made in the substitution directory of its parent (copied
+/// up first if needed). If a whiteout hid a main-bundle entry of that name, the new entry is
+/// created beside it and the whiteout removed after: the substitution's entry wins while both
+/// exist, so no moment shows neither or both. A new directory over a whiteout is made opaque
+/// first, so it starts empty.
+extension Overlay {
+    /// What a new entry is.
+    public enum NewEntry {
+        case file(mode: mode_t, flags: Int32)
+        case directory(mode: mode_t)
+        case node(mode: mode_t, device: dev_t)
+        case symlink(target: [UInt8])
+    }
+
+    /// Creates `name` in `parent` for `owner`. For a file, also returns the open descriptor.
+    public func create(_ entry: NewEntry, named name: [UInt8], in parent: NodeID,
+                       owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
+        try Names.checkNew(name)
+        let dirPath = try upperDirectory(parent)
+        let dir = try nodes.location(of: parent)
+        if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
+        let fd = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32? in
+            let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
+            let group = try Overlay.group(for: owner, in: dirfd)
+            let fd = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32? in
+                let fd = try Overlay.make(entry, p, in: dirfd)
+                _ = fchownat(dirfd, p, owner.uid, group, pb_AT_SYMLINK_NOFOLLOW)
+                if case .directory = entry, whitedOut {
+                    try Overlay.markOpaque(p, in: dirfd)
+                }
+                return fd
+            }
+            if whitedOut { try Whiteout.remove(hiding: name, in: dirfd) }
+            return fd
+        }
+        do {
+            let found = try resolve(name, in: dir.path, dir.placement)
+            let id = nodes.remember(parent: parent, name: name, placement: found.placement)
+            if let fd { nodes.opened(id, fd: fd) }
+            return (Entry(node: id, attributes: found.attributes), fd)
+        } catch {
+            if let fd { Sys.close(fd) }
+            throw error
+        }
+    }
+
+    private static func make(_ entry: NewEntry, _ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Int32? {
+        switch entry {
+        case .file(let mode, let flags):
+            let access = flags & O_ACCMODE
+            let passed = (flags & ~(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | access
+            return try Sys.check { openat(dirfd, name, passed | O_CREAT | O_EXCL | pb_O_NOFOLLOW | pb_O_CLOEXEC, mode & 0o7777) }
+        case .directory(let mode):
+            _ = try Sys.check { mkdirat(dirfd, name, mode & 0o7777) }
+        case .node(let mode, let device):
+            let kind = mode & S_IFMT
+            guard kind == S_IFREG || kind == S_IFIFO || kind == S_IFSOCK || kind == S_IFCHR || kind == S_IFBLK else {
+                throw Errno.invalid
+            }
+            // a 0/0 character device would read as a whiteout
+            if kind == S_IFCHR && device == 0 { throw Errno.notPermitted }
+            _ = try Sys.check { mknodat(dirfd, name, mode, device) }
+        case .symlink(let target):
+            try target.withCStringCopy { (t: UnsafePointer<CChar>) throws(Errno) in
+                _ = try Sys.check { symlinkat(t, dirfd, name) }
+            }
+        }
+        return nil
+    }
+
+    /// The group of a new entry: the directory's if it is set-group-ID (BSD semantics), else the owner's.
+    private static func group(for owner: Requester, in dirfd: Int32) throws(Errno) -> gid_t {
+        let st = try Sys.fstat(dirfd)
+        return st.st_mode & S_ISGID != 0 ? st.st_gid : owner.gid
+    }
+
+    static func markOpaque(_ directory: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {
+        let dir = try Sys.openat2(dirfd, directory, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                  resolve: Layer.resolve)
+        defer { Sys.close(dir) }
+        try Whiteout.opaqueMarker.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            let fd = try Sys.check { openat(dir, p, O_WRONLY | O_CREAT | pb_O_NOFOLLOW | pb_O_CLOEXEC, 0o644) }
+            Sys.close(fd)
+        }
+    }
+
+    /// A hard link `name` in `newParent` to `node`, which is copied up first.
+    public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
+        try Names.checkNew(name)
+        let location = try nodes.location(of: node)
+        if location.placement.isDirectory { throw Errno.notPermitted }
+        let source = try copyUp(node)
+        let dirPath = try upperDirectory(newParent)
+        let dir = try nodes.location(of: newParent)
+        if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
+        try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+            try upper.withEntry(source) { (sourcefd: Int32) throws(Errno) in
+                try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { linkat(sourcefd, "", dirfd, p, pb_AT_EMPTY_PATH) }
+                }
+            }
+            if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
+        }
+        // the new name is the same node: the kernel then keeps one inode for both names
+        nodes.addAlias(node, parent: newParent, name: name)
+        return Entry(node: node, attributes: try attributes(of: node))
+    }
+}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// Changing attributes: the entry is copied up first, then changed in the substitution.
+extension Overlay {
+    /// The attribute changes of one setattr request; nil fields stay as they are.
+    public struct AttributeChanges: Sendable {
+        public var mode: mode_t?
+        public var uid: uid_t?
+        public var gid: gid_t?
+        public var size: off_t?
+        /// Each a time, or `pb_UTIME_NOW` / `pb_UTIME_OMIT` in `tv_nsec`.
+        public var accessTime: timespec?
+        public var modificationTime: timespec?
+
+        public init() {}
+    }
+
+    /// Applies `changes` to `node` (through `fd` when the file is open) and returns the new attributes.
+    public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
+        if work == nil { throw Errno.readOnly }
+        let path = try copyUp(node, withData: changes.size != 0)
+        try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
+            try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
+                let at = path.isRoot ? upper.rootFD : dirfd
+                if let size = changes.size {
+                    if let fd {
+                        _ = try Sys.check { ftruncate(fd, size) }
+                    } else {
+                        let file = try Sys.openat2(at, name, flags: O_WRONLY | pb_O_NOFOLLOW | pb_O_CLOEXEC, resolve: Layer.resolve)
+                        defer { Sys.close(file) }
+                        _ = try Sys.check { ftruncate(file, size) }
+                    }
+                }
+                if changes.uid != nil || changes.gid != nil {
+                    _ = try Sys.check {
+                        fchownat(at, name, changes.uid ?? uid_t.max, changes.gid ?? gid_t.max, pb_AT_SYMLINK_NOFOLLOW)
+                    }
+                }
+                if let mode = changes.mode {
+                    // never follows a symlink (glibc answers EOPNOTSUPP for one)
+                    _ = try Sys.check { fchmodat(at, name, mode & 0o7777, pb_AT_SYMLINK_NOFOLLOW) }
+                }
+                if changes.accessTime != nil || changes.modificationTime != nil {
+                    let omit = timespec(tv_sec: 0, tv_nsec: pb_UTIME_OMIT)
+                    var times = [changes.accessTime ?? omit, changes.modificationTime ?? omit]
+                    _ = try Sys.check { utimensat(at, name, &times, pb_AT_SYMLINK_NOFOLLOW) }
+                }
+            }
+        }
+        if let fd { return try attributes(of: node, openFile: fd) }
+        return try attributes(of: node)
+    }
+
+    public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
+        if work == nil { throw Errno.readOnly }
+        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
+        let path = try copyUp(node)
+        try upper.withEntry(path) { (fd: Int32) throws(Errno) in
+            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { CFuseShim.setxattr(proc, key, value, value.count, flags) }
+                }
+            }
+        }
+    }
+
+    public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
+        if work == nil { throw Errno.readOnly }
+        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
+        let path = try copyUp(node)
+        try upper.withEntry(path) { (fd: Int32) throws(Errno) in
+            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { CFuseShim.removexattr(proc, key) }
+                }
+            }
+        }
+    }
+}
+

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// The copy-up work directory: `.wh..wh.work` at the root of the substitution, so it is never
+/// shown and lies on the same file system as the entries renamed out of it. Whatever a crash
+/// left in it is removed when the overlay opens.
+final class Workspace: Sendable {
+    static let name: [UInt8] = Whiteout.reservedPrefix + Array("work".utf8)
+
+    let fd: Int32
+    private let counter = Locked<UInt64>(0)
+
+    init(in upper: Layer) throws(Errno) {
+        let root = try Sys.fstat(upper.rootFD)
+        try Workspace.name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            if mkdirat(upper.rootFD, p, 0o700) == 0 {
+                // the hidden directory must not change the visible root's times
+                var times = [root.st_atim, root.st_mtim]
+                _ = utimensat(upper.rootFD, ".", &times, 0)
+            } else if errno != EEXIST {
+                throw Errno.current
+            }
+        }
+        fd = try upper.open(LayerPath(bytes: Workspace.name), flags: O_RDONLY | pb_O_DIRECTORY)
+        for entry in try Sys.entries(of: fd) { try? Workspace.removeTree(entry.name, in: fd) }
+    }
+
+    deinit { Sys.close(fd) }
+
+    /// A fresh name for a temporary entry in the work directory.
+    func temporaryName() -> [UInt8] {
+        let n = counter.withLock { value -> UInt64 in
+            value += 1
+            return value
+        }
+        return Array("tmp-\(getpid())-\(n)".utf8)
+    }
+
+    /// Removes `name` in `dirfd`, and everything below it if it is a directory.
+    static func removeTree(_ name: [UInt8], in dirfd: Int32) throws(Errno) {
+        try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            if unlinkat(dirfd, p, 0) == 0 { return }
+            guard errno == EISDIR else { throw Errno.current }
+            let child = try Sys.openat2(dirfd, p, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                        resolve: Layer.resolve)
+            defer { Sys.close(child) }
+            for entry in try Sys.entries(of: child) { try removeTree(entry.name, in: child) }
+            _ = try Sys.check { unlinkat(dirfd, p, AT_REMOVEDIR) }
+        }
+    }
+}
+
+extension Sys {
+    /// The names in an open directory (not "." and ".."); `fd` stays open.
+    static func entries(of fd: Int32) throws(Errno) -> [LayerEntry] {
+        let copy = try check { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+        _ = lseek(copy, 0, SEEK_SET)
+        var result: [LayerEntry] = []
+        try readDirectory(copy) { entry, _ in
+            withName(entry) { name, length in
+                if name[0] == 0x2E && (length == 1 || (length == 2 && name[1] == 0x2E)) { return }
+                result.append(LayerEntry(name: Array(UnsafeRawBufferPointer(start: name, count: length)),
+                                         type: entry.pointee.d_type, inode: UInt64(entry.pointee.d_ino),
+                                         isWhiteoutDevice: false))
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuse3
+import CFuseShim
+import ProxyBundleCore
+
+/// The operations that change the view. Each lands in the substitution (see `Overlay`).
+enum WriteOperations {
+    static func install(_ ops: inout fuse_lowlevel_ops) {
+        ops.create = { req, parent, name, mode, info in
+            FuseServer.handle(req, "create") { server throws(Errno) in
+                guard let req, let info else { throw Errno.invalid }
+                let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
+                                                     in: parent, owner: server.requester(req))
+                info.pointee.fh = UInt64(made.fd ?? -1)
+                return .created(server.entryParameters(made.entry), info)
+            }
+        }
+        ops.mkdir = { req, parent, name, mode in
+            WriteOperations.make(req, "mkdir", .directory(mode: mode), name, parent)
+        }
+        ops.mknod = { req, parent, name, mode, device in
+            WriteOperations.make(req, "mknod", .node(mode: mode, device: device), name, parent)
+        }
+        ops.symlink = { req, target, parent, name in
+            WriteOperations.make(req, "symlink", .symlink(target: bytes(target)), name, parent)
+        }
+        ops.link = { req, node, parent, name in
+            FuseServer.handle(req, "link") { server throws(Errno) in
+                .entry(server.entryParameters(try server.overlay.link(node, as: bytes(name), in: parent)))
+            }
+        }
+        ops.unlink = { req, parent, name in
+            FuseServer.handle(req, "unlink") { server throws(Errno) in
+                try server.overlay.unlink(bytes(name), in: parent)
+                return .ok
+            }
+        }
+        ops.rmdir = { req, parent, name in
+            FuseServer.handle(req, "rmdir") { server throws(Errno) in
+                try server.overlay.removeDirectory(bytes(name), in: parent)
+                return .ok
+            }
+        }
+        ops.rename = { req, parent, name, newParent, newName, flags in
+            FuseServer.handle(req, "rename") { server throws(Errno) in
+                try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
+                return .ok
+            }
+        }
+        ops.setattr = { req, node, attributes, toSet, info in
+            FuseServer.handle(req, "setattr") { server throws(Errno) in
+                guard let attributes else { throw Errno.invalid }
+                let changes = AttributeRequest.changes(attributes.pointee, toSet)
+                let fd = info.map { Int32(truncatingIfNeeded: $0.pointee.fh) }
+                return .attributes(try server.overlay.setAttributes(node, changes, openFile: fd),
+                                   timeout: server.timeouts.attribute)
+            }
+        }
+        ops.write = { req, _, buffer, size, offset, info in
+            FuseServer.handle(req, "write") { _ throws(Errno) in
+                guard let info else { throw Errno.invalid }
+                let fd = Int32(truncatingIfNeeded: info.pointee.fh)
+                let count = pwrite(fd, buffer, size, offset)
+                if count < 0 { throw Errno.current }
+                return .written(count)
+            }
+        }
+        ops.write_buf = { req, _, source, offset, info in
+            FuseServer.handle(req, "write_buf") { _ throws(Errno) in
+                guard let info, let source else { throw Errno.invalid }
+                var destination = fuse_bufvec()
+                destination.count = 1
+                destination.buf.size = fuse_buf_size(source)
+                destination.buf.flags = fuse_buf_flags(rawValue: FUSE_BUF_IS_FD.rawValue | FUSE_BUF_FD_SEEK.rawValue)
+                destination.buf.fd = Int32(truncatingIfNeeded: info.pointee.fh)
+                destination.buf.pos = offset
+                let count = fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
+                if count < 0 { throw Errno(Int32(-count)) }
+                return .written(count)
+            }
+        }
+        ops.flush = { req, _, _ in
+            FuseServer.handle(req, "flush") { _ in .ok }
+        }
+        ops.fsync = { req, _, dataOnly, info in
+            FuseServer.handle(req, "fsync") { _ throws(Errno) in
+                guard let info else { throw Errno.invalid }
+                let fd = Int32(truncatingIfNeeded: info.pointee.fh)
+                _ = try WriteOperations.syncCall { dataOnly != 0 ? fdatasync(fd) : fsync(fd) }
+                return .ok
+            }
+        }
+        ops.fallocate = { req, _, mode, offset, length, info in
+            FuseServer.handle(req, "fallocate") { _ throws(Errno) in
+                guard let info else { throw Errno.invalid }
+                let fd = Int32(truncatingIfNeeded: info.pointee.fh)
+                _ = try WriteOperations.syncCall { pb_fallocate(fd, mode, Int64(offset), Int64(length)) }
+                return .ok
+            }
+        }
+        ops.setxattr = { req, node, name, value, size, flags in
+            FuseServer.handle(req, "setxattr") { server throws(Errno) in
+                let data = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+                try server.overlay.setExtendedAttribute(node, name: bytes(name), value: data, flags: flags)
+                return .ok
+            }
+        }
+        ops.removexattr = { req, node, name in
+            FuseServer.handle(req, "removexattr") { server throws(Errno) in
+                try server.overlay.removeExtendedAttribute(node, name: bytes(name))
+                return .ok
+            }
+        }
+    }
+
+    static func make(_ req: fuse_req_t?, _ operation: StaticString, _ entry: Overlay.NewEntry,
+                     _ name: UnsafePointer<CChar>?, _ parent: fuse_ino_t) {
+        FuseServer.handle(req, operation) { server throws(Errno) in
+            guard let req else { throw Errno.invalid }
+            let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.requester(req))
+            return .entry(server.entryParameters(made.entry))
+        }
+    }
+
+    @inline(__always)
+    static func syncCall(_ body: () -> Int32) throws(Errno) -> Int32 {
+        while true {
+            let result = body()
+            if result >= 0 { return result }
+            if errno != EINTR { throw Errno.current }
+        }
+    }
+}
+
+/// Translates setattr's `to_set` bits into overlay attribute changes.
+enum AttributeRequest {
+    static func changes(_ st: stat, _ toSet: Int32) -> Overlay.AttributeChanges {
+        var changes = Overlay.AttributeChanges()
+        if toSet & FUSE_SET_ATTR_MODE != 0 { changes.mode = st.st_mode }
+        if toSet & FUSE_SET_ATTR_UID != 0 { changes.uid = st.st_uid }
+        if toSet & FUSE_SET_ATTR_GID != 0 { changes.gid = st.st_gid }
+        if toSet & FUSE_SET_ATTR_SIZE != 0 { changes.size = st.st_size }
+        if toSet & FUSE_SET_ATTR_ATIME_NOW != 0 {
+            changes.accessTime = timespec(tv_sec: 0, tv_nsec: pb_UTIME_NOW)
+        } else if toSet & FUSE_SET_ATTR_ATIME != 0 {
+            changes.accessTime = st.st_atim
+        }
+        if toSet & FUSE_SET_ATTR_MTIME_NOW != 0 {
+            changes.modificationTime = timespec(tv_sec: 0, tv_nsec: pb_UTIME_NOW)
+        } else if toSet & FUSE_SET_ATTR_MTIME != 0 {
+            changes.modificationTime = st.st_mtim
+        }
+        return changes
+    }
+}
