@@ -80,27 +80,20 @@ public final class Layer: Sendable {
         try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in try Sys.listxattr(fd: fd) }
     }
 
-    /// Every entry of the directory at `path`, except "." and "..", in on-disk order.
+    /// Every entry of the directory at `path`, except "." and "..", in on-disk order. Character
+    /// devices (and entries of unknown type) are looked at: a 0/0 device is a whiteout.
     public func entries(_ path: LayerPath) throws(Errno) -> [LayerEntry] {
         let fd = try open(path, flags: O_RDONLY | pb_O_DIRECTORY)
-        var result: [LayerEntry] = []
-        try Sys.readDirectory(fd) { entry, dirfd in
-            Sys.withName(entry) { name, length in
-                if name[0] == 0x2E && (length == 1 || (length == 2 && name[1] == 0x2E)) { return }
-                var type = entry.pointee.d_type
-                var ino = UInt64(entry.pointee.d_ino)
-                var isWhiteout = false
-                if type == UInt8(DT_CHR) || type == UInt8(DT_UNKNOWN) {
-                    // a 0/0 character device is overlayfs' form of a whiteout
-                    if let st = try? Sys.lstatat(dirfd, name) {
-                        type = UInt8((st.st_mode & S_IFMT) >> 12)
-                        ino = UInt64(st.st_ino)
-                        isWhiteout = Whiteout.isDevice(st)
-                    }
-                }
-                let bytes = UnsafeRawBufferPointer(start: name, count: length)
-                result.append(LayerEntry(name: Array(bytes), type: type, inode: ino, isWhiteoutDevice: isWhiteout))
+        defer { Sys.close(fd) }
+        var result = try Sys.entries(of: fd)
+        for index in result.indices where result[index].type == UInt8(DT_CHR) || result[index].type == UInt8(DT_UNKNOWN) {
+            let st = try? result[index].name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in
+                try Sys.lstatat(fd, p)
             }
+            guard let st else { continue }
+            result[index].type = UInt8((st.st_mode & S_IFMT) >> 12)
+            result[index].inode = UInt64(st.st_ino)
+            result[index].isWhiteoutDevice = Whiteout.isDevice(st)
         }
         return result
     }

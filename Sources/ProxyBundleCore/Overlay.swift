@@ -138,6 +138,9 @@ public final class Overlay: Sendable {
         try Permissions.check(st, mask: mask, user: user)
     }
 
+    /// Whether changes go to the substitution (false: they answer EROFS).
+    public var isWritable: Bool { work != nil }
+
     func workspace() throws(Errno) -> Workspace {
         guard let work else { throw Errno.readOnly }
         return work

@@ -26,13 +26,11 @@ public struct CacheTimeouts: Sendable, Equatable {
 public final class FuseServer: Sendable {
     public let overlay: Overlay
     public let timeouts: CacheTimeouts
-    public let readOnly: Bool
     let logger: Logger
 
-    public init(overlay: Overlay, timeouts: CacheTimeouts, readOnly: Bool, logger: Logger) {
+    public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger) {
         self.overlay = overlay
         self.timeouts = timeouts
-        self.readOnly = readOnly
         self.logger = logger
     }
 

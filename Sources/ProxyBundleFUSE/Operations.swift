@@ -7,7 +7,7 @@ import ProxyBundleCore
 /// The low-level operations table. Each callback unpacks its arguments, calls the overlay
 /// and returns a `Reply`; `FuseServer.handle` replies.
 enum Operations {
-    static func table(readOnly: Bool) -> fuse_lowlevel_ops {
+    static func table(writable: Bool) -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, connection in
             guard let connection else { return }
@@ -117,10 +117,10 @@ enum Operations {
                 return .ok
             }
         }
-        if readOnly {
-            ReadOnlyOperations.install(&ops)
-        } else {
+        if writable {
             WriteOperations.install(&ops)
+        } else {
+            ReadOnlyOperations.install(&ops)
         }
         return ops
     }

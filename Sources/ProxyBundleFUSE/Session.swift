@@ -18,7 +18,7 @@ public final class Session {
 
     /// `options` are FUSE mount options as `-o` takes them (e.g. "ro", "fsname=...").
     public init(server: FuseServer, options: [String]) throws(Failure) {
-        var ops = Operations.table(readOnly: server.readOnly)
+        var ops = Operations.table(writable: server.overlay.isWritable)
         let arguments = ["proxybundle"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         defer { argv.forEach { free($0) } }

@@ -46,7 +46,7 @@ enum Daemon {
         } catch {
             throw Failure("cannot open the layers: \(error)")
         }
-        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, readOnly: plan.readOnly, logger: logger)
+        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger)
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {
