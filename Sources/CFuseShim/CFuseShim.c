@@ -30,6 +30,13 @@ int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned m
     return res;
 }
 
+int pb_notify_bare(struct fuse_session *se, int code) {
+    struct { uint32_t len; int32_t error; uint64_t unique; } header = { sizeof(header), code, 0 };
+    ssize_t written = write(fuse_session_fd(se), &header, sizeof(header));
+    if (written < 0) return -errno;
+    return written == (ssize_t)sizeof(header) ? 0 : -EIO;
+}
+
 const int pb_O_PATH = O_PATH;
 const int pb_O_NOFOLLOW = O_NOFOLLOW;
 const int pb_O_DIRECTORY = O_DIRECTORY;

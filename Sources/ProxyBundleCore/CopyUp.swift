@@ -10,7 +10,7 @@ extension Overlay {
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
     /// returns its path. A directory copied up stays merged with the main bundle's.
     func upperDirectory(_ node: NodeID) throws(Errno) -> LayerPath {
-        let location = try nodes.location(of: node)
+        let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         if location.placement.inUpper { return location.path }
         _ = try upperDirectory(location.parent)
@@ -27,7 +27,7 @@ extension Overlay {
     /// `withData: false` copies an empty file (for an open with O_TRUNC).
     @discardableResult
     func copyUp(_ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
-        let location = try nodes.location(of: node)
+        let location = try locate(node)
         if location.placement.isDirectory { return try upperDirectory(node) }
         if location.placement.inUpper { return location.path }
         _ = try upperDirectory(location.parent)

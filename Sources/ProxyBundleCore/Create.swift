@@ -21,8 +21,10 @@ extension Overlay {
     public func create(_ entry: NewEntry, named name: [UInt8], in parent: NodeID,
                        owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
         try Names.checkNew(name)
+        if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
+        if !isWritable { throw Errno.readOnly }
         let dirPath = try upperDirectory(parent)
-        let dir = try nodes.location(of: parent)
+        let dir = try locate(parent)
         if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
         let fd = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32? in
             let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
@@ -40,7 +42,8 @@ extension Overlay {
         }
         do {
             let found = try resolve(name, in: dir.path, dir.placement)
-            let id = nodes.remember(parent: parent, name: name, placement: found.placement)
+            let id = nodes.remember(parent: parent, name: name, placement: found.placement,
+                                    identity: UInt64(found.attributes.st_ino), resolvedAt: nil)
             if let fd { nodes.opened(id, fd: fd) }
             return (Entry(node: id, attributes: found.attributes), fd)
         } catch {
@@ -92,11 +95,12 @@ extension Overlay {
     /// A hard link `name` in `newParent` to `node`, which is copied up first.
     public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
         try Names.checkNew(name)
-        let location = try nodes.location(of: node)
+        if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
+        let location = try locate(node)
         if location.placement.isDirectory { throw Errno.notPermitted }
         let source = try copyUp(node)
         let dirPath = try upperDirectory(newParent)
-        let dir = try nodes.location(of: newParent)
+        let dir = try locate(newParent)
         if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
         try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
             try upper.withEntry(source) { (sourcefd: Int32) throws(Errno) in

@@ -30,7 +30,8 @@ extension Overlay {
     /// The visible entries of directory `node`: "." and "..", then the substitution's entries,
     /// then the main bundle's entries that are neither shadowed nor whited out. Each name once.
     public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {
-        let location = try nodes.location(of: node)
+        if ControlFile(node: node) != nil { throw Errno.notDirectory }
+        let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         let own = try attributes(at: location.path, location.placement)
         let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
@@ -38,7 +39,15 @@ extension Overlay {
             .init(name: [0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino)),
             .init(name: [0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode)),
         ]
-        items.append(contentsOf: try mergedEntries(location.path, location.placement))
+        let entries = try mergedEntries(location.path, location.placement)
+        if node == rootNodeID {
+            // the control files hide any entry of their name in the layers
+            let controls = ControlFile.allCases
+            items += entries.filter { item in !controls.contains { $0.name == item.name } }
+            items += controls.map { .init(name: $0.name, type: UInt8(DT_REG), inode: UInt64($0.inode)) }
+        } else {
+            items += entries
+        }
         return DirectoryListing(node: node, items: items)
     }
 

@@ -20,9 +20,12 @@ public struct Placement: Equatable, Sendable {
 }
 
 /// The nodes the kernel knows about: each has a parent and a name, so its path is computed
-/// from the chain, and a lookup count the kernel decrements with FORGET.
+/// from the chain, and a lookup count the kernel decrements with FORGET. The table is also the
+/// daemon's lookup cache: a fresh node's placement answers a lookup of its name without
+/// resolving it again, and names found missing are remembered as absent (see
+/// NodeTable+Cache.swift).
 final class NodeTable: Sendable {
-    private struct Node {
+    struct Node {
         /// `detachedParent` once the node's name was removed
         var parent: NodeID
         var name: [UInt8]
@@ -32,20 +35,32 @@ final class NodeTable: Sendable {
         var aliases: [ChildKey] = []
         /// Descriptors of the node's open files, so an unlinked open file still has attributes.
         var openFiles: [Int32] = []
+        /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
+        /// invalidation, a name that now leads to another file gets a new node.
+        var identity: UInt64 = 0
+        /// False after an invalidation until the name is resolved again.
+        var fresh = true
     }
 
-    private struct ChildKey: Hashable {
+    struct ChildKey: Hashable {
         var parent: NodeID
         var name: [UInt8]
     }
 
-    private struct State {
+    struct State {
         var nodes: [NodeID: Node] = [:]
         var children: [ChildKey: NodeID] = [:]
-        var nextID: NodeID = rootNodeID + 1
+        /// Names resolved as missing (the negative lookup cache).
+        var absent: Set<ChildKey> = []
+        var nextID: NodeID = firstNodeID
+        /// Bumped by every change to names or placements, so a lookup that resolved before a
+        /// change does not store what it found.
+        var version: UInt64 = 0
+        var hits: UInt64 = 0
+        var misses: UInt64 = 0
     }
 
-    private let state: Locked<State>
+    let state: Locked<State>
 
     init(root: Placement) {
         var initial = State()
@@ -53,53 +68,97 @@ final class NodeTable: Sendable {
         state = Locked(initial)
     }
 
+    /// Node IDs below this are reserved (the root and the control files).
+    static let firstNodeID: NodeID = 16
+
     /// Where a node is: its path in the layers, its placement and its parent.
     struct Location {
         var path: LayerPath
         var placement: Placement
         var parent: NodeID
+        /// Whether the node and all its ancestors were resolved since the last invalidation.
+        var isFresh: Bool = true
     }
 
     /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
     func location(of id: NodeID) throws(Errno) -> Location {
-        try state.withLock { (s: inout State) throws(Errno) -> Location in
-            guard let node = s.nodes[id] else { throw Errno.stale }
-            if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
-            var names: [[UInt8]] = [node.name]
-            var length = node.name.count
-            var current = node.parent
-            while current != rootNodeID {
-                guard let ancestor = s.nodes[current] else { throw Errno.stale }
-                names.append(ancestor.name)
-                length += ancestor.name.count + 1
-                current = ancestor.parent
-            }
-            var bytes: [UInt8] = []
-            bytes.reserveCapacity(length)
-            for name in names.reversed() {
-                if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
-                bytes.append(contentsOf: name)
-            }
-            return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent)
-        }
+        try state.withLock { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s) }
     }
 
-    /// Records one more kernel reference to the child `name` of `parent`, creating its node if
-    /// needed, and returns its ID. The placement is refreshed to what was just resolved.
-    func remember(parent: NodeID, name: [UInt8], placement: Placement) -> NodeID {
+    static func location(of id: NodeID, in s: State) throws(Errno) -> Location {
+        guard let node = s.nodes[id] else { throw Errno.stale }
+        if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID, isFresh: node.fresh) }
+        var names: [[UInt8]] = [node.name]
+        var length = node.name.count
+        var fresh = node.fresh
+        var current = node.parent
+        while current != rootNodeID {
+            guard let ancestor = s.nodes[current] else { throw Errno.stale }
+            names.append(ancestor.name)
+            length += ancestor.name.count + 1
+            fresh = fresh && ancestor.fresh
+            current = ancestor.parent
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(length)
+        for name in names.reversed() {
+            if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
+            bytes.append(contentsOf: name)
+        }
+        let rootFresh = s.nodes[rootNodeID]?.fresh ?? false
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent,
+                        isFresh: fresh && rootFresh)
+    }
+
+    /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
+    /// `placement` and (for a non-directory) the file `identity`, and returns its node.
+    /// `resolvedAt` is the table's `version` when the resolution began: if names changed since,
+    /// an existing node keeps its placement. Pass nil right after a change made by the daemon.
+    /// A name that now leads to another file, or to another kind of entry, gets a new node.
+    func remember(parent: NodeID, name: [UInt8], placement: Placement, identity: UInt64,
+                  resolvedAt: UInt64?) -> NodeID {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
-            if let id = s.children[key] {
-                s.nodes[id]?.lookups += 1
-                s.nodes[id]?.placement = placement
-                return id
+            s.absent.remove(key)
+            if resolvedAt == nil { s.version &+= 1 }
+            let current = resolvedAt == nil || resolvedAt == s.version
+            if let id = s.children[key], var node = s.nodes[id] {
+                let same = node.placement.isDirectory == placement.isDirectory
+                    && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
+                if same {
+                    node.lookups += 1
+                    if current {
+                        node.placement = placement
+                        node.identity = identity
+                        node.fresh = true
+                    }
+                    s.nodes[id] = node
+                    return id
+                }
+                NodeTable.unlink(key, from: &s)
             }
             let id = s.nextID
             s.nextID += 1
-            s.nodes[id] = Node(parent: parent, name: name, lookups: 1, placement: placement)
+            s.nodes[id] = Node(parent: parent, name: name, lookups: 1, placement: placement, identity: identity)
             s.children[key] = id
             return id
         }
+    }
+
+    /// Takes `key` away from its node (the node lives on, unreachable by that name).
+    static func unlink(_ key: ChildKey, from s: inout State) {
+        guard let id = s.children.removeValue(forKey: key), var node = s.nodes[id] else { return }
+        if let index = node.aliases.firstIndex(of: key) {
+            node.aliases.remove(at: index)
+        } else if let next = node.aliases.popLast() {
+            // another hard link carries the node on
+            node.parent = next.parent
+            node.name = next.name
+        } else {
+            node.parent = NodeTable.detachedParent
+            node.name = Array("(deleted)".utf8)
+        }
+        s.nodes[id] = node
     }
 
     /// Drops `count` kernel references; a node with none left is removed.
@@ -123,11 +182,13 @@ final class NodeTable: Sendable {
         state.withLock { $0.nodes[id]?.placement }
     }
 
-    /// Changes the placement of a node (after a copy-up).
+    /// Changes the placement of a node (after a copy-up); its file identity becomes unknown.
     func update(_ id: NodeID, _ change: (inout Placement) -> Void) {
         state.withLock { s in
+            s.version &+= 1
             if var node = s.nodes[id] {
                 change(&node.placement)
+                node.identity = 0
                 s.nodes[id] = node
             }
         }
@@ -137,19 +198,8 @@ final class NodeTable: Sendable {
     /// node lives on, unreachable by path, until the kernel forgets it.
     func detach(parent: NodeID, name: [UInt8]) {
         state.withLock { s in
-            let key = ChildKey(parent: parent, name: name)
-            guard let id = s.children.removeValue(forKey: key), var node = s.nodes[id] else { return }
-            if let index = node.aliases.firstIndex(of: key) {
-                node.aliases.remove(at: index)
-            } else if let next = node.aliases.popLast() {
-                // another hard link carries the node on
-                node.parent = next.parent
-                node.name = next.name
-            } else {
-                node.parent = NodeTable.detachedParent
-                node.name = Array("(deleted)".utf8)
-            }
-            s.nodes[id] = node
+            s.version &+= 1
+            NodeTable.unlink(ChildKey(parent: parent, name: name), from: &s)
         }
     }
 
@@ -157,6 +207,8 @@ final class NodeTable: Sendable {
     func addAlias(_ id: NodeID, parent: NodeID, name: [UInt8]) {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
+            s.version &+= 1
+            s.absent.remove(key)
             guard s.nodes[id] != nil else { return }
             s.nodes[id]?.lookups += 1
             if s.children[key] != id {
@@ -190,9 +242,9 @@ final class NodeTable: Sendable {
         state.withLock { s in
             let old = ChildKey(parent: parent, name: name)
             let new = ChildKey(parent: newParent, name: newName)
-            if let replaced = s.children.removeValue(forKey: new) {
-                s.nodes[replaced]?.parent = NodeTable.detachedParent
-            }
+            s.version &+= 1
+            s.absent.remove(new)
+            if s.children[new] != nil { NodeTable.unlink(new, from: &s) }
             guard let id = s.children.removeValue(forKey: old) else { return }
             s.nodes[id]?.parent = newParent
             s.nodes[id]?.name = newName
@@ -204,4 +256,7 @@ final class NodeTable: Sendable {
     static let detachedParent: NodeID = 0
 
     var count: Int { state.withLock { $0.nodes.count } }
+
+    /// The version of names and placements; see `State.version`.
+    var version: UInt64 { state.withLock { $0.version } }
 }

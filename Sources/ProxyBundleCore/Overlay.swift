@@ -6,12 +6,28 @@ import Glibc
 /// substitution directory (upper layer). Operations are named after the FUSE requests that
 /// use them and take kernel node IDs; nothing here imports libfuse.
 public final class Overlay: Sendable {
-    public let upper: Layer
     public let lower: Layer
     let nodes: NodeTable
-    let inodes: InodeNumbers
-    /// The copy-up work directory; nil for a read-only overlay.
-    let work: Workspace?
+    /// The substitution and what lives in it; replaced when an invalidation finds that the
+    /// substitution's path now names another directory.
+    private let top: Locked<Top>
+    /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
+    let substitutionPath: String?
+    /// The last invalidation's time (the control files' times).
+    let controlTime: Locked<timespec>
+    /// Whether lookups are answered from the cache (`-o nocache` turns it off).
+    let cachesLookups: Bool
+
+    struct Top {
+        var layer: Layer
+        /// The copy-up work directory; nil for a read-only overlay.
+        var work: Workspace?
+        var inodes: InodeNumbers
+    }
+
+    public var upper: Layer { top.withLock { $0.layer } }
+    var work: Workspace? { top.withLock { $0.work } }
+    var inodes: InodeNumbers { top.withLock { $0.inodes } }
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -19,14 +35,31 @@ public final class Overlay: Sendable {
         public var attributes: stat
     }
 
-    /// With `writable`, changes go to the substitution; otherwise they answer EROFS.
-    public init(main: Layer, substitution: Layer, writable: Bool = false) throws(Errno) {
-        upper = substitution
+    /// With `writable`, changes go to the substitution; otherwise they answer EROFS. With
+    /// `substitutionPath`, an invalidation reopens the substitution when that path has come to
+    /// name another directory.
+    public init(main: Layer, substitution: Layer, writable: Bool = false, substitutionPath: String? = nil,
+                cachesLookups: Bool = true) throws(Errno) {
         lower = main
-        work = writable ? try Workspace(in: substitution) : nil
-        inodes = InodeNumbers(separateDevices: main.device != substitution.device)
+        self.cachesLookups = cachesLookups
+        self.substitutionPath = substitutionPath
+        top = Locked(try Overlay.top(substitution, main: main, writable: writable))
         let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
         nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        controlTime = Locked(now)
+    }
+
+    static func top(_ substitution: Layer, main: Layer, writable: Bool) throws(Errno) -> Top {
+        Top(layer: substitution, work: writable ? try Workspace(in: substitution) : nil,
+            inodes: InodeNumbers(separateDevices: main.device != substitution.device))
+    }
+
+    /// Installs a new substitution layer (after it was swapped on disk).
+    func replaceUpper(_ substitution: Layer) throws(Errno) {
+        let next = try Overlay.top(substitution, main: lower, writable: isWritable)
+        top.withLock { $0 = next }
     }
 
     /// The number of nodes the kernel currently holds references to (the root included).
@@ -34,13 +67,36 @@ public final class Overlay: Sendable {
 
     // MARK: lookup and attributes
 
+    /// Resolves `name` in `parent`, from the cache when it knows the answer.
     public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
         try Names.checkLookup(name)
-        let dir = try nodes.location(of: parent)
+        if let control = ControlFile(name: name, in: parent) {
+            return Entry(node: control.node, attributes: controlAttributes(control))
+        }
+        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name) : .unknown {
+        case .absent:
+            throw Errno.noEntry
+        case .found(let id, let location):
+            let st = try? attributes(at: location.path, location.placement)
+            if let st, (st.st_mode & S_IFMT == S_IFDIR) == location.placement.isDirectory {
+                return Entry(node: id, attributes: st)
+            }
+            nodes.forget(id, count: 1)  // gone or changed on disk: resolve it again
+        case .unknown:
+            break
+        }
+        let resolvedAt = nodes.version
+        let dir = try locate(parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        let found = try resolve(name, in: dir.path, dir.placement)
-        let id = nodes.remember(parent: parent, name: name, placement: found.placement)
-        return Entry(node: id, attributes: found.attributes)
+        do {
+            let found = try resolve(name, in: dir.path, dir.placement)
+            let id = nodes.remember(parent: parent, name: name, placement: found.placement,
+                                    identity: UInt64(found.attributes.st_ino), resolvedAt: resolvedAt)
+            return Entry(node: id, attributes: found.attributes)
+        } catch let error where error.code == ENOENT {
+            if cachesLookups { nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt) }
+            throw error
+        }
     }
 
     public func forget(_ node: NodeID, count: UInt64) {
@@ -48,8 +104,9 @@ public final class Overlay: Sendable {
     }
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
+        if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
-        let location = try nodes.location(of: node)
+        let location = try locate(node)
         return try attributes(at: location.path, location.placement)
     }
 
@@ -61,7 +118,8 @@ public final class Overlay: Sendable {
     }
 
     public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
-        let location = try nodes.location(of: node)
+        if ControlFile(node: node) != nil { throw Errno.invalid }
+        let location = try locate(node)
         return try layer(serving: location.placement).readLink(location.path)
     }
 
@@ -70,12 +128,12 @@ public final class Overlay: Sendable {
     /// Opens the file behind `node`; returns a descriptor the caller owns. Opening a
     /// main-bundle file for writing (or with O_TRUNC) copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> Int32 {
-        var location = try nodes.location(of: node)
+        var location = try locate(node)
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inUpper {
             try copyUp(node, withData: flags & O_TRUNC == 0)
-            location = try nodes.location(of: node)
+            location = try locate(node)
         }
         if writes && work == nil { throw Errno.readOnly }
         let passed = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
@@ -92,6 +150,7 @@ public final class Overlay: Sendable {
 
     /// The attributes of an open file, through its descriptor (also after its name was removed).
     public func attributes(of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
+        if let control = ControlFile(node: node) { return controlAttributes(control) }
         var st = try Sys.fstat(fd)
         st.st_ino = inodes.number(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
         return st
@@ -101,7 +160,8 @@ public final class Overlay: Sendable {
 
     public func extendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
-        let location = try nodes.location(of: node)
+        if ControlFile(node: node) != nil { throw Errno.noData }
+        let location = try locate(node)
         let layer = layer(serving: location.placement)
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
             try layer.extendedAttribute(location.path, name: p)
@@ -110,7 +170,8 @@ public final class Overlay: Sendable {
 
     /// The node's attribute names, NUL-separated, without the overlay's private ones.
     public func extendedAttributeNames(_ node: NodeID) throws(Errno) -> [UInt8] {
-        let location = try nodes.location(of: node)
+        if ControlFile(node: node) != nil { return [] }
+        let location = try locate(node)
         let all = try layer(serving: location.placement).extendedAttributeNames(location.path)
         var shown: [UInt8] = []
         for name in all.split(separator: 0) {
@@ -140,6 +201,10 @@ public final class Overlay: Sendable {
 
     /// Whether changes go to the substitution (false: they answer EROFS).
     public var isWritable: Bool { work != nil }
+
+    func controlAttributes(_ control: ControlFile) -> stat {
+        control.attributes(changed: controlTime.withLock { $0 })
+    }
 
     func workspace() throws(Errno) -> Workspace {
         guard let work else { throw Errno.readOnly }

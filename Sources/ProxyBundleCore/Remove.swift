@@ -23,7 +23,8 @@ extension Overlay {
 
     private func visibleChild(_ name: [UInt8], in parent: NodeID) throws(Errno) -> (NodeTable.Location, Resolved) {
         try Names.checkLookup(name)
-        let dir = try nodes.location(of: parent)
+        if ControlFile(name: name, in: parent) != nil { throw Errno.notPermitted }
+        let dir = try locate(parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
         return (dir, try resolve(name, in: dir.path, dir.placement))
     }
@@ -78,8 +79,9 @@ extension Overlay {
                        flags: UInt32) throws(Errno) {
         guard flags & ~pb_RENAME_NOREPLACE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)
+        if ControlFile(name: newName, in: newParent) != nil { throw Errno.notPermitted }
         let (dir, source) = try visibleChild(name, in: parent)
-        let newDir = try nodes.location(of: newParent)
+        let newDir = try locate(newParent)
         guard newDir.placement.isDirectory else { throw Errno.notDirectory }
         let target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
         if parent == newParent && name == newName { return }

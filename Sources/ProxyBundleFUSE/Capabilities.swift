@@ -6,7 +6,7 @@ enum Capabilities {
     static let wanted: UInt32 = UInt32(FUSE_CAP_ASYNC_READ) | UInt32(FUSE_CAP_SPLICE_WRITE)
         | UInt32(FUSE_CAP_SPLICE_MOVE) | UInt32(FUSE_CAP_READDIRPLUS)
         | UInt32(FUSE_CAP_READDIRPLUS_AUTO) | UInt32(FUSE_CAP_PARALLEL_DIROPS)
-        | UInt32(FUSE_CAP_AUTO_INVAL_DATA)
+        | UInt32(FUSE_CAP_AUTO_INVAL_DATA) | UInt32(FUSE_CAP_CACHE_SYMLINKS)
 
     static func negotiate(_ connection: UnsafeMutablePointer<fuse_conn_info>) {
         let capable = connection.pointee.capable

@@ -5,20 +5,27 @@ import CFuse3
 import Logging
 import ProxyBundleCore
 
-/// How long the kernel may keep what it was told, in seconds.
+/// How long the kernel may keep what it was told, in seconds, and whether it keeps file
+/// pages and directory listings across opens. Long by default: changes made through the mount
+/// keep the caches right, and `.invalidate` flushes them after changes made behind its back.
 public struct CacheTimeouts: Sendable, Equatable {
     public var entry: Double
     public var attribute: Double
     /// 0 means "do not cache missing names".
     public var negative: Double
+    /// Keep file pages and directory listings cached across opens.
+    public var keepsContent: Bool
 
-    public init(entry: Double, attribute: Double, negative: Double) {
+    public init(entry: Double, attribute: Double, negative: Double, keepsContent: Bool = true) {
         self.entry = entry
         self.attribute = attribute
         self.negative = negative
+        self.keepsContent = keepsContent
     }
 
-    public static let standard = CacheTimeouts(entry: 1, attribute: 1, negative: 1)
+    public static let standard = CacheTimeouts(entry: 86400, attribute: 86400, negative: 86400)
+    /// `-o nocache`: the kernel caches nothing.
+    public static let none = CacheTimeouts(entry: 0, attribute: 0, negative: 0, keepsContent: false)
 }
 
 /// The state every request handler reaches through `fuse_req_userdata`: the overlay and the
@@ -27,6 +34,9 @@ public final class FuseServer: Sendable {
     public let overlay: Overlay
     public let timeouts: CacheTimeouts
     let logger: Logger
+    let notifier = KernelNotifier()
+    /// Held for the length of each invalidation, so they run one at a time.
+    let invalidations = Locked(InvalidationRecord())
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger) {
         self.overlay = overlay
@@ -38,7 +48,7 @@ public final class FuseServer: Sendable {
         var result = fuse_entry_param()
         result.ino = entry.node
         result.attr = entry.attributes
-        result.attr_timeout = timeouts.attribute
+        result.attr_timeout = ControlFile(node: entry.node) == nil ? timeouts.attribute : 0
         result.entry_timeout = timeouts.entry
         return result
     }

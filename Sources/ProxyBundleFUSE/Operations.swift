@@ -41,7 +41,7 @@ enum Operations {
                 } else {
                     st = try server.overlay.attributes(of: node)
                 }
-                return .attributes(st, timeout: server.timeouts.attribute)
+                return .attributes(st, timeout: ControlFile(node: node) == nil ? server.timeouts.attribute : 0)
             }
         }
         ops.readlink = { req, node in
@@ -52,19 +52,27 @@ enum Operations {
         ops.open = { req, node, info in
             FuseServer.handle(req, "open") { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
+                if let control = ControlFile(node: node) {
+                    try server.openControl(control, info)
+                    return .opened(info)
+                }
                 info.pointee.fh = UInt64(try server.overlay.openFile(node, flags: info.pointee.flags))
+                info.pointee.keep_cache = server.timeouts.keepsContent ? 1 : 0
                 return .opened(info)
             }
         }
-        ops.read = { req, _, size, offset, info in
-            FuseServer.handle(req, "read") { _ throws(Errno) in
+        ops.read = { req, node, size, offset, info in
+            FuseServer.handle(req, "read") { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
+                if let control = ControlFile(node: node) { return server.readControl(control, size: size, offset: offset) }
                 return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
             }
         }
         ops.release = { req, node, info in
             FuseServer.handle(req, "release") { server in
-                if let info { server.overlay.release(node, fd: Int32(truncatingIfNeeded: info.pointee.fh)) }
+                if let info, ControlFile(node: node) == nil {
+                    server.overlay.release(node, fd: Int32(truncatingIfNeeded: info.pointee.fh))
+                }
                 return .ok
             }
         }
@@ -73,6 +81,10 @@ enum Operations {
                 guard let info else { throw Errno.invalid }
                 let listing = try server.overlay.listDirectory(node)
                 info.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(listing).toOpaque()))
+                if server.timeouts.keepsContent {
+                    info.pointee.cache_readdir = 1
+                    info.pointee.keep_cache = 1
+                }
                 return .opened(info)
             }
         }

@@ -4,26 +4,24 @@ import Glibc
 import CFuse3
 import ProxyBundleCore
 
-/// Until the write path lands, every operation that would modify the view answers EROFS
-/// (the mount is also made read-only, so the kernel normally refuses them first).
+/// A read-only mount (`-o ro`): every operation that would change the view answers EROFS.
+/// Writes, truncation and create keep their handlers, which serve the control files (so
+/// `.invalidate` still works) and get EROFS from the overlay for everything else.
 enum ReadOnlyOperations {
     static func install(_ ops: inout fuse_lowlevel_ops) {
-        ops.setattr = { req, _, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.mknod = { req, _, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.mkdir = { req, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.unlink = { req, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.rmdir = { req, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.symlink = { req, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.rename = { req, _, _, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.link = { req, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.write = { req, _, _, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.create = { req, _, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.setxattr = { req, _, _, _, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.removexattr = { req, _, _ in ReadOnlyOperations.refuse(req) }
-        ops.fallocate = { req, _, _, _, _, _ in ReadOnlyOperations.refuse(req) }
+        WriteOperations.install(&ops)
+        ops.mknod = { req, _, _, _, _ in ReadOnlyOperations.refuse(req, "mknod") }
+        ops.mkdir = { req, _, _, _ in ReadOnlyOperations.refuse(req, "mkdir") }
+        ops.unlink = { req, _, _ in ReadOnlyOperations.refuse(req, "unlink") }
+        ops.rmdir = { req, _, _ in ReadOnlyOperations.refuse(req, "rmdir") }
+        ops.symlink = { req, _, _, _ in ReadOnlyOperations.refuse(req, "symlink") }
+        ops.rename = { req, _, _, _, _, _ in ReadOnlyOperations.refuse(req, "rename") }
+        ops.link = { req, _, _, _ in ReadOnlyOperations.refuse(req, "link") }
+        ops.setxattr = { req, _, _, _, _, _ in ReadOnlyOperations.refuse(req, "setxattr") }
+        ops.removexattr = { req, _, _ in ReadOnlyOperations.refuse(req, "removexattr") }
     }
 
-    static func refuse(_ req: fuse_req_t?) {
-        FuseServer.handle(req, "write") { _ throws(Errno) -> Reply in throw Errno.readOnly }
+    static func refuse(_ req: fuse_req_t?, _ operation: StaticString) {
+        FuseServer.handle(req, operation) { _ throws(Errno) -> Reply in throw Errno.readOnly }
     }
 }

@@ -29,9 +29,11 @@ public final class Session {
             throw Failure(description: "libfuse refused the mount options \(options.joined(separator: ","))")
         }
         session = created
+        server.notifier.attach(created)
     }
 
     deinit {
+        userdata.takeUnretainedValue().notifier.attach(nil)
         if mounted { fuse_session_unmount(session) }
         fuse_session_destroy(session)
         userdata.release()

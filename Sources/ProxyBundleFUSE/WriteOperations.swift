@@ -11,6 +11,10 @@ enum WriteOperations {
         ops.create = { req, parent, name, mode, info in
             FuseServer.handle(req, "create") { server throws(Errno) in
                 guard let req, let info else { throw Errno.invalid }
+                if let control = ControlFile(name: bytes(name), in: parent) {
+                    try server.openControl(control, info, creating: true)
+                    return .created(server.entryParameters(try server.overlay.lookup(parent: parent, name: bytes(name))), info)
+                }
                 let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
                                                      in: parent, owner: server.requester(req))
                 info.pointee.fh = UInt64(made.fd ?? -1)
@@ -52,24 +56,34 @@ enum WriteOperations {
         ops.setattr = { req, node, attributes, toSet, info in
             FuseServer.handle(req, "setattr") { server throws(Errno) in
                 guard let attributes else { throw Errno.invalid }
+                if let control = ControlFile(node: node) {
+                    return try server.setControlAttributes(control, toSet)
+                }
                 let changes = AttributeRequest.changes(attributes.pointee, toSet)
                 let fd = info.map { Int32(truncatingIfNeeded: $0.pointee.fh) }
                 return .attributes(try server.overlay.setAttributes(node, changes, openFile: fd),
                                    timeout: server.timeouts.attribute)
             }
         }
-        ops.write = { req, _, buffer, size, offset, info in
-            FuseServer.handle(req, "write") { _ throws(Errno) in
+        ops.write = { req, node, buffer, size, offset, info in
+            FuseServer.handle(req, "write") { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
+                if let control = ControlFile(node: node) {
+                    let data = buffer.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
+                    return try server.writeControl(control, data)
+                }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
                 let count = pwrite(fd, buffer, size, offset)
                 if count < 0 { throw Errno.current }
                 return .written(count)
             }
         }
-        ops.write_buf = { req, _, source, offset, info in
-            FuseServer.handle(req, "write_buf") { _ throws(Errno) in
+        ops.write_buf = { req, node, source, offset, info in
+            FuseServer.handle(req, "write_buf") { server throws(Errno) in
                 guard let info, let source else { throw Errno.invalid }
+                if let control = ControlFile(node: node) {
+                    return try server.writeControl(control, try WriteOperations.gather(source))
+                }
                 var destination = fuse_bufvec()
                 destination.count = 1
                 destination.buf.size = fuse_buf_size(source)
@@ -84,17 +98,20 @@ enum WriteOperations {
         ops.flush = { req, _, _ in
             FuseServer.handle(req, "flush") { _ in .ok }
         }
-        ops.fsync = { req, _, dataOnly, info in
+        ops.fsync = { req, node, dataOnly, info in
             FuseServer.handle(req, "fsync") { _ throws(Errno) in
                 guard let info else { throw Errno.invalid }
+                if ControlFile(node: node) != nil { return .ok }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
                 _ = try WriteOperations.syncCall { dataOnly != 0 ? fdatasync(fd) : fsync(fd) }
                 return .ok
             }
         }
-        ops.fallocate = { req, _, mode, offset, length, info in
-            FuseServer.handle(req, "fallocate") { _ throws(Errno) in
+        ops.fallocate = { req, node, mode, offset, length, info in
+            FuseServer.handle(req, "fallocate") { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
+                if ControlFile(node: node) != nil { throw Errno.notPermitted }
+                if !server.overlay.isWritable { throw Errno.readOnly }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
                 _ = try WriteOperations.syncCall { pb_fallocate(fd, mode, Int64(offset), Int64(length)) }
                 return .ok
@@ -122,6 +139,20 @@ enum WriteOperations {
             let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.requester(req))
             return .entry(server.entryParameters(made.entry))
         }
+    }
+
+    /// The bytes of a write_buf source (for the control files, which are small).
+    static func gather(_ source: UnsafeMutablePointer<fuse_bufvec>) throws(Errno) -> [UInt8] {
+        var data = [UInt8](repeating: 0, count: fuse_buf_size(source))
+        let count = data.withUnsafeMutableBytes { raw -> Int in
+            var destination = fuse_bufvec()
+            destination.count = 1
+            destination.buf.size = raw.count
+            destination.buf.mem = raw.baseAddress
+            return fuse_buf_copy(&destination, source, fuse_buf_copy_flags(rawValue: 0))
+        }
+        if count < 0 { throw Errno(Int32(-count)) }
+        return Array(data[..<count])
     }
 
     @inline(__always)

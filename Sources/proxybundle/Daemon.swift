@@ -42,7 +42,9 @@ enum Daemon {
         do {
             let main = try Layer(path: plan.main)
             let substitution = try Layer(path: plan.substitution)
-            overlay = try Overlay(main: main, substitution: substitution, writable: !plan.readOnly)
+            overlay = try Overlay(main: main, substitution: substitution, writable: !plan.readOnly,
+                                  substitutionPath: plan.substitution,
+                                  cachesLookups: plan.options.timeouts != .none)
         } catch {
             throw Failure("cannot open the layers: \(error)")
         }

@@ -6,20 +6,24 @@ struct MountOptions {
     var timeouts = CacheTimeouts.standard
     var maxThreads: UInt32 = 16
     var substitution: String?
+    /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
+    /// read-write so that `.invalidate` can still be written.
+    var readOnly = false
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
-        "allow_other", "default_permissions", "auto_unmount", "ro",
+        "allow_other", "default_permissions", "auto_unmount",
         "nodev", "nosuid", "noexec", "dev", "suid", "exec", "noatime", "atime", "nodiratime",
         "relatime", "sync", "async", "dirsync",
     ]
     static let passedValues: Set<String> = ["fsname"]
-    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "substitution"]
+    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "substitution", "nocache", "ro"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
-        attr_timeout=SECONDS, negative_timeout=SECONDS (0 turns that cache off), max_threads=N, \
-        substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME.
+        attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \
+        off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
+        EROFS; .invalidate still works), max_threads=N, substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME.
         """
 
     init(_ lists: [String]) throws(Failure) {
@@ -42,6 +46,8 @@ struct MountOptions {
             guard let n = UInt32(v), n >= 1, n <= 256 else { throw Failure("max_threads takes a whole number from 1 to 256, not '\(v)'") }
             maxThreads = n
         case ("substitution", let v?): substitution = v
+        case ("nocache", nil): timeouts = .none
+        case ("ro", nil): readOnly = true
         case (_, nil) where MountOptions.passedFlags.contains(key): fuse.append(key)
         case (_, _?) where MountOptions.passedValues.contains(key): fuse.append(option)
         case (_, nil) where MountOptions.own.contains(key) || MountOptions.passedValues.contains(key):

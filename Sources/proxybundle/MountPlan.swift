@@ -11,7 +11,7 @@ struct MountPlan {
     var options: MountOptions
 
     /// `-o ro`: every change answers EROFS.
-    var readOnly: Bool { options.fuse.contains("ro") }
+    var readOnly: Bool { options.readOnly }
 
     init(main mainArgument: String, mountpoint mountArgument: String, substitution substitutionArgument: String?,
          options: MountOptions) throws(Failure) {

@@ -100,7 +100,7 @@ final class AttributeTests: XCTestCase {
         XCTAssertFalse(listed.contains { $0.hasPrefix("user.overlay.") }, "\(listed)")
     }
 
-    func testStatfsReportsTheSubstitutionReadOnlyWithRoomForWhiteouts() throws {
+    func testStatfsReportsTheSubstitutionWithRoomForWhiteouts() throws {
         try fx.start(["-o", "ro"])
         var mounted = statvfs()
         var backing = statvfs()
@@ -108,7 +108,6 @@ final class AttributeTests: XCTestCase {
         XCTAssertEqual(statvfs(fx.substitution, &backing), 0)
         XCTAssertEqual(mounted.f_namemax, backing.f_namemax - 4)
         XCTAssertEqual(mounted.f_blocks * mounted.f_frsize, backing.f_blocks * backing.f_frsize)
-        XCTAssertNotEqual(mounted.f_flag & UInt(ST_RDONLY), 0, "reported read-only")
     }
 
     func testEveryModificationFailsWithEROFSAndChangesNothing() throws {
@@ -138,8 +137,7 @@ final class AttributeTests: XCTestCase {
             XCTAssertEqual(attempt(), -1, what)
             XCTAssertEqual(errno, EROFS, what)
         }
-        XCTAssertEqual(access(m("file"), W_OK), -1)
-        XCTAssertEqual(errno, EROFS)
+        // the kernel mount stays read-write (so .invalidate works), so access(W_OK) checks mode bits only
         XCTAssertEqual(access(m("file"), R_OK), 0)
         XCTAssertEqual(try TreeChecksum.of(fx.substitution), patchBefore, "the substitution changed")
     }

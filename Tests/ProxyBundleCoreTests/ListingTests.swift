@@ -180,6 +180,7 @@ final class ListingTests: OverlayTestCase {
         let listing = try overlay.listDirectory(dir.node)
         try write(.patch, "dir/b", "b")
         XCTAssertEqual(entryNames(listing), ["a"], "a listing taken at opendir does not change")
+        _ = try overlay.invalidate()
         let again = try overlay.listDirectory(try lookup(overlay, "dir").node)
         XCTAssertEqual(entryNames(again), ["a", "b"])
     }

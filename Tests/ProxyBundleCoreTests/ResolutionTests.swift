@@ -252,26 +252,33 @@ final class ResolutionTests: OverlayTestCase {
 
     // MARK: changes made directly in a layer
 
-    func testRepeatedLookupSeesAFileAddedToTheSubstitution() throws {
+    func testAFileAddedToTheSubstitutionShowsAfterInvalidation() throws {
         try write(.main, "a.txt", "main")
         let overlay = try makeOverlay()
         let first = try lookup(overlay, "a.txt")
         XCTAssertEqual(try readContent(overlay, first.node), "main")
         try write(.patch, "a.txt", "patched later")
+        let cached = try lookup(overlay, "a.txt")
+        XCTAssertEqual(cached.node, first.node)
+        XCTAssertEqual(cached.attributes.st_ino, try lstatOf(.main, "a.txt").st_ino, "the cache serves the old view")
+        _ = try overlay.invalidate()
         let second = try lookup(overlay, "a.txt")
-        XCTAssertEqual(second.node, first.node)
+        XCTAssertNotEqual(second.node, first.node, "another file: another node")
         XCTAssertEqual(second.attributes.st_ino, try lstatOf(.patch, "a.txt").st_ino)
         XCTAssertEqual(try overlay.attributes(of: second.node).st_ino, try lstatOf(.patch, "a.txt").st_ino)
         XCTAssertEqual(try readContent(overlay, second.node), "patched later")
     }
 
-    func testRepeatedLookupSeesADirectoryAddedToTheSubstitution() throws {
+    func testADirectoryAddedToTheSubstitutionMergesAfterInvalidation() throws {
         try write(.main, "dir/m", "m")
         let overlay = try makeOverlay()
         let first = try lookup(overlay, "dir")
         XCTAssertEqual(first.attributes.st_ino, try lstatOf(.main, "dir").st_ino)
         try write(.patch, "dir/p", "p")
+        XCTAssertEqual(entryNames(try overlay.listDirectory(first.node)), ["m"], "the cache serves the old view")
+        _ = try overlay.invalidate()
         let second = try lookup(overlay, "dir")
+        XCTAssertEqual(second.node, first.node, "a directory keeps its node")
         XCTAssertEqual(second.attributes.st_ino, try lstatOf(.patch, "dir").st_ino)
         XCTAssertEqual(entryNames(try overlay.listDirectory(second.node)), ["m", "p"])
     }

@@ -15,6 +15,10 @@ struct fuse_session *pb_session_new(int argc, char **argv,
 // The multi-threaded loop with its config (versioned symbol behind a macro).
 int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned max_idle);
 
+// Sends a notification libfuse 3.14 does not wrap: a FUSE out-header with `code` and no
+// body (FUSE_NOTIFY_INC_EPOCH = 8 on kernels from 6.16). Returns 0 or -errno.
+int pb_notify_bare(struct fuse_session *se, int code);
+
 // GNU constants glibc's Swift overlay does not export.
 extern const int pb_O_PATH;
 extern const int pb_O_NOFOLLOW;

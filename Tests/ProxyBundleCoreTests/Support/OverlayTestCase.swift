@@ -180,9 +180,11 @@ class OverlayTestCase: XCTestCase {
         return entry
     }
 
-    /// The names of a listing, in order, "." and ".." included.
+    /// The names of a listing, in order, "." and ".." included; the root's control files
+    /// (tested in ControlFileTests) left out.
     func names(_ listing: DirectoryListing) -> [String] {
-        listing.items.map { String(decoding: $0.name, as: UTF8.self) }
+        listing.items.filter { ControlFile(name: $0.name, in: listing.node) == nil }
+            .map { String(decoding: $0.name, as: UTF8.self) }
     }
 
     /// The listing's names without "." and "..", sorted.

@@ -1,0 +1,64 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The control files at the root of the mount. They are not in either layer and hide any
+/// entry of the same name there; they cannot be removed, renamed or linked.
+/// - `.invalidate`: writing to it (or truncating it) flushes every cache, the daemon's and
+///   the kernel's; writing a relative path limits the flush to that subtree.
+/// - `.stats`: read-only; the cache's figures as `key: value` lines.
+public enum ControlFile: CaseIterable, Sendable {
+    case invalidate
+    case stats
+
+    public var name: [UInt8] {
+        switch self {
+        case .invalidate: Array(".invalidate".utf8)
+        case .stats: Array(".stats".utf8)
+        }
+    }
+
+    /// The node ID the kernel knows it by (reserved: below `NodeTable.firstNodeID`).
+    public var node: NodeID {
+        switch self {
+        case .invalidate: 2
+        case .stats: 3
+        }
+    }
+
+    /// The inode number it reports, far above those of ordinary file systems.
+    var inode: ino_t { 0x7FFF_FFFF_FFFF_FF00 | ino_t(node) }
+
+    var mode: mode_t {
+        switch self {
+        case .invalidate: S_IFREG | 0o644
+        case .stats: S_IFREG | 0o444
+        }
+    }
+
+    public init?(node: NodeID) {
+        guard let file = ControlFile.allCases.first(where: { $0.node == node }) else { return nil }
+        self = file
+    }
+
+    /// The control file `name` names in directory `parent`, if any.
+    public init?(name: [UInt8], in parent: NodeID) {
+        guard parent == rootNodeID, let file = ControlFile.allCases.first(where: { $0.name == name }) else { return nil }
+        self = file
+    }
+
+    /// Its attributes: an empty file owned by the user who mounted, with the given times.
+    func attributes(changed time: timespec) -> stat {
+        var st = stat()
+        st.st_ino = inode
+        st.st_mode = mode
+        st.st_nlink = 1
+        st.st_uid = geteuid()
+        st.st_gid = getegid()
+        st.st_blksize = 4096
+        st.st_atim = time
+        st.st_mtim = time
+        st.st_ctim = time
+        return st
+    }
+}

@@ -1,0 +1,161 @@
+/// The node table as the daemon's lookup cache. A lookup of a name whose node is fresh (and
+/// whose ancestors are) is answered from its stored placement with one `stat`; a name found
+/// missing is remembered as absent and answered without touching the disk. Changes made
+/// through the mount update the table as they happen; `invalidate` forgets what may have
+/// changed on disk behind the daemon's back.
+extension NodeTable {
+    /// What the cache knows about a name.
+    enum Cached {
+        /// The name is known to be missing.
+        case absent
+        /// The name's node (one more kernel reference was counted) and its location.
+        case found(NodeID, Location)
+        /// Not cached, or not fresh: resolve it.
+        case unknown
+    }
+
+    /// Upper bound of the absent-name set; past it the set starts over.
+    static let absentLimit = 1 << 20
+
+    /// The cached answer for `name` in `parent`, counting a hit or a miss. A found node gets
+    /// one more kernel reference in the same step, so a concurrent FORGET cannot drop it.
+    func cachedLookup(parent: NodeID, name: [UInt8]) -> Cached {
+        state.withLock { s in
+            let key = ChildKey(parent: parent, name: name)
+            if s.absent.contains(key) {
+                s.hits += 1
+                return .absent
+            }
+            if let id = s.children[key], let location = try? NodeTable.location(of: id, in: s), location.isFresh {
+                s.hits += 1
+                s.nodes[id]?.lookups += 1
+                return .found(id, location)
+            }
+            s.misses += 1
+            return .unknown
+        }
+    }
+
+    /// Remembers that `name` is missing from `parent`, unless names changed since the lookup
+    /// began (`resolvedAt`) or the parent is not fresh. Returns whether it was stored.
+    @discardableResult
+    func rememberAbsent(parent: NodeID, name: [UInt8], resolvedAt: UInt64) -> Bool {
+        state.withLock { s in
+            guard s.version == resolvedAt, (try? NodeTable.location(of: parent, in: s))?.isFresh == true else { return false }
+            if s.absent.count >= NodeTable.absentLimit { s.absent.removeAll() }
+            s.absent.insert(ChildKey(parent: parent, name: name))
+            return true
+        }
+    }
+
+    /// A stale node was resolved again: same kind (and, for a non-directory, the same file):
+    /// it takes the new placement and is fresh. Otherwise its name is taken away from it
+    /// (the kernel will look the name up and get a new node).
+    func refresh(_ id: NodeID, placement: Placement, identity: UInt64) {
+        state.withLock { s in
+            guard var node = s.nodes[id] else { return }
+            let same = node.placement.isDirectory == placement.isDirectory
+                && (placement.isDirectory || node.identity == identity || node.identity == 0)
+            if same {
+                node.placement = placement
+                node.identity = identity
+                node.fresh = true
+                s.nodes[id] = node
+            } else if id != rootNodeID {
+                NodeTable.unlink(ChildKey(parent: node.parent, name: node.name), from: &s)
+            }
+        }
+    }
+
+    /// A stale node whose name no longer resolves: it is detached.
+    func refreshMissing(_ id: NodeID) {
+        state.withLock { s in
+            guard id != rootNodeID, let node = s.nodes[id] else { return }
+            s.version &+= 1
+            NodeTable.unlink(ChildKey(parent: node.parent, name: node.name), from: &s)
+        }
+    }
+
+    /// The parent and name of a node, for resolving it again.
+    func nameOf(_ id: NodeID) -> (parent: NodeID, name: [UInt8], fresh: Bool)? {
+        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name, $0.fresh) } }
+    }
+
+    /// What an invalidation touched, for the kernel's caches: the names (positive and
+    /// negative) and the nodes.
+    struct Invalidation {
+        var entries: [(parent: NodeID, name: [UInt8])] = []
+        var nodes: [NodeID] = []
+    }
+
+    /// Forgets what may have changed on disk: everything (no `subtree`), or the names along
+    /// `subtree` (a path of names from the root) and everything beneath it. Touched nodes
+    /// become stale and are resolved again on their next use; absent names are dropped.
+    func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement) -> Invalidation {
+        state.withLock { s in
+            s.version &+= 1
+            var result = Invalidation()
+            s.nodes[rootNodeID]?.placement = rootPlacement
+            guard let subtree else {
+                result.entries = s.children.keys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
+                s.absent.removeAll()
+                for id in Array(s.nodes.keys) { s.nodes[id]?.fresh = false }
+                s.nodes[rootNodeID]?.fresh = true
+                result.nodes = Array(s.nodes.keys)
+                return result
+            }
+            // the names along the path
+            var along: [NodeID] = [rootNodeID]
+            var current: NodeID? = rootNodeID
+            for name in subtree {
+                guard let parent = current else { break }
+                let key = ChildKey(parent: parent, name: name)
+                result.entries.append((parent, name))
+                s.absent.remove(key)
+                current = s.children[key]
+                if let id = current { along.append(id) }
+            }
+            result.nodes = along
+            for id in along.dropFirst() { s.nodes[id]?.fresh = false }
+            guard let top = current, subtree.count == along.count - 1 else { return result }
+            // everything beneath the path's last node
+            var inside: Set<NodeID> = [top]
+            for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
+                s.nodes[id]?.fresh = false
+                result.nodes.append(id)
+            }
+            result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
+            let dropped = s.absent.filter { inside.contains($0.parent) }
+            s.absent.subtract(dropped)
+            result.entries += dropped.map { ($0.parent, $0.name) }
+            return result
+        }
+    }
+
+    /// Whether `id` lies beneath `top`; `inside` memoizes the nodes known to.
+    private static func isInside(_ id: NodeID, _ top: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
+        var chain: [NodeID] = []
+        var current = id
+        while true {
+            if inside.contains(current) {
+                inside.formUnion(chain)
+                return true
+            }
+            guard current != rootNodeID, current != NodeTable.detachedParent, let node = s.nodes[current] else { return false }
+            chain.append(current)
+            current = node.parent
+        }
+    }
+
+    /// Figures for `.stats`.
+    struct Statistics {
+        var nodes: Int
+        var absent: Int
+        var hits: UInt64
+        var misses: UInt64
+    }
+
+    var statistics: Statistics {
+        state.withLock { Statistics(nodes: $0.nodes.count, absent: $0.absent.count, hits: $0.hits, misses: $0.misses) }
+    }
+}

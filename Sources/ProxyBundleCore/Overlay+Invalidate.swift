@@ -1,0 +1,89 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Freshness: what the daemon has cached may be outdated by changes made on disk behind its
+/// back. `invalidate` marks it stale; stale nodes are resolved again when next used.
+extension Overlay {
+    /// What an invalidation touched, for flushing the kernel's caches too.
+    public struct Invalidation: Sendable {
+        /// Names (positive and negative) the kernel may have cached.
+        public var entries: [(parent: NodeID, name: [UInt8])]
+        /// Nodes whose attributes and pages the kernel may have cached.
+        public var nodes: [NodeID]
+        /// Whether the substitution's path named another directory, now in use.
+        public var swappedSubstitution: Bool
+    }
+
+    /// Forgets the cached view of the whole tree, or of `subtree` (a relative path: the names
+    /// along it and everything beneath it). Reopens the substitution first if its path now
+    /// names another directory (then the whole tree is invalidated).
+    public func invalidate(subtree: [UInt8]? = nil) throws(Errno) -> Invalidation {
+        let swapped = try reopenSubstitutionIfSwapped()
+        let names = swapped ? nil : try subtree.flatMap(Overlay.pathNames)
+        let rootOpaque = try Whiteout.isOpaque(upper.rootFD)
+        let root = Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true)
+        let touched = nodes.invalidate(subtree: names, root: root)
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        controlTime.withLock { $0 = now }
+        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
+    }
+
+    /// The names of a relative path as written to `.invalidate`; nil for the whole tree.
+    static func pathNames(_ text: [UInt8]) throws(Errno) -> [[UInt8]]? {
+        let names = text.split(separator: UInt8(ascii: "/")).map(Array.init).filter { $0 != [0x2E] }
+        if names.isEmpty { return nil }
+        for name in names { try Names.checkLookup(name) }
+        return names
+    }
+
+    private func reopenSubstitutionIfSwapped() throws(Errno) -> Bool {
+        guard let path = substitutionPath else { return false }
+        var onDisk = stat()
+        guard stat(path, &onDisk) == 0 else { return false }  // gone for now: keep serving the one we have
+        let open = try Sys.fstat(upper.rootFD)
+        if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return false }
+        try replaceUpper(try Layer(path: path))
+        return true
+    }
+
+    /// A node's location, resolving again whatever is stale along its path. ESTALE when its
+    /// name no longer leads to the same kind of entry (or the same file); EPERM for a control file.
+    func locate(_ id: NodeID) throws(Errno) -> NodeTable.Location {
+        if ControlFile(node: id) != nil { throw Errno.notPermitted }
+        let location = try nodes.location(of: id)
+        if location.isFresh { return location }
+        try refresh(id)
+        return try nodes.location(of: id)
+    }
+
+    private func refresh(_ id: NodeID) throws(Errno) {
+        guard id != rootNodeID else { return }
+        guard let (parent, name, fresh) = nodes.nameOf(id), parent != NodeTable.detachedParent else { throw Errno.stale }
+        try refresh(parent)
+        if fresh { return }
+        let dir = try nodes.location(of: parent)
+        let found: Resolved
+        do {
+            found = try resolve(name, in: dir.path, dir.placement)
+        } catch let error where error.code == ENOENT || error.code == ENOTDIR {
+            nodes.refreshMissing(id)
+            throw Errno.stale
+        }
+        nodes.refresh(id, placement: found.placement, identity: UInt64(found.attributes.st_ino))
+    }
+
+    /// The figures `.stats` reports.
+    public struct CacheStatistics: Sendable {
+        public var nodes: Int
+        public var absentNames: Int
+        public var hits: UInt64
+        public var misses: UInt64
+    }
+
+    public var cacheStatistics: CacheStatistics {
+        let s = nodes.statistics
+        return CacheStatistics(nodes: s.nodes, absentNames: s.absent, hits: s.hits, misses: s.misses)
+    }
+}

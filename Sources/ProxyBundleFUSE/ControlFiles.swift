@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuse3
+import ProxyBundleCore
+
+/// The requests on the control files (`.invalidate`, `.stats`; see `ControlFile`). Their
+/// handles hold no descriptor, so every handler that would use one checks the node first.
+///
+/// What invalidates: a write to `.invalidate`, or truncating it (`truncate(2)`, `ftruncate(2)`).
+/// Opening it with O_TRUNC does not: shells open that way (and the kernel passes the
+/// truncation with the open) before they write the path to invalidate, so `echo DIR >
+/// .invalidate` would otherwise flush everything first.
+extension FuseServer {
+    /// The handle of an open control file (never a descriptor).
+    static let controlHandle = UInt64.max
+
+    /// open, and create of an existing control file: no descriptor; direct I/O so every read
+    /// and write reaches the daemon.
+    func openControl(_ control: ControlFile, _ info: UnsafeMutablePointer<fuse_file_info>,
+                     creating: Bool = false) throws(Errno) {
+        let flags = info.pointee.flags
+        if control == .stats && (flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0) { throw Errno(EACCES) }
+        if creating && flags & O_EXCL != 0 { throw Errno(EEXIST) }
+        info.pointee.fh = FuseServer.controlHandle
+        info.pointee.direct_io = 1
+        info.pointee.keep_cache = 0
+    }
+
+    func readControl(_ control: ControlFile, size: Int, offset: off_t) -> Reply {
+        guard control == .stats else { return .bytes([]) }
+        let text = statsText()
+        let start = min(text.count, max(0, Int(offset)))
+        return .bytes(Array(text[start..<min(text.count, start + size)]))
+    }
+
+    func writeControl(_ control: ControlFile, _ data: [UInt8]) throws(Errno) -> Reply {
+        guard control == .invalidate else { throw Errno(EBADF) }
+        try invalidate(data)
+        return .written(data.count)
+    }
+
+    /// setattr: truncating `.invalidate` invalidates; times are
+    /// accepted (so `touch` works) and left alone; anything else is refused.
+    func setControlAttributes(_ control: ControlFile, _ toSet: Int32) throws(Errno) -> Reply {
+        let times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW
+            | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME
+        guard control == .invalidate, toSet & ~(times | FUSE_SET_ATTR_SIZE) == 0 else { throw Errno.notPermitted }
+        if toSet & FUSE_SET_ATTR_SIZE != 0 { try invalidate([]) }
+        return .attributes(try overlay.attributes(of: control.node), timeout: 0)
+    }
+
+    /// `.stats`: one `key: value` line per figure.
+    func statsText() -> [UInt8] {
+        let cache = overlay.cacheStatistics
+        let record = invalidations.withLock { $0 }
+        let epoch = notifier.acceptsEpoch.withLock { $0 }
+        let lines = [
+            "cache_entries: \(cache.nodes + cache.absentNames)",
+            "cached_nodes: \(cache.nodes)",
+            "cached_absent_names: \(cache.absentNames)",
+            "hits: \(cache.hits)",
+            "misses: \(cache.misses)",
+            "invalidations: \(record.count)",
+            "last_invalidation_seconds: \(record.lastSeconds)",
+            "last_invalidation_nodes: \(record.lastNodes)",
+            "kernel_epoch_notification: \(epoch.map { $0 ? "accepted" : "refused" } ?? "not tried")",
+        ]
+        return Array((lines.joined(separator: "\n") + "\n").utf8)
+    }
+}

@@ -1,0 +1,65 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ProxyBundleCore
+
+/// `.invalidate`: flushes the daemon's cache, then the kernel's, before the write that asked
+/// for it returns.
+///
+/// Deadlock-freedom: the kernel refuses (waits forever on) an invalidation of an object the
+/// current request holds locked. An invalidation runs only from a write or truncate of
+/// `.invalidate` itself, during which the kernel holds nothing but that file's own lock; it
+/// never invalidates `.invalidate`, and never runs from a create of it (which holds the root
+/// directory's lock). Other requests keep being served meanwhile by the other worker threads,
+/// so a name locked by a request in flight is released and then invalidated.
+extension FuseServer {
+    /// What `.stats` reports about invalidations.
+    struct InvalidationRecord {
+        var count: UInt64 = 0
+        var lastSeconds: Double = 0
+        var lastNodes: Int = 0
+    }
+
+    /// Invalidates what `text` names: one relative path per line, or everything when no
+    /// line names a path. Invalidations run one at a time.
+    func invalidate(_ text: [UInt8]) throws(Errno) {
+        let paths = FuseServer.paths(in: text)
+        try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in
+            var start = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &start)
+            var touched = 0
+            if paths.isEmpty {
+                touched = try invalidate(subtree: nil)
+            } else {
+                for path in paths { touched += try invalidate(subtree: path) }
+            }
+            var end = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &end)
+            record.count += 1
+            record.lastSeconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
+            record.lastNodes = touched
+        }
+    }
+
+    /// One invalidation; returns the number of nodes it touched.
+    private func invalidate(subtree: [UInt8]?) throws(Errno) -> Int {
+        let touched = try overlay.invalidate(subtree: subtree)
+        if !notifier.expireAllNames() {
+            for entry in touched.entries { notifier.invalidateName(entry.name, in: entry.parent) }
+        }
+        for node in touched.nodes { notifier.invalidateNode(node) }
+        return touched.nodes.count
+    }
+
+    /// The non-empty lines of what was written, without surrounding blanks.
+    static func paths(in text: [UInt8]) -> [[UInt8]] {
+        text.split(separator: UInt8(ascii: "\n")).map { FuseServer.trimmed(Array($0)) }.filter { !$0.isEmpty }
+    }
+
+    private static func trimmed(_ line: [UInt8]) -> [UInt8] {
+        let space: Set<UInt8> = [0x20, 0x09, 0x0D]
+        guard let first = line.firstIndex(where: { !space.contains($0) }),
+              let last = line.lastIndex(where: { !space.contains($0) }) else { return [] }
+        return Array(line[first...last])
+    }
+}
