@@ -34,7 +34,9 @@ public final class FuseServer: Sendable {
     public let overlay: Overlay
     public let timeouts: CacheTimeouts
     let logger: Logger
-    let notifier = KernelNotifier()
+    /// PROXYBUNDLE_NO_EPOCH=1 in the environment makes invalidation take the path used on
+    /// kernels before 6.16 (one notification per cached name); the tests use it.
+    let notifier = KernelNotifier(usesEpoch: getenv("PROXYBUNDLE_NO_EPOCH") == nil)
     /// Held for the length of each invalidation, so they run one at a time.
     let invalidations = Locked(InvalidationRecord())
 

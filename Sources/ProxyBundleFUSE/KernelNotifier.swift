@@ -10,7 +10,12 @@ import ProxyBundleCore
 final class KernelNotifier: Sendable {
     private let session = Locked<OpaquePointer?>(nil)
     /// Whether this kernel accepts FUSE_NOTIFY_INC_EPOCH on this connection (nil: not tried).
-    let acceptsEpoch = Locked<Bool?>(nil)
+    let acceptsEpoch: Locked<Bool?>
+
+    /// `usesEpoch: false` never tries FUSE_NOTIFY_INC_EPOCH (to test the per-name fallback).
+    init(usesEpoch: Bool = true) {
+        acceptsEpoch = Locked(usesEpoch ? nil : false)
+    }
 
     func attach(_ session: OpaquePointer?) {
         self.session.withLock { $0 = session }

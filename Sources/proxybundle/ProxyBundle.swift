@@ -14,7 +14,7 @@ struct ProxyBundle: ParsableCommand {
               proxybundle mount /opt/MyApp/Resources /mnt/myapp --substitution ~/.cache/myapp/patch
               proxybundle unmount /mnt/myapp
             """,
-        subcommands: [MountCommand.self, UnmountCommand.self]
+        subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self]
     )
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.

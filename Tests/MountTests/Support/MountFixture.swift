@@ -13,6 +13,8 @@ final class MountFixture {
     let logPath: String
     private(set) var daemon: pid_t = 0
     private var mainChecksum: String = ""
+    /// More `NAME=value` settings for the daemon's environment.
+    var environment: [String] = []
 
     init(_ name: String = #function) throws {
         let base = FileManager.default.temporaryDirectory.path
@@ -46,7 +48,7 @@ final class MountFixture {
         mainChecksum = try TreeChecksum.of(main)
         let arguments = ["mount", main, mountpoint, "--substitution", substitution, "--foreground"] + extra
         daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
-                                 environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"])
+                                 environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"] + environment)
         try waitForMount()
     }
 
@@ -94,6 +96,25 @@ final class MountFixture {
             XCTAssertEqual(now, mainChecksum, "the main bundle was modified")
         }
         if !isMounted { try? FileManager.default.removeItem(atPath: root) }
+    }
+
+    /// Replaces a main-bundle file on disk as an updater would (a new file renamed over it),
+    /// and takes that as the main bundle's expected state from now on.
+    func replaceMainFile(_ relative: String, with content: String) throws {
+        let temporary = root + "/replacement.tmp"
+        try Disk.write(temporary, content)
+        guard rename(temporary, inMain(relative)) == 0 else { throw TestFailure("rename into main: errno \(errno)") }
+        mainChecksum = try TreeChecksum.of(main)
+    }
+
+    /// The `key: value` lines of the mount's `.stats`.
+    func stats() throws -> [String: String] {
+        var result: [String: String] = [:]
+        for line in try Disk.read(inMount(".stats")).split(separator: "\n") {
+            let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            if parts.count == 2 { result[parts[0]] = parts[1] }
+        }
+        return result
     }
 
     // MARK: building layers
