@@ -82,7 +82,9 @@ extension NodeTable {
     }
 
     /// What an invalidation touched, for the kernel's caches: the names (positive and
-    /// negative) and the nodes.
+    /// negative), and the nodes whose kernel inode may outlive its name's entry: directories
+    /// (a process's working directory holds one) and open files. Any other inode goes away
+    /// with its invalidated entry, its attributes and pages with it.
     struct Invalidation {
         var entries: [(parent: NodeID, name: [UInt8])] = []
         var nodes: [NodeID] = []
@@ -91,17 +93,20 @@ extension NodeTable {
     /// Forgets what may have changed on disk: everything (no `subtree`), or the names along
     /// `subtree` (a path of names from the root) and everything beneath it. Touched nodes
     /// become stale and are resolved again on their next use; absent names are dropped.
+    /// The root's placement is `rootPlacement`; if that changed (an opaque marker came or
+    /// went), everything is invalidated.
     func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement) -> Invalidation {
         state.withLock { s in
             s.version &+= 1
             var result = Invalidation()
+            let rootChanged = s.nodes[rootNodeID]?.placement != rootPlacement
             s.nodes[rootNodeID]?.placement = rootPlacement
-            guard let subtree else {
+            guard let subtree, !rootChanged else {
                 result.entries = s.children.keys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
                 s.absent.removeAll()
                 for id in Array(s.nodes.keys) { s.nodes[id]?.fresh = false }
                 s.nodes[rootNodeID]?.fresh = true
-                result.nodes = Array(s.nodes.keys)
+                result.nodes = s.nodes.filter { NodeTable.outlivesEntry($0.value) }.map(\.key)
                 return result
             }
             // the names along the path
@@ -115,14 +120,14 @@ extension NodeTable {
                 current = s.children[key]
                 if let id = current { along.append(id) }
             }
-            result.nodes = along
+            result.nodes = along.filter { s.nodes[$0].map(NodeTable.outlivesEntry) ?? false }
             for id in along.dropFirst() { s.nodes[id]?.fresh = false }
             guard let top = current, subtree.count == along.count - 1 else { return result }
             // everything beneath the path's last node
             var inside: Set<NodeID> = [top]
             for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
                 s.nodes[id]?.fresh = false
-                result.nodes.append(id)
+                if let node = s.nodes[id], NodeTable.outlivesEntry(node) { result.nodes.append(id) }
             }
             result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
             let dropped = s.absent.filter { inside.contains($0.parent) }
@@ -130,6 +135,10 @@ extension NodeTable {
             result.entries += dropped.map { ($0.parent, $0.name) }
             return result
         }
+    }
+
+    private static func outlivesEntry(_ node: Node) -> Bool {
+        node.placement.isDirectory || !node.openFiles.isEmpty
     }
 
     /// Whether `id` lies beneath `top`; `inside` memoizes the nodes known to.

@@ -244,10 +244,17 @@ final class NodeTable: Sendable {
             let new = ChildKey(parent: newParent, name: newName)
             s.version &+= 1
             s.absent.remove(new)
+            // renaming a name onto another name of the same file changes nothing (POSIX)
+            if s.children[new] != nil && s.children[new] == s.children[old] { return }
             if s.children[new] != nil { NodeTable.unlink(new, from: &s) }
-            guard let id = s.children.removeValue(forKey: old) else { return }
-            s.nodes[id]?.parent = newParent
-            s.nodes[id]?.name = newName
+            guard let id = s.children.removeValue(forKey: old), var node = s.nodes[id] else { return }
+            if let index = node.aliases.firstIndex(of: old) {
+                node.aliases[index] = new  // another hard link's name moved
+            } else {
+                node.parent = newParent
+                node.name = newName
+            }
+            s.nodes[id] = node
             s.children[new] = id
         }
     }

@@ -106,8 +106,14 @@ public final class Overlay: Sendable {
     public func attributes(of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
-        let location = try locate(node)
-        return try attributes(at: location.path, location.placement)
+        do {
+            let location = try locate(node)
+            return try attributes(at: location.path, location.placement)
+        } catch let error where error.code == ESTALE {
+            // its name now leads elsewhere (found just now by `locate`), but it may still be open
+            guard let fd = nodes.openFileOfDetached(node) else { throw error }
+            return try attributes(of: node, openFile: fd)
+        }
     }
 
     func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
