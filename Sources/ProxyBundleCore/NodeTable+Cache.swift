@@ -59,7 +59,7 @@ extension NodeTable {
             if same {
                 node.placement = placement
                 node.identity = identity
-                node.fresh = true
+                node.freshIn = s.generation
                 s.nodes[id] = node
             } else if id != rootNodeID {
                 NodeTable.unlink(ChildKey(parent: node.parent, name: node.name), from: &s)
@@ -78,7 +78,7 @@ extension NodeTable {
 
     /// The parent and name of a node, for resolving it again.
     func nameOf(_ id: NodeID) -> (parent: NodeID, name: [UInt8], fresh: Bool)? {
-        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name, $0.fresh) } }
+        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name, s.isFresh(id, $0)) } }
     }
 
     /// What an invalidation touched, for the kernel's caches: the names (positive and
@@ -95,17 +95,19 @@ extension NodeTable {
     /// become stale and are resolved again on their next use; absent names are dropped.
     /// The root's placement is `rootPlacement`; if that changed (an opaque marker came or
     /// went), everything is invalidated.
-    func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement) -> Invalidation {
+    /// Without `listingNames`, the names are not collected (the kernel is told otherwise).
+    func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement, listingNames: Bool = true) -> Invalidation {
         state.withLock { s in
             s.version &+= 1
             var result = Invalidation()
             let rootChanged = s.nodes[rootNodeID]?.placement != rootPlacement
             s.nodes[rootNodeID]?.placement = rootPlacement
             guard let subtree, !rootChanged else {
-                result.entries = s.children.keys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
+                if listingNames {
+                    result.entries = s.children.keys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
+                }
                 s.absent.removeAll()
-                for id in Array(s.nodes.keys) { s.nodes[id]?.fresh = false }
-                s.nodes[rootNodeID]?.fresh = true
+                s.generation += 1
                 result.nodes = s.nodes.filter { NodeTable.outlivesEntry($0.value) }.map(\.key)
                 return result
             }
@@ -121,15 +123,17 @@ extension NodeTable {
                 if let id = current { along.append(id) }
             }
             result.nodes = along.filter { s.nodes[$0].map(NodeTable.outlivesEntry) ?? false }
-            for id in along.dropFirst() { s.nodes[id]?.fresh = false }
+            for id in along.dropFirst() { s.nodes[id]?.freshIn = 0 }
             guard let top = current, subtree.count == along.count - 1 else { return result }
             // everything beneath the path's last node
             var inside: Set<NodeID> = [top]
             for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
-                s.nodes[id]?.fresh = false
+                s.nodes[id]?.freshIn = 0
                 if let node = s.nodes[id], NodeTable.outlivesEntry(node) { result.nodes.append(id) }
             }
-            result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
+            if listingNames {
+                result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
+            }
             let dropped = s.absent.filter { inside.contains($0.parent) }
             s.absent.subtract(dropped)
             result.entries += dropped.map { ($0.parent, $0.name) }

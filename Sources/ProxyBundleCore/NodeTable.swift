@@ -38,8 +38,9 @@ final class NodeTable: Sendable {
         /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
         /// invalidation, a name that now leads to another file gets a new node.
         var identity: UInt64 = 0
-        /// False after an invalidation until the name is resolved again.
-        var fresh = true
+        /// The invalidation generation in which the name was last resolved: the node is fresh
+        /// while that is the table's current one (the root always is).
+        var freshIn: UInt64 = 0
     }
 
     struct ChildKey: Hashable {
@@ -58,6 +59,10 @@ final class NodeTable: Sendable {
         var version: UInt64 = 0
         var hits: UInt64 = 0
         var misses: UInt64 = 0
+        /// Bumped by a full invalidation, which makes every node stale at once.
+        var generation: UInt64 = 1
+
+        func isFresh(_ id: NodeID, _ node: Node) -> Bool { id == rootNodeID || node.freshIn == generation }
     }
 
     let state: Locked<State>
@@ -87,16 +92,16 @@ final class NodeTable: Sendable {
 
     static func location(of id: NodeID, in s: State) throws(Errno) -> Location {
         guard let node = s.nodes[id] else { throw Errno.stale }
-        if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID, isFresh: node.fresh) }
+        if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
         var names: [[UInt8]] = [node.name]
         var length = node.name.count
-        var fresh = node.fresh
+        var fresh = s.isFresh(id, node)
         var current = node.parent
         while current != rootNodeID {
             guard let ancestor = s.nodes[current] else { throw Errno.stale }
             names.append(ancestor.name)
             length += ancestor.name.count + 1
-            fresh = fresh && ancestor.fresh
+            fresh = fresh && s.isFresh(current, ancestor)
             current = ancestor.parent
         }
         var bytes: [UInt8] = []
@@ -105,9 +110,7 @@ final class NodeTable: Sendable {
             if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
             bytes.append(contentsOf: name)
         }
-        let rootFresh = s.nodes[rootNodeID]?.fresh ?? false
-        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent,
-                        isFresh: fresh && rootFresh)
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent, isFresh: fresh)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -130,7 +133,7 @@ final class NodeTable: Sendable {
                     if current {
                         node.placement = placement
                         node.identity = identity
-                        node.fresh = true
+                        node.freshIn = s.generation
                     }
                     s.nodes[id] = node
                     return id
@@ -139,7 +142,8 @@ final class NodeTable: Sendable {
             }
             let id = s.nextID
             s.nextID += 1
-            s.nodes[id] = Node(parent: parent, name: name, lookups: 1, placement: placement, identity: identity)
+            s.nodes[id] = Node(parent: parent, name: name, lookups: 1, placement: placement, identity: identity,
+                               freshIn: s.generation)
             s.children[key] = id
             return id
         }

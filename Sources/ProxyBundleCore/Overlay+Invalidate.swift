@@ -18,12 +18,13 @@ extension Overlay {
     /// Forgets the cached view of the whole tree, or of `subtree` (a relative path: the names
     /// along it and everything beneath it). Reopens the substitution first if its path now
     /// names another directory (then the whole tree is invalidated).
-    public func invalidate(subtree: [UInt8]? = nil) throws(Errno) -> Invalidation {
+    /// `listingNames: false` leaves `entries` empty (when the kernel can expire every name at once).
+    public func invalidate(subtree: [UInt8]? = nil, listingNames: Bool = true) throws(Errno) -> Invalidation {
         let swapped = try reopenSubstitutionIfSwapped()
         let names = swapped ? nil : try subtree.flatMap(Overlay.pathNames)
         let rootOpaque = try Whiteout.isOpaque(upper.rootFD)
         let root = Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true)
-        let touched = nodes.invalidate(subtree: names, root: root)
+        let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime.withLock { $0 = now }

@@ -43,7 +43,8 @@ extension FuseServer {
 
     /// One invalidation; returns the number of nodes it touched.
     private func invalidate(subtree: [UInt8]?) throws(Errno) -> Int {
-        let touched = try overlay.invalidate(subtree: subtree)
+        let epochKnownToWork = notifier.acceptsEpoch.withLock { $0 } == true
+        let touched = try overlay.invalidate(subtree: subtree, listingNames: !epochKnownToWork)
         if !notifier.expireAllNames() {
             for entry in touched.entries { notifier.invalidateName(entry.name, in: entry.parent) }
         }
