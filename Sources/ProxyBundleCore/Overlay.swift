@@ -16,7 +16,7 @@ public final class Overlay: Sendable {
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
-    let cachesLookups: Bool
+    public let cachesLookups: Bool
 
     struct Top {
         var layer: Layer
@@ -69,17 +69,33 @@ public final class Overlay: Sendable {
 
     /// Resolves `name` in `parent`, from the cache when it knows the answer.
     public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
+        switch try find(name, in: parent) {
+        case .found(let entry): return entry
+        case .absent: throw Errno.noEntry
+        }
+    }
+
+    /// What `find` answers.
+    public enum Found {
+        case found(Entry)
+        /// Missing; `remembered` tells whether the cache keeps that answer (so an
+        /// invalidation can name it to the kernel).
+        case absent(remembered: Bool)
+    }
+
+    /// Resolves `name` in `parent`, from the cache when it knows the answer.
+    public func find(_ name: [UInt8], in parent: NodeID) throws(Errno) -> Found {
         try Names.checkLookup(name)
         if let control = ControlFile(name: name, in: parent) {
-            return Entry(node: control.node, attributes: controlAttributes(control))
+            return .found(Entry(node: control.node, attributes: controlAttributes(control)))
         }
         switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name) : .unknown {
         case .absent:
-            throw Errno.noEntry
+            return .absent(remembered: true)
         case .found(let id, let location):
             let st = try? attributes(at: location.path, location.placement)
             if let st, (st.st_mode & S_IFMT == S_IFDIR) == location.placement.isDirectory {
-                return Entry(node: id, attributes: st)
+                return .found(Entry(node: id, attributes: st))
             }
             nodes.forget(id, count: 1)  // gone or changed on disk: resolve it again
         case .unknown:
@@ -92,10 +108,10 @@ public final class Overlay: Sendable {
             let found = try resolve(name, in: dir.path, dir.placement)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     identity: UInt64(found.attributes.st_ino), resolvedAt: resolvedAt)
-            return Entry(node: id, attributes: found.attributes)
+            return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
-            if cachesLookups { nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt) }
-            throw error
+            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
+            return .absent(remembered: remembered)
         }
     }
 

@@ -56,11 +56,14 @@ public final class FuseServer: Sendable {
     }
 
     /// A lookup reply: the entry, or for a missing name with negative caching on, an entry
-    /// with node 0 so the kernel remembers the absence.
+    /// with node 0 so the kernel remembers the absence. Only an absence the daemon remembers
+    /// too is cached by the kernel: an invalidation can then name it, where that is needed.
     func lookupReply(parent: NodeID, name: [UInt8]) throws(Errno) -> Reply {
-        do {
-            return .entry(entryParameters(try overlay.lookup(parent: parent, name: name)))
-        } catch let error where error.code == ENOENT && timeouts.negative > 0 {
+        switch try overlay.find(name, in: parent) {
+        case .found(let entry):
+            return .entry(entryParameters(entry))
+        case .absent(let remembered):
+            guard timeouts.negative > 0, remembered || !overlay.cachesLookups else { throw Errno.noEntry }
             var negative = fuse_entry_param()
             negative.entry_timeout = timeouts.negative
             return .entry(negative)
