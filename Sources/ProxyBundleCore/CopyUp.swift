@@ -33,27 +33,34 @@ extension Overlay {
         _ = try upperDirectory(location.parent)
         let st = try lower.attributes(location.path)
         try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
-            switch st.st_mode & S_IFMT {
-            case S_IFREG:
-                let source = try lower.open(location.path, flags: O_RDONLY)
-                defer { Sys.close(source) }
-                let copy = try Sys.check { openat(work, temporary, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
-                defer { Sys.close(copy) }
-                if withData { try Sys.copyData(from: source, to: copy, size: st.st_size) }
-                try Sys.applyMetadata(st, to: temporary, in: work, from: source)
-            case S_IFLNK:
-                let target = try lower.readLink(location.path)
-                try target.withCStringCopy { (t: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { symlinkat(t, work, temporary) }
-                }
-                try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
-            default:
-                _ = try Sys.check { mknodat(work, temporary, st.st_mode, st.st_rdev) }
-                try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
-            }
+            try copyEntry(st, at: location.path, from: lower, to: temporary, in: work, withData: withData)
         }
         nodes.update(node) { $0.inUpper = true; $0.inLower = false }
         return location.path
+    }
+
+    /// Copies the non-directory at `path` of `layer` (attributes `st`) to `name` in `dirfd`:
+    /// its data (unless `withData` is false), then mode, owner, xattrs and times.
+    func copyEntry(_ st: stat, at path: LayerPath, from layer: Layer, to name: UnsafePointer<CChar>, in dirfd: Int32,
+                   withData: Bool = true) throws(Errno) {
+        switch st.st_mode & S_IFMT {
+        case S_IFREG:
+            let source = try layer.open(path, flags: O_RDONLY)
+            defer { Sys.close(source) }
+            let copy = try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
+            defer { Sys.close(copy) }
+            if withData { try Sys.copyData(from: source, to: copy, size: st.st_size) }
+            try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
+        case S_IFLNK:
+            let target = try layer.readLink(path)
+            try target.withCStringCopy { (t: UnsafePointer<CChar>) throws(Errno) in
+                _ = try Sys.check { symlinkat(t, dirfd, name) }
+            }
+            try Sys.applyMetadata(st, to: name, in: dirfd, from: nil)
+        default:
+            _ = try Sys.check { mknodat(dirfd, name, st.st_mode, st.st_rdev) }
+            try Sys.applyMetadata(st, to: name, in: dirfd, from: nil)
+        }
     }
 
     /// Builds an entry under a temporary name in the work directory with `build`, then renames

@@ -145,6 +145,19 @@ extension NodeTable {
         node.placement.isDirectory || !node.openFiles.isEmpty
     }
 
+    /// Everything beneath `top` is stale, its file identities unknown (after the daemon itself
+    /// rebuilt the tree, as materializing a directory does).
+    func markStale(under top: NodeID) {
+        state.withLock { s in
+            s.version &+= 1
+            var inside: Set<NodeID> = [top]
+            for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
+                s.nodes[id]?.freshIn = 0
+                s.nodes[id]?.identity = 0
+            }
+        }
+    }
+
     /// Whether `id` lies beneath `top`; `inside` memoizes the nodes known to.
     private static func isInside(_ id: NodeID, _ top: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
         var chain: [NodeID] = []

@@ -251,16 +251,36 @@ final class NodeTable: Sendable {
             // renaming a name onto another name of the same file changes nothing (POSIX)
             if s.children[new] != nil && s.children[new] == s.children[old] { return }
             if s.children[new] != nil { NodeTable.unlink(new, from: &s) }
-            guard let id = s.children.removeValue(forKey: old), var node = s.nodes[id] else { return }
-            if let index = node.aliases.firstIndex(of: old) {
-                node.aliases[index] = new  // another hard link's name moved
-            } else {
-                node.parent = newParent
-                node.name = newName
-            }
-            s.nodes[id] = node
-            s.children[new] = id
+            guard let id = s.children.removeValue(forKey: old) else { return }
+            NodeTable.rename(id, from: old, to: new, in: &s)
         }
+    }
+
+    /// The nodes named `name` in `parent` and `newName` in `newParent` trade names (after
+    /// RENAME_EXCHANGE).
+    func exchange(parent: NodeID, name: [UInt8], with newParent: NodeID, _ newName: [UInt8]) {
+        state.withLock { s in
+            let one = ChildKey(parent: parent, name: name)
+            let other = ChildKey(parent: newParent, name: newName)
+            s.version &+= 1
+            let first = s.children.removeValue(forKey: one)
+            let second = s.children.removeValue(forKey: other)
+            if let first { NodeTable.rename(first, from: one, to: other, in: &s) }
+            if let second { NodeTable.rename(second, from: other, to: one, in: &s) }
+        }
+    }
+
+    /// Gives node `id` the name `new` in place of `old` (its own name or a hard link's).
+    private static func rename(_ id: NodeID, from old: ChildKey, to new: ChildKey, in s: inout State) {
+        guard var node = s.nodes[id] else { return }
+        if let index = node.aliases.firstIndex(of: old) {
+            node.aliases[index] = new
+        } else {
+            node.parent = new.parent
+            node.name = new.name
+        }
+        s.nodes[id] = node
+        s.children[new] = id
     }
 
     /// The parent of nodes whose name was removed: a path through it fails with ESTALE.

@@ -1,0 +1,71 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// Materializing a directory: its whole visible tree is copied into one opaque directory of
+/// the substitution, which then holds everything the name shows. Renaming (or exchanging) a
+/// directory with main-bundle content does this first, so the move itself happens within the
+/// substitution and is portable (no overlayfs redirect). Cost: a copy of every file of the
+/// tree, including the main bundle's.
+extension Overlay {
+    /// Materializes directory `node` (nothing to do unless it merges main-bundle content). The
+    /// copy is built in the work directory and exchanged with the substitution's directory in
+    /// one step, so a crash leaves the old state or the new one.
+    func materialize(_ node: NodeID) throws(Errno) {
+        let location = try locate(node)
+        guard location.placement.isDirectory, location.placement.inLower, node != rootNodeID else { return }
+        let parentPath = try upperDirectory(location.parent)
+        let work = try workspace()
+        let temporary = work.temporaryName()
+        do throws(Errno) {
+            try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
+                _ = try Sys.check { mkdirat(work.fd, tmp, 0o700) }
+                let copy = try Sys.openat2(work.fd, tmp, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                           resolve: Layer.resolve)
+                defer { Sys.close(copy) }
+                try copyVisibleTree(location.path, location.placement, into: copy)
+                try Overlay.markOpaque(".", in: copy)
+                let serving = layer(serving: location.placement)
+                let source = try serving.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
+                defer { Sys.close(source) }
+                try Sys.applyMetadata(try serving.attributes(location.path), to: tmp, in: work.fd, from: source)
+                try upper.withDirectory(parentPath) { (dirfd: Int32) throws(Errno) in
+                    try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
+                        let flags = location.placement.inUpper ? pb_RENAME_EXCHANGE : pb_RENAME_NOREPLACE
+                        _ = try Sys.check { pb_renameat2(work.fd, tmp, dirfd, name, flags) }
+                    }
+                }
+            }
+        } catch {
+            try? Workspace.removeTree(temporary, in: work.fd)
+            throw error
+        }
+        // after an exchange the substitution's old directory is in the work directory
+        try? Workspace.removeTree(temporary, in: work.fd)
+        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
+        nodes.markStale(under: node)
+    }
+
+    private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
+        for item in try mergedEntries(path, placement) {
+            let child = try resolve(item.name, in: path, placement)
+            let childPath = path.appending(item.name)
+            let serving = layer(serving: child.placement)
+            let st = try serving.attributes(childPath)
+            try item.name.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
+                guard child.placement.isDirectory else {
+                    return try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
+                }
+                _ = try Sys.check { mkdirat(dirfd, name, 0o700) }
+                let sub = try Sys.openat2(dirfd, name, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                          resolve: Layer.resolve)
+                defer { Sys.close(sub) }
+                try copyVisibleTree(childPath, child.placement, into: sub)
+                let source = try serving.open(childPath, flags: O_RDONLY | pb_O_DIRECTORY)
+                defer { Sys.close(source) }
+                try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
+            }
+        }
+    }
+}

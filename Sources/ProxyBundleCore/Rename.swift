@@ -1,0 +1,126 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE. Everything moves within the
+/// substitution: a file is copied up first; a directory with main-bundle content is
+/// materialized first (its visible tree copied into one opaque directory, see Materialize.swift).
+/// A name the main bundle has gets its whiteout before the substitution's entry leaves it, so a
+/// crash may leave an entry under both names but never under neither.
+extension Overlay {
+    public func rename(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
+                       flags: UInt32) throws(Errno) {
+        guard flags & ~(pb_RENAME_NOREPLACE | pb_RENAME_EXCHANGE) == 0,
+              flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
+        try Names.checkNew(newName)
+        if ControlFile(name: newName, in: newParent) != nil { throw Errno.notPermitted }
+        if !isWritable { throw Errno.readOnly }
+        var (dir, source) = try visibleChild(name, in: parent)
+        var newDir = try locate(newParent)
+        guard newDir.placement.isDirectory else { throw Errno.notDirectory }
+        var target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
+        if flags & pb_RENAME_EXCHANGE != 0 {
+            guard target != nil else { throw Errno.noEntry }
+            if parent == newParent && name == newName { return }
+            return try exchange(name, in: parent, with: newName, in: newParent)
+        }
+        if parent == newParent && name == newName { return }
+        if let target {
+            if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
+            try checkReplace(target, at: newDir.path.appending(newName), by: source)
+        }
+        if source.placement.isDirectory && source.placement.inLower {
+            try prepareByName(name, in: parent)
+            (dir, source) = try visibleChild(name, in: parent)
+            newDir = try locate(newParent)
+            target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
+        }
+        let hidesMainSource = try mainHas(name, in: dir)
+        let hidesMainTarget = try mainHas(newName, in: newDir)
+        if !source.placement.inUpper { try prepareByName(name, in: parent) }
+        let replacesUpperDirectory = source.placement.isDirectory && target?.placement.isDirectory == true
+            && target?.placement.inUpper == true
+        let fromPath = try upperDirectory(parent)
+        let toPath = try upperDirectory(newParent)
+        try upper.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
+            try upper.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+                if source.placement.isDirectory && hidesMainTarget {
+                    // the moved directory must not merge with the main bundle's entry it lands on
+                    try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }
+                }
+                if replacesUpperDirectory {
+                    // the target (empty as shown, but it may hold whiteouts) trades places with
+                    // the source, and is then removed from the source's name
+                    try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
+                    if hidesMainSource { try Whiteout.write(hiding: name, in: fromfd) }
+                    try removeUpperEntry(name, in: fromfd, isDirectory: true)
+                    return
+                }
+                if hidesMainSource { try Whiteout.write(hiding: name, in: fromfd) }
+                do throws(Errno) {
+                    try renameAt(fromfd, name, tofd, newName, flags)
+                } catch {
+                    if hidesMainSource { try? Whiteout.remove(hiding: name, in: fromfd) }
+                    throw error
+                }
+                if !source.placement.isDirectory { try? Whiteout.remove(hiding: newName, in: tofd) }
+            }
+        }
+        nodes.move(parent: parent, name: name, to: newParent, newName)
+    }
+
+    /// RENAME_EXCHANGE: both names stay visible, so no whiteout changes; each side is first
+    /// made to live wholly in the substitution, and a directory landing where the main bundle
+    /// has an entry is made opaque.
+    private func exchange(_ name: [UInt8], in parent: NodeID, with newName: [UInt8], in newParent: NodeID) throws(Errno) {
+        try prepareByName(name, in: parent)
+        try prepareByName(newName, in: newParent)
+        let (dir, source) = try visibleChild(name, in: parent)
+        let (newDir, target) = try visibleChild(newName, in: newParent)
+        let fromPath = try upperDirectory(parent)
+        let toPath = try upperDirectory(newParent)
+        try upper.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
+            try upper.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+                if source.placement.isDirectory, try mainHas(newName, in: newDir) {
+                    try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }
+                }
+                if target.placement.isDirectory, try mainHas(name, in: dir) {
+                    try newName.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: tofd) }
+                }
+                try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
+            }
+        }
+        nodes.exchange(parent: parent, name: name, with: newParent, newName)
+    }
+
+    private func renameAt(_ fromfd: Int32, _ name: [UInt8], _ tofd: Int32, _ newName: [UInt8], _ flags: UInt32) throws(Errno) {
+        try name.withCStringCopy { (from: UnsafePointer<CChar>) throws(Errno) in
+            try newName.withCStringCopy { (to: UnsafePointer<CChar>) throws(Errno) in
+                _ = try Sys.check { pb_renameat2(fromfd, from, tofd, to, flags) }
+            }
+        }
+    }
+
+    private func checkReplace(_ target: Resolved, at path: LayerPath, by source: Resolved) throws(Errno) {
+        switch (source.placement.isDirectory, target.placement.isDirectory) {
+        case (true, false): throw Errno.notDirectory
+        case (false, true): throw Errno.isDirectory
+        case (true, true):
+            if try !mergedEntries(path, target.placement).isEmpty { throw Errno(ENOTEMPTY) }
+        case (false, false): break
+        }
+    }
+
+    /// Makes the entry `name` of `parent` live wholly in the substitution: a file is copied
+    /// up, a directory with main-bundle content materialized.
+    private func prepareByName(_ name: [UInt8], in parent: NodeID) throws(Errno) {
+        let entry = try lookup(parent: parent, name: name)
+        defer { forget(entry.node, count: 1) }
+        if try locate(entry.node).placement.isDirectory {
+            try materialize(entry.node)
+        } else {
+            try copyUp(entry.node)
+        }
+    }
+}

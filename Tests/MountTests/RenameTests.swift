@@ -1,0 +1,98 @@
+import CFuseShim
+import Foundation
+import XCTest
+
+/// rename(2) of directories with main-bundle content, replacing a substitution directory, and
+/// RENAME_EXCHANGE: the view after the call, after a remount, and what the substitution holds.
+final class RenameTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+    override func tearDown() { fx?.tearDown() }
+
+    func remount() throws {
+        fx.stop()
+        try fx.start()
+    }
+
+    func exchange(_ a: String, _ b: String) -> Int32 {
+        pb_renameat2(AT_FDCWD, fx.inMount(a), AT_FDCWD, fx.inMount(b), pb_RENAME_EXCHANGE)
+    }
+
+    func testDirectoryWithMainContentMovesWhole() throws {
+        try Disk.write(fx.inMain("res/a.txt"), "a")
+        try Disk.write(fx.inMain("res/sub/b.txt"), "b")
+        try Disk.write(fx.inMain("res/gone"), "hidden")
+        try Disk.write(fx.inPatch("res/p.txt"), "p")
+        try Disk.whiteout(fx.inPatch("res"), "gone")
+        try fx.start()
+        XCTAssertEqual(rename(fx.inMount("res"), fx.inMount("moved")), 0, "errno \(errno)")
+        for _ in 0..<2 {
+            XCTAssertEqual(Disk.lstatError(fx.inMount("res")), ENOENT)
+            XCTAssertEqual(try Disk.list(fx.inMount("moved")).sorted(), ["a.txt", "p.txt", "sub"])
+            XCTAssertEqual(try Disk.read(fx.inMount("moved/sub/b.txt")), "b")
+            XCTAssertEqual(try Disk.read(fx.inMount("moved/p.txt")), "p")
+            try remount()
+        }
+        XCTAssertNotNil(Disk.lstat(fx.inPatch(".wh.res")), "the source's main entry is whited out")
+        XCTAssertNotNil(Disk.lstat(fx.inPatch("moved/.wh..wh..opq")), "the moved tree stands alone")
+    }
+
+    func testDirectoryMovesOverAnEmptyMainDirectory() throws {
+        try Disk.write(fx.inMain("src/file"), "from src")
+        try Disk.mkdir(fx.inMain("empty"))
+        try Disk.write(fx.inMain("full/x"), "x")
+        try fx.start()
+        XCTAssertEqual(rename(fx.inMount("src"), fx.inMount("full")), -1)
+        XCTAssertEqual(errno, ENOTEMPTY)
+        XCTAssertEqual(rename(fx.inMount("src"), fx.inMount("empty")), 0, "errno \(errno)")
+        XCTAssertEqual(try Disk.list(fx.inMount("empty")), ["file"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("src")), ENOENT)
+    }
+
+    func testDirectoryReplacesASubstitutionDirectoryThatHoldsWhiteouts() throws {
+        try Disk.write(fx.inMain("t/x"), "main x")
+        try Disk.whiteout(fx.inPatch("t"), "x")
+        try Disk.write(fx.inPatch("s/f"), "f")
+        try fx.start()
+        XCTAssertEqual(try Disk.list(fx.inMount("t")), [])
+        XCTAssertEqual(rename(fx.inMount("s"), fx.inMount("t")), 0, "errno \(errno)")
+        XCTAssertEqual(try Disk.list(fx.inMount("t")), ["f"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("s")), ENOENT)
+        try remount()
+        XCTAssertEqual(try Disk.list(fx.inMount("t")), ["f"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("s")), ENOENT)
+    }
+
+    func testExchangeAFileAndADirectoryAcrossLayers() throws {
+        try Disk.write(fx.inMain("a"), "main file a")
+        try Disk.write(fx.inPatch("d/inside"), "inside")
+        try fx.start()
+        XCTAssertEqual(exchange("a", "d"), 0, "errno \(errno)")
+        for _ in 0..<2 {
+            XCTAssertEqual(try Disk.read(fx.inMount("d")), "main file a")
+            XCTAssertEqual(try Disk.list(fx.inMount("a")), ["inside"])
+            try remount()
+        }
+    }
+
+    func testExchangeTwoMainDirectories() throws {
+        try Disk.write(fx.inMain("one/1"), "1")
+        try Disk.write(fx.inMain("two/2"), "2")
+        try fx.start()
+        XCTAssertEqual(exchange("one", "two"), 0, "errno \(errno)")
+        for _ in 0..<2 {
+            XCTAssertEqual(try Disk.list(fx.inMount("one")), ["2"])
+            XCTAssertEqual(try Disk.list(fx.inMount("two")), ["1"])
+            try remount()
+        }
+    }
+
+    func testExchangeWithAMissingNameFails() throws {
+        try Disk.write(fx.inMain("a"), "a")
+        try fx.start()
+        XCTAssertEqual(exchange("a", "missing"), -1)
+        XCTAssertEqual(errno, ENOENT)
+        XCTAssertEqual(try Disk.read(fx.inMount("a")), "a")
+    }
+}
