@@ -23,6 +23,8 @@ struct MountPlan {
         mountpoint = try MountPlan.directory(mountArgument, role: "mountpoint")
         try MountPlan.checkNotMounted(mountpoint, argument: mountArgument)
         let wanted = substitutionArgument ?? options.substitution ?? Paths.defaultSubstitution(forMain: main)
+        try MountPlan.checkNoLoop(main: main, mountpoint: mountpoint, substitution: Paths.resolved(wanted),
+                                  argument: wanted)
         let kind = Paths.kind(wanted)
         if !kind.exists {
             if kind.error != ENOENT {
@@ -42,6 +44,32 @@ struct MountPlan {
             throw Failure("mountpoint \(argument) is a stale mount (Transport endpoint is not connected); run: proxybundle unmount \(argument)")
         }
         throw Failure("mountpoint \(argument) is already a mount point (\(existing.type) from \(existing.source)); unmount it first")
+    }
+
+    /// Layouts that make the mount reach into itself (which hangs other union file systems)
+    /// are refused. Mounting over the main bundle itself is allowed: the layers are opened
+    /// before the mount covers them.
+    private static func checkNoLoop(main: String, mountpoint: String, substitution: String,
+                                    argument: String) throws(Failure) {
+        let inside = Paths.isInside
+        if substitution == main {
+            throw Failure("substitution directory \(argument) is the main bundle itself; changes must go elsewhere")
+        }
+        if inside(substitution, main) {
+            throw Failure("substitution directory \(argument) is inside the main bundle \(main), which is never written")
+        }
+        if inside(main, substitution) {
+            throw Failure("main bundle \(main) is inside the substitution directory \(argument)")
+        }
+        if inside(mountpoint, substitution) {
+            throw Failure("mountpoint \(mountpoint) is inside the substitution directory \(argument); the mount would contain itself")
+        }
+        if inside(substitution, mountpoint) {
+            throw Failure("substitution directory \(argument) is inside the mountpoint \(mountpoint); the mount would hide it")
+        }
+        if mountpoint != main && inside(mountpoint, main) {
+            throw Failure("mountpoint \(mountpoint) is inside the main bundle \(main); the mount would contain itself")
+        }
     }
 
     private static func directory(_ argument: String, role: String) throws(Failure) -> String {

@@ -29,6 +29,22 @@ enum Paths {
         return "/" + parts.joined(separator: "/")
     }
 
+    /// The canonical form of a path that may not exist yet: its deepest existing ancestor
+    /// resolved, the rest appended.
+    static func resolved(_ path: String) -> String {
+        let absolute = absolute(path)
+        if let canonical = canonical(absolute) { return canonical }
+        guard let slash = absolute.lastIndex(of: "/"), absolute != "/" else { return absolute }
+        let parent = slash == absolute.startIndex ? "/" : String(absolute[..<slash])
+        let base = resolved(parent)
+        return (base == "/" ? "" : base) + "/" + absolute[absolute.index(after: slash)...]
+    }
+
+    /// Whether `path` is `ancestor` or lies beneath it (both canonical).
+    static func isInside(_ path: String, _ ancestor: String) -> Bool {
+        path == ancestor || ancestor == "/" || path.hasPrefix(ancestor + "/")
+    }
+
     static func kind(_ path: String) -> (exists: Bool, isDirectory: Bool, error: Int32) {
         var st = stat()
         if stat(path, &st) != 0 { return (false, false, errno) }

@@ -87,6 +87,46 @@ final class CommandLineTests: XCTestCase {
         }
     }
 
+    /// Layouts that would make the mount reach into itself are refused before anything is
+    /// created or mounted.
+    func testLoopingLayoutsAreRefusedUpFront() throws {
+        try Disk.mkdir(fx.inMain("sub"))
+        try Disk.mkdir(fx.inPatch("inner"))
+        let cases: [(arguments: [String], expect: String)] = [
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.main], "is the main bundle itself"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.inMain("patch")], "inside the main bundle"),
+            (["mount", fx.inMain("sub"), fx.mountpoint, "--substitution", fx.main], "inside the substitution"),
+            (["mount", fx.inPatch("inner"), fx.mountpoint, "--substitution", fx.substitution], "is inside the substitution"),
+            (["mount", fx.main, fx.inPatch("inner"), "--substitution", fx.substitution], "mountpoint"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.inMount("patch")], "inside the mountpoint"),
+            (["mount", fx.main, fx.inMain("sub"), "--substitution", fx.substitution], "inside the main bundle"),
+        ]
+        for (arguments, expect) in cases {
+            let result = try proxybundle(arguments)
+            XCTAssertEqual(result.status, 1, "\(arguments)")
+            XCTAssertTrue(result.error.contains(expect), "\(arguments): \(result.error)")
+            XCTAssertEqual(result.error.split(separator: "\n").count, 1, "one line: \(result.error)")
+            XCTAssertEqual(MountTable.current().mounts.filter { $0.mountpoint.hasPrefix(fx.root) }.count, 0, "\(arguments) mounted")
+        }
+        XCTAssertEqual(Disk.lstatError(fx.inMain("patch")), ENOENT, "nothing created in the main bundle")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("patch")), ENOENT)
+    }
+
+    /// `proxybundle mount APP APP`: tools that use the bundle's path see the merged view.
+    func testMountingOverTheMainBundleItself() throws {
+        try Disk.write(fx.inMain("Info.plist"), "main")
+        try Disk.write(fx.inPatch("Info.plist"), "patched")
+        let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
+        XCTAssertEqual(result.status, 0, result.error)
+        defer { _ = try? proxybundle(["unmount", fx.main]) }
+        XCTAssertEqual(try Disk.read(fx.inMain("Info.plist")), "patched")
+        try Disk.write(fx.inMain("new.txt"), "through the mount")
+        XCTAssertEqual(try Disk.read(fx.inPatch("new.txt")), "through the mount")
+        XCTAssertEqual(try proxybundle(["unmount", fx.main]).status, 0)
+        XCTAssertEqual(try Disk.read(fx.inMain("Info.plist")), "main")
+        XCTAssertEqual(Disk.lstatError(fx.inMain("new.txt")), ENOENT, "the bundle itself was not written")
+    }
+
     func testSubstitutionIsCreatedWhenMissing() throws {
         let fresh = fx.root + "/cache/app/patch"
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fresh])
