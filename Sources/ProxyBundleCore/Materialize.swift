@@ -16,6 +16,7 @@ extension Overlay {
         let location = try locate(node)
         guard location.placement.isDirectory, location.placement.inLower, node != rootNodeID else { return }
         let parentPath = try upperDirectory(location.parent)
+        let shown = try attributes(at: location.path, location.placement).st_ino
         let work = try workspace()
         let temporary = work.temporaryName()
         do throws(Errno) {
@@ -43,7 +44,7 @@ extension Overlay {
         }
         // after an exchange the substitution's old directory is in the work directory
         try? Workspace.removeTree(temporary, in: work.fd)
-        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
+        nodes.update(node, origin: UInt64(shown)) { $0.inUpper = true; $0.inLower = false }
         nodes.markStale(under: node)
     }
 

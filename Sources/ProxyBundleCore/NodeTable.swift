@@ -38,6 +38,9 @@ final class NodeTable: Sendable {
         /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
         /// invalidation, a name that now leads to another file gets a new node.
         var identity: UInt64 = 0
+        /// The inode number the node showed before it was copied up, shown on after it (0: the
+        /// serving layer's own), so a file keeps its number while the kernel knows it.
+        var originInode: UInt64 = 0
         /// The invalidation generation in which the name was last resolved: the node is fresh
         /// while that is the table's current one (the root always is).
         var freshIn: UInt64 = 0
@@ -83,6 +86,8 @@ final class NodeTable: Sendable {
         var parent: NodeID
         /// Whether the node and all its ancestors were resolved since the last invalidation.
         var isFresh: Bool = true
+        /// See `Node.originInode`.
+        var originInode: UInt64 = 0
     }
 
     /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
@@ -110,7 +115,8 @@ final class NodeTable: Sendable {
             if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
             bytes.append(contentsOf: name)
         }
-        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent, isFresh: fresh)
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent, isFresh: fresh,
+                        originInode: node.originInode)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -181,18 +187,25 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The inode number a node keeps showing after its copy-up (0: none).
+    func originInode(of id: NodeID) -> UInt64 {
+        state.withLock { $0.nodes[id]?.originInode ?? 0 }
+    }
+
     /// The placement of a node, also of one whose name was removed (it may still be open).
     func placement(of id: NodeID) -> Placement? {
         state.withLock { $0.nodes[id]?.placement }
     }
 
     /// Changes the placement of a node (after a copy-up); its file identity becomes unknown.
-    func update(_ id: NodeID, _ change: (inout Placement) -> Void) {
+    /// `origin` is the inode number the node showed until now (kept if it had one already).
+    func update(_ id: NodeID, origin: UInt64 = 0, _ change: (inout Placement) -> Void) {
         state.withLock { s in
             s.version &+= 1
             if var node = s.nodes[id] {
                 change(&node.placement)
                 node.identity = 0
+                if node.originInode == 0 { node.originInode = origin }
                 s.nodes[id] = node
             }
         }

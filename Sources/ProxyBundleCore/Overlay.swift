@@ -95,7 +95,7 @@ public final class Overlay: Sendable {
         case .found(let id, let location):
             let st = try? attributes(at: location.path, location.placement)
             if let st, (st.st_mode & S_IFMT == S_IFDIR) == location.placement.isDirectory {
-                return .found(Entry(node: id, attributes: st))
+                return .found(Entry(node: id, attributes: Overlay.showing(location.originInode, st)))
             }
             nodes.forget(id, count: 1)  // gone or changed on disk: resolve it again
         case .unknown:
@@ -108,7 +108,7 @@ public final class Overlay: Sendable {
             let found = try resolve(name, in: dir.path, dir.placement)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     identity: UInt64(found.attributes.st_ino), resolvedAt: resolvedAt)
-            return .found(Entry(node: id, attributes: found.attributes))
+            return .found(Entry(node: id, attributes: Overlay.showing(nodes.originInode(of: id), found.attributes)))
         } catch let error where error.code == ENOENT {
             let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
             return .absent(remembered: remembered)
@@ -124,7 +124,7 @@ public final class Overlay: Sendable {
         if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
         do {
             let location = try locate(node)
-            return try attributes(at: location.path, location.placement)
+            return Overlay.showing(location.originInode, try attributes(at: location.path, location.placement))
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open
             guard let fd = nodes.openFileOfDetached(node) else { throw error }
@@ -175,7 +175,7 @@ public final class Overlay: Sendable {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         var st = try Sys.fstat(fd)
         st.st_ino = inodes.number(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
-        return st
+        return Overlay.showing(nodes.originInode(of: node), st)
     }
 
     // MARK: extended attributes
@@ -223,6 +223,14 @@ public final class Overlay: Sendable {
 
     /// Whether changes go to the substitution (false: they answer EROFS).
     public var isWritable: Bool { work != nil }
+
+    /// `st` with the inode number `origin` when there is one (a copied-up file keeps its number).
+    static func showing(_ origin: UInt64, _ st: stat) -> stat {
+        guard origin != 0 else { return st }
+        var result = st
+        result.st_ino = ino_t(origin)
+        return result
+    }
 
     func controlAttributes(_ control: ControlFile) -> stat {
         control.attributes(changed: controlTime.withLock { $0 })

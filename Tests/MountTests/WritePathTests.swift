@@ -214,3 +214,27 @@ final class WritePathTests: XCTestCase {
         return result.status == 0
     }
 }
+
+extension WritePathTests {
+    /// sqlite compares a database's inode number before each write transaction: copy-up must
+    /// not change it (found with sqlite3 on a main-bundle database).
+    func testCopiedUpFileKeepsItsInodeNumber() throws {
+        try Disk.write(fx.inMain("db"), "data")
+        try Disk.mkdir(fx.inMain("dir"))
+        try fx.start()
+        let before = try XCTUnwrap(Disk.lstat(fx.inMount("db"))).st_ino
+        let fd = open(fx.inMount("db"), O_RDWR)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd) }
+        var st = stat()
+        XCTAssertEqual(fstat(fd, &st), 0)
+        XCTAssertEqual(st.st_ino, before)
+        XCTAssertEqual(pwrite(fd, "DATA", 4, 0), 4)
+        XCTAssertEqual(fstat(fd, &st), 0)
+        XCTAssertEqual(st.st_ino, before, "after a write")
+        XCTAssertEqual(Disk.lstat(fx.inMount("db"))?.st_ino, before)
+        let dirBefore = try XCTUnwrap(Disk.lstat(fx.inMount("dir"))).st_ino
+        try Disk.write(fx.inMount("dir/new"), "copies the directory up")
+        XCTAssertEqual(Disk.lstat(fx.inMount("dir"))?.st_ino, dirBefore)
+    }
+}
