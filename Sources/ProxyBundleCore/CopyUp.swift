@@ -73,12 +73,15 @@ extension Overlay {
             do throws(Errno) {
                 try build(work.fd, tmp)
                 try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
+                    // a copy-up shows no change in its directory: its times are put back
+                    let times = try Sys.fstat(dirfd)
                     try path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                         if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) != 0 {
                             guard errno == EEXIST else { throw Errno.current }
                             try? Workspace.removeTree(temporary, in: work.fd)
                         }
                     }
+                    Sys.restoreTimes(times, of: dirfd)
                 }
             } catch {
                 try? Workspace.removeTree(temporary, in: work.fd)
@@ -89,6 +92,13 @@ extension Overlay {
 }
 
 extension Sys {
+    /// Puts back the access and modification times `st` of the directory `dirfd` (an O_PATH
+    /// descriptor is fine).
+    static func restoreTimes(_ st: stat, of dirfd: Int32) {
+        var times = [st.st_atim, st.st_mtim]
+        _ = utimensat(dirfd, ".", &times, 0)
+    }
+
     /// Copies `size` bytes, keeping holes: only the data segments are copied (with
     /// copy_file_range, which may share blocks; else read and write), then the size is set.
     static func copyData(from source: Int32, to destination: Int32, size: off_t) throws(Errno) {

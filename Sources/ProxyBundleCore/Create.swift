@@ -31,7 +31,7 @@ extension Overlay {
             let group = try Overlay.group(for: owner, in: dirfd)
             let fd = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32? in
                 let fd = try Overlay.make(entry, p, in: dirfd)
-                _ = fchownat(dirfd, p, owner.uid, group, pb_AT_SYMLINK_NOFOLLOW)
+                try Overlay.giveOwner(owner.uid, group, to: p, in: dirfd)
                 if case .directory = entry, whitedOut {
                     try Overlay.markOpaque(p, in: dirfd)
                 }
@@ -74,6 +74,17 @@ extension Overlay {
             }
         }
         return nil
+    }
+
+    /// Makes the requester own a new entry. chown clears set-user-ID and set-group-ID bits,
+    /// so those are put back (and nothing is done when the owner is already right).
+    private static func giveOwner(_ uid: uid_t, _ gid: gid_t, to name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {
+        let st = try Sys.lstatat(dirfd, name)
+        if st.st_uid == uid && st.st_gid == gid { return }
+        _ = fchownat(dirfd, name, uid, gid, pb_AT_SYMLINK_NOFOLLOW)
+        if st.st_mode & (S_ISUID | S_ISGID) != 0 && st.st_mode & S_IFMT != S_IFLNK {
+            _ = fchmodat(dirfd, name, st.st_mode & 0o7777, 0)
+        }
     }
 
     /// The group of a new entry: the directory's if it is set-group-ID (BSD semantics), else the owner's.

@@ -6,8 +6,8 @@ import CFuseShim
 /// Materializing a directory: its whole visible tree is copied into one opaque directory of
 /// the substitution, which then holds everything the name shows. Renaming (or exchanging) a
 /// directory with main-bundle content does this first, so the move itself happens within the
-/// substitution and is portable (no overlayfs redirect). Cost: a copy of every file of the
-/// tree, including the main bundle's.
+/// substitution and is portable (no overlayfs redirect). Cost: a copy of every main-bundle
+/// file of the tree; the substitution's own files are hard-linked into the copy.
 extension Overlay {
     /// Materializes directory `node` (nothing to do unless it merges main-bundle content). The
     /// copy is built in the work directory and exchanged with the substitution's directory in
@@ -55,6 +55,13 @@ extension Overlay {
             let serving = layer(serving: child.placement)
             let st = try serving.attributes(childPath)
             try item.name.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
+                if !child.placement.isDirectory && child.placement.inUpper {
+                    // the substitution's own files are linked, not copied: they keep their
+                    // inode (hard links, open descriptors, inode numbers stay right)
+                    return try upper.withDirectory(path) { (source: Int32) throws(Errno) in
+                        _ = try Sys.check { linkat(source, name, dirfd, name, 0) }
+                    }
+                }
                 guard child.placement.isDirectory else {
                     return try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
                 }

@@ -96,3 +96,20 @@ final class RenameTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("a")), "a")
     }
 }
+
+extension RenameTests {
+    /// Found by the random differential test: materializing copied the substitution's own
+    /// files, splitting hard links and losing writes through the other name.
+    func testRenamedDirectoryKeepsHardLinksIntoIt() throws {
+        try Disk.write(fx.inMain("zeta/a"), "a")
+        try fx.start()
+        try Disk.write(fx.inMount("zeta/new"), "")
+        XCTAssertEqual(link(fx.inMount("zeta/new"), fx.inMount("linked")), 0)
+        XCTAssertEqual(rename(fx.inMount("zeta"), fx.inMount("zeta2")), 0, "errno \(errno)")
+        try Disk.write(fx.inMount("linked"), "hello")
+        XCTAssertEqual(Disk.lstat(fx.inMount("zeta2/new"))?.st_nlink, 2)
+        try remount()
+        XCTAssertEqual(try Disk.read(fx.inMount("zeta2/new")), "hello")
+        XCTAssertEqual(Disk.lstat(fx.inMount("linked"))?.st_ino, Disk.lstat(fx.inMount("zeta2/new"))?.st_ino)
+    }
+}

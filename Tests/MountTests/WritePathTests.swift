@@ -238,3 +238,28 @@ extension WritePathTests {
         XCTAssertEqual(Disk.lstat(fx.inMount("dir"))?.st_ino, dirBefore)
     }
 }
+
+extension WritePathTests {
+    /// Found by the random differential test: chown after create cleared the set-ID bits.
+    func testCreateKeepsSetIDBits() throws {
+        try fx.start()
+        let fd = open(fx.inMount("tool"), O_WRONLY | O_CREAT | O_EXCL, 0o4755)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        XCTAssertEqual(Disk.lstat(fx.inMount("tool")).map { $0.st_mode & 0o7777 }, 0o4755)
+    }
+
+    /// Found by the random differential test: a copy-up changed its directories' times
+    /// (kernel overlayfs puts them back).
+    func testCopyUpKeepsTheTimesOfItsDirectories() throws {
+        try Disk.write(fx.inMain("a/b/f"), "f")
+        var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
+        for path in ["a/b/f", "a/b", "a", ""] { XCTAssertEqual(utimensat(AT_FDCWD, fx.inMain(path), &times, 0), 0) }
+        try fx.start()
+        XCTAssertEqual(chmod(fx.inMount("a/b/f"), 0o600), 0)
+        try Disk.write(fx.inMount(".invalidate"), "\n")
+        for path in ["a/b", "a"] {  // the root shows the substitution's own root
+            XCTAssertEqual(Disk.lstat(fx.inMount(path))?.st_mtim.tv_sec, 1_600_000_000, "mtime of '\(path)'")
+        }
+    }
+}
