@@ -79,5 +79,14 @@ extension Overlay {
             }
         }
     }
-}
 
+    /// fsyncdir: flushes the substitution's directory (the main bundle's is never written).
+    public func syncDirectory(_ node: NodeID, dataOnly: Bool) throws(Errno) {
+        let location = try locate(node)
+        guard location.placement.isDirectory else { throw Errno.notDirectory }
+        guard location.placement.inUpper else { return }
+        let fd = try upper.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
+        defer { Sys.close(fd) }
+        _ = try Sys.check { dataOnly ? fdatasync(fd) : fsync(fd) }
+    }
+}

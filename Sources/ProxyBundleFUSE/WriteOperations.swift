@@ -107,6 +107,24 @@ enum WriteOperations {
                 return .ok
             }
         }
+        ops.fsyncdir = { req, node, dataOnly, _ in
+            FuseServer.handle(req, "fsyncdir") { server throws(Errno) in
+                try server.overlay.syncDirectory(node, dataOnly: dataOnly != 0)
+                return .ok
+            }
+        }
+        ops.copy_file_range = { req, nodeIn, offsetIn, infoIn, nodeOut, offsetOut, infoOut, length, flags in
+            FuseServer.handle(req, "copy_file_range") { _ throws(Errno) in
+                guard let infoIn, let infoOut, flags == 0 else { throw Errno.invalid }
+                if ControlFile(node: nodeIn) != nil || ControlFile(node: nodeOut) != nil { throw Errno(EOPNOTSUPP) }
+                var input = Int64(offsetIn)
+                var output = Int64(offsetOut)
+                let count = pb_copy_file_range(Int32(truncatingIfNeeded: infoIn.pointee.fh), &input,
+                                               Int32(truncatingIfNeeded: infoOut.pointee.fh), &output, length)
+                if count < 0 { throw Errno.current }
+                return .written(count)
+            }
+        }
         ops.fallocate = { req, node, mode, offset, length, info in
             FuseServer.handle(req, "fallocate") { server throws(Errno) in
                 guard let info else { throw Errno.invalid }

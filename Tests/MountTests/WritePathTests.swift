@@ -263,3 +263,31 @@ extension WritePathTests {
         }
     }
 }
+
+extension WritePathTests {
+    func testCopyFileRangeCopiesAtOffsetsIntoTheSubstitution() throws {
+        try Disk.write(fx.inMain("source"), "0123456789")
+        try Disk.write(fx.inMain("target"), "abcdefghij")
+        try fx.start()
+        let input = open(fx.inMount("source"), O_RDONLY)
+        let output = open(fx.inMount("target"), O_WRONLY)
+        defer { close(input); close(output) }
+        var from: Int64 = 2
+        var to: Int64 = 5
+        XCTAssertEqual(pb_copy_file_range(input, &from, output, &to, 4), 4, "errno \(errno)")
+        XCTAssertEqual(try Disk.read(fx.inMount("target")), "abcde2345j")
+        XCTAssertEqual(try Disk.read(fx.inPatch("target")), "abcde2345j")
+    }
+
+    func testFsyncOfDirectoriesInEitherLayer() throws {
+        try Disk.mkdir(fx.inMain("main-only"))
+        try Disk.mkdir(fx.inPatch("patched"))
+        try fx.start()
+        for dir in ["main-only", "patched", ""] {
+            let fd = open(fx.inMount(dir), O_RDONLY | O_DIRECTORY)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            XCTAssertEqual(fsync(fd), 0, "\(dir): errno \(errno)")
+            close(fd)
+        }
+    }
+}
