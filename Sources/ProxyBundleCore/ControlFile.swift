@@ -13,10 +13,14 @@ public enum ControlFile: CaseIterable, Sendable {
 
     public var name: [UInt8] {
         switch self {
-        case .invalidate: Array(".invalidate".utf8)
-        case .stats: Array(".stats".utf8)
+        case .invalidate: ControlFile.invalidateName
+        case .stats: ControlFile.statsName
         }
     }
+
+    // built once: names are compared on every lookup in the root
+    private static let invalidateName = Array(".invalidate".utf8)
+    private static let statsName = Array(".stats".utf8)
 
     /// The node ID the kernel knows it by (reserved: below `NodeTable.firstNodeID`).
     public var node: NodeID {
@@ -36,15 +40,25 @@ public enum ControlFile: CaseIterable, Sendable {
         }
     }
 
+    /// Checked by most requests, so without allocating.
     public init?(node: NodeID) {
-        guard let file = ControlFile.allCases.first(where: { $0.node == node }) else { return nil }
-        self = file
+        switch node {
+        case ControlFile.invalidate.node: self = .invalidate
+        case ControlFile.stats.node: self = .stats
+        default: return nil
+        }
     }
 
     /// The control file `name` names in directory `parent`, if any.
     public init?(name: [UInt8], in parent: NodeID) {
-        guard parent == rootNodeID, let file = ControlFile.allCases.first(where: { $0.name == name }) else { return nil }
-        self = file
+        guard parent == rootNodeID else { return nil }
+        if name == ControlFile.invalidateName {
+            self = .invalidate
+        } else if name == ControlFile.statsName {
+            self = .stats
+        } else {
+            return nil
+        }
     }
 
     /// Its attributes: an empty file owned by the user who mounted, with the given times.

@@ -17,6 +17,8 @@ public final class Overlay: Sendable {
     let controlTime: Locked<timespec>
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
+    /// Whether changes go to the substitution (false: they answer EROFS).
+    public let isWritable: Bool
 
     struct Top {
         var layer: Layer
@@ -41,6 +43,7 @@ public final class Overlay: Sendable {
     public init(main: Layer, substitution: Layer, writable: Bool = false, substitutionPath: String? = nil,
                 cachesLookups: Bool = true) throws(Errno) {
         lower = main
+        isWritable = writable
         self.cachesLookups = cachesLookups
         self.substitutionPath = substitutionPath
         top = Locked(try Overlay.top(substitution, main: main, writable: writable))
@@ -220,9 +223,6 @@ public final class Overlay: Sendable {
         let st = try attributes(of: node)
         try Permissions.check(st, mask: mask, user: user)
     }
-
-    /// Whether changes go to the substitution (false: they answer EROFS).
-    public var isWritable: Bool { work != nil }
 
     /// `st` with the inode number `origin` when there is one (a copied-up file keeps its number).
     static func showing(_ origin: UInt64, _ st: stat) -> stat {
