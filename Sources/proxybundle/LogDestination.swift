@@ -32,7 +32,8 @@ enum LogDestination {
             guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .file(fd)) }
         case .syslog:
-            openlog("proxybundle", LOG_PID, LOG_DAEMON)
+            // openlog keeps the pointer, so the name must outlive this call: never freed
+            openlog(strdup("proxybundle"), LOG_PID, LOG_DAEMON)
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .syslog) }
         }
     }
