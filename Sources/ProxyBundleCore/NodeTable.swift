@@ -25,25 +25,40 @@ public struct Placement: Equatable, Sendable {
 /// resolving it again, and names found missing are remembered as absent (see
 /// NodeTable+Cache.swift).
 final class NodeTable: Sendable {
+    /// Kept small (40 bytes; every cached name has one): what few nodes need lives in
+    /// `State.extras`.
     struct Node {
         /// `detachedParent` once the node's name was removed
         var parent: NodeID
         var name: [UInt8]
-        var lookups: UInt64
+        /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
+        /// invalidation, a name that now leads to another file gets a new node.
+        var identity: UInt64 = 0
+        /// The kernel's references (saturates instead of overflowing: the node then stays).
+        var lookups: UInt32
+        /// The invalidation generation in which the name was last resolved: the node is fresh
+        /// while that is the table's current one (the root always is).
+        var freshIn: UInt32 = 0
         var placement: Placement
+        /// Whether `State.extras` has an entry for this node.
+        var hasExtras = false
+
+        mutating func addLookup() {
+            if lookups < UInt32.max { lookups += 1 }
+        }
+    }
+
+    /// What only some nodes have.
+    struct Extras {
         /// Other names of the same node (hard links made through the mount).
         var aliases: [ChildKey] = []
         /// Descriptors of the node's open files, so an unlinked open file still has attributes.
         var openFiles: [Int32] = []
-        /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
-        /// invalidation, a name that now leads to another file gets a new node.
-        var identity: UInt64 = 0
         /// The inode number the node showed before it was copied up, shown on after it (0: the
         /// serving layer's own), so a file keeps its number while the kernel knows it.
         var originInode: UInt64 = 0
-        /// The invalidation generation in which the name was last resolved: the node is fresh
-        /// while that is the table's current one (the root always is).
-        var freshIn: UInt64 = 0
+
+        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && originInode == 0 }
     }
 
     struct ChildKey: Hashable {
@@ -53,6 +68,7 @@ final class NodeTable: Sendable {
 
     struct State {
         var nodes: [NodeID: Node] = [:]
+        var extras: [NodeID: Extras] = [:]
         var children: [ChildKey: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent: Set<ChildKey> = []
@@ -62,10 +78,25 @@ final class NodeTable: Sendable {
         var version: UInt64 = 0
         var hits: UInt64 = 0
         var misses: UInt64 = 0
-        /// Bumped by a full invalidation, which makes every node stale at once.
-        var generation: UInt64 = 1
+        /// Bumped by a full invalidation, which makes every node stale at once (never 0, which
+        /// marks a node stale).
+        var generation: UInt32 = 1
 
         func isFresh(_ id: NodeID, _ node: Node) -> Bool { id == rootNodeID || node.freshIn == generation }
+
+        func extras(of id: NodeID, _ node: Node) -> Extras {
+            node.hasExtras ? extras[id] ?? Extras() : Extras()
+        }
+
+        /// Changes the extras of an existing node.
+        mutating func changeExtras(of id: NodeID, _ change: (inout Extras) -> Void) {
+            guard var node = nodes[id] else { return }
+            var value = extras(of: id, node)
+            change(&value)
+            node.hasExtras = !value.isEmpty
+            extras[id] = node.hasExtras ? value : nil
+            nodes[id] = node
+        }
     }
 
     let state: Locked<State>
@@ -116,7 +147,7 @@ final class NodeTable: Sendable {
             bytes.append(contentsOf: name)
         }
         return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent, isFresh: fresh,
-                        originInode: node.originInode)
+                        originInode: s.extras(of: id, node).originInode)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -135,7 +166,7 @@ final class NodeTable: Sendable {
                 let same = node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
                 if same {
-                    node.lookups += 1
+                    node.addLookup()
                     if current {
                         node.placement = placement
                         node.identity = identity
@@ -148,8 +179,8 @@ final class NodeTable: Sendable {
             }
             let id = s.nextID
             s.nextID += 1
-            s.nodes[id] = Node(parent: parent, name: name, lookups: 1, placement: placement, identity: identity,
-                               freshIn: s.generation)
+            s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
+                               placement: placement)
             s.children[key] = id
             return id
         }
@@ -158,30 +189,36 @@ final class NodeTable: Sendable {
     /// Takes `key` away from its node (the node lives on, unreachable by that name).
     static func unlink(_ key: ChildKey, from s: inout State) {
         guard let id = s.children.removeValue(forKey: key), var node = s.nodes[id] else { return }
-        if let index = node.aliases.firstIndex(of: key) {
-            node.aliases.remove(at: index)
-        } else if let next = node.aliases.popLast() {
+        var extras = s.extras(of: id, node)
+        if let index = extras.aliases.firstIndex(of: key) {
+            extras.aliases.remove(at: index)
+        } else if let next = extras.aliases.popLast() {
             // another hard link carries the node on
             node.parent = next.parent
             node.name = next.name
         } else {
             node.parent = NodeTable.detachedParent
-            node.name = Array("(deleted)".utf8)
+            node.name = NodeTable.deletedName
         }
         s.nodes[id] = node
+        if node.hasExtras { s.changeExtras(of: id) { $0 = extras } }
     }
+
+    static let deletedName = Array("(deleted)".utf8)
 
     /// Drops `count` kernel references; a node with none left is removed.
     func forget(_ id: NodeID, count: UInt64) {
         guard id != rootNodeID else { return }
         state.withLock { s in
             guard var node = s.nodes[id] else { return }
-            node.lookups = node.lookups > count ? node.lookups - count : 0
+            if node.lookups == UInt32.max { return }  // saturated: kept for good
+            node.lookups = UInt64(node.lookups) > count ? node.lookups - UInt32(count) : 0
             if node.lookups > 0 {
                 s.nodes[id] = node
                 return
             }
             s.nodes[id] = nil
+            if node.hasExtras { s.extras[id] = nil }
             let key = ChildKey(parent: node.parent, name: node.name)
             if s.children[key] == id { s.children[key] = nil }
         }
@@ -189,7 +226,7 @@ final class NodeTable: Sendable {
 
     /// The inode number a node keeps showing after its copy-up (0: none).
     func originInode(of id: NodeID) -> UInt64 {
-        state.withLock { $0.nodes[id]?.originInode ?? 0 }
+        state.withLock { s in s.nodes[id].map { s.extras(of: id, $0).originInode } ?? 0 }
     }
 
     /// The placement of a node, also of one whose name was removed (it may still be open).
@@ -205,8 +242,8 @@ final class NodeTable: Sendable {
             if var node = s.nodes[id] {
                 change(&node.placement)
                 node.identity = 0
-                if node.originInode == 0 { node.originInode = origin }
                 s.nodes[id] = node
+                if origin != 0 { s.changeExtras(of: id) { if $0.originInode == 0 { $0.originInode = origin } } }
             }
         }
     }
@@ -227,21 +264,23 @@ final class NodeTable: Sendable {
             s.version &+= 1
             s.absent.remove(key)
             guard s.nodes[id] != nil else { return }
-            s.nodes[id]?.lookups += 1
+            s.nodes[id]?.addLookup()
             if s.children[key] != id {
                 s.children[key] = id
-                s.nodes[id]?.aliases.append(key)
+                s.changeExtras(of: id) { $0.aliases.append(key) }
             }
         }
     }
 
     func opened(_ id: NodeID, fd: Int32) {
-        state.withLock { $0.nodes[id]?.openFiles.append(fd) }
+        state.withLock { $0.changeExtras(of: id) { $0.openFiles.append(fd) } }
     }
 
     func closed(_ id: NodeID, fd: Int32) {
         state.withLock { s in
-            if let index = s.nodes[id]?.openFiles.firstIndex(of: fd) { s.nodes[id]?.openFiles.remove(at: index) }
+            s.changeExtras(of: id) { extras in
+                if let index = extras.openFiles.firstIndex(of: fd) { extras.openFiles.remove(at: index) }
+            }
         }
     }
 
@@ -249,7 +288,7 @@ final class NodeTable: Sendable {
     func openFileOfDetached(_ id: NodeID) -> Int32? {
         state.withLock { s in
             guard let node = s.nodes[id], node.parent == NodeTable.detachedParent else { return nil }
-            return node.openFiles.first
+            return s.extras(of: id, node).openFiles.first
         }
     }
 
@@ -286,13 +325,13 @@ final class NodeTable: Sendable {
     /// Gives node `id` the name `new` in place of `old` (its own name or a hard link's).
     private static func rename(_ id: NodeID, from old: ChildKey, to new: ChildKey, in s: inout State) {
         guard var node = s.nodes[id] else { return }
-        if let index = node.aliases.firstIndex(of: old) {
-            node.aliases[index] = new
+        if let index = s.extras(of: id, node).aliases.firstIndex(of: old) {
+            s.changeExtras(of: id) { $0.aliases[index] = new }
         } else {
             node.parent = new.parent
             node.name = new.name
+            s.nodes[id] = node
         }
-        s.nodes[id] = node
         s.children[new] = id
     }
 
