@@ -38,6 +38,10 @@ extension Overlay {
                 return fd
             }
             if whitedOut { try Whiteout.remove(hiding: name, in: dirfd) }
+            // a new inode may reuse the number of a removed copy: it shows its own
+            if !origins.withLock({ $0.isEmpty }), let made = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }) {
+                dropOrigin(ofUpperInode: made.st_ino)
+            }
             return fd
         }
         do {

@@ -54,11 +54,8 @@ final class NodeTable: Sendable {
         var aliases: [ChildKey] = []
         /// Descriptors of the node's open files, so an unlinked open file still has attributes.
         var openFiles: [Int32] = []
-        /// The inode number the node showed before it was copied up, shown on after it (0: the
-        /// serving layer's own), so a file keeps its number while the kernel knows it.
-        var originInode: UInt64 = 0
 
-        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && originInode == 0 }
+        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty }
     }
 
     struct ChildKey: Hashable {
@@ -70,6 +67,10 @@ final class NodeTable: Sendable {
         var nodes: [NodeID: Node] = [:]
         var extras: [NodeID: Extras] = [:]
         var children: [ChildKey: NodeID] = [:]
+        /// Substitution files with more than one link, by identity: every name of one file is
+        /// the same node (one kernel inode, so one page cache and one set of attributes), also
+        /// when the names are found separately.
+        var linked: [UInt64: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent: Set<ChildKey> = []
         var nextID: NodeID = firstNodeID
@@ -117,8 +118,6 @@ final class NodeTable: Sendable {
         var parent: NodeID
         /// Whether the node and all its ancestors were resolved since the last invalidation.
         var isFresh: Bool = true
-        /// See `Node.originInode`.
-        var originInode: UInt64 = 0
     }
 
     /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
@@ -129,10 +128,24 @@ final class NodeTable: Sendable {
     static func location(of id: NodeID, in s: State) throws(Errno) -> Location {
         guard let node = s.nodes[id] else { throw Errno.stale }
         if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
-        var names: [[UInt8]] = [node.name]
-        var length = node.name.count
+        do {
+            return try location(of: id, node, named: ChildKey(parent: node.parent, name: node.name), in: s)
+        } catch {
+            // a hard link's other names: the kernel keeps the directories of the names it
+            // holds, not necessarily of this one
+            guard node.hasExtras else { throw error }
+            for alias in s.extras(of: id, node).aliases {
+                if let found = try? location(of: id, node, named: alias, in: s) { return found }
+            }
+            throw error
+        }
+    }
+
+    private static func location(of id: NodeID, _ node: Node, named key: ChildKey, in s: State) throws(Errno) -> Location {
+        var names: [[UInt8]] = [key.name]
+        var length = key.name.count
         var fresh = s.isFresh(id, node)
-        var current = node.parent
+        var current = key.parent
         while current != rootNodeID {
             guard let ancestor = s.nodes[current] else { throw Errno.stale }
             names.append(ancestor.name)
@@ -146,8 +159,7 @@ final class NodeTable: Sendable {
             if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
             bytes.append(contentsOf: name)
         }
-        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent, isFresh: fresh,
-                        originInode: s.extras(of: id, node).originInode)
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: key.parent, isFresh: fresh)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -155,13 +167,17 @@ final class NodeTable: Sendable {
     /// `resolvedAt` is the table's `version` when the resolution began: if names changed since,
     /// an existing node keeps its placement. Pass nil right after a change made by the daemon.
     /// A name that now leads to another file, or to another kind of entry, gets a new node.
-    func remember(parent: NodeID, name: [UInt8], placement: Placement, identity: UInt64,
+    /// `linkCount` is the file's number of links: a substitution file with more than one is
+    /// given the node its other names already have.
+    func remember(parent: NodeID, name: [UInt8], placement: Placement, identity: UInt64, linkCount: Int = 1,
                   resolvedAt: UInt64?) -> NodeID {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
             s.absent.remove(key)
             if resolvedAt == nil { s.version &+= 1 }
             let current = resolvedAt == nil || resolvedAt == s.version
+            let shared = current && placement.inUpper && !placement.isDirectory && linkCount > 1 && identity != 0
+            if shared, let id = NodeTable.linkedNode(identity, for: key, in: &s) { return id }
             if let id = s.children[key], var node = s.nodes[id] {
                 let same = node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
@@ -182,8 +198,34 @@ final class NodeTable: Sendable {
             s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
                                placement: placement)
             s.children[key] = id
+            if shared { s.linked[identity] = id }
             return id
         }
+    }
+
+    /// The node of another name of substitution file `identity`, now also named `key` (one
+    /// more kernel reference), if the table has one.
+    private static func linkedNode(_ identity: UInt64, for key: ChildKey, in s: inout State) -> NodeID? {
+        guard let id = s.linked[identity] else { return nil }
+        guard var node = s.nodes[id], node.identity == identity, node.placement.inUpper, !node.placement.isDirectory else {
+            s.linked[identity] = nil
+            return nil
+        }
+        if s.children[key] != id {
+            if s.children[key] != nil { NodeTable.unlink(key, from: &s) }
+            s.children[key] = id
+            if node.parent == NodeTable.detachedParent {
+                node.parent = key.parent
+                node.name = key.name
+            } else {
+                s.changeExtras(of: id) { $0.aliases.append(key) }
+                node = s.nodes[id] ?? node
+            }
+        }
+        node.addLookup()
+        node.freshIn = s.generation
+        s.nodes[id] = node
+        return id
     }
 
     /// Takes `key` away from its node (the node lives on, unreachable by that name).
@@ -219,14 +261,10 @@ final class NodeTable: Sendable {
             }
             s.nodes[id] = nil
             if node.hasExtras { s.extras[id] = nil }
+            if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
             let key = ChildKey(parent: node.parent, name: node.name)
             if s.children[key] == id { s.children[key] = nil }
         }
-    }
-
-    /// The inode number a node keeps showing after its copy-up (0: none).
-    func originInode(of id: NodeID) -> UInt64 {
-        state.withLock { s in s.nodes[id].map { s.extras(of: id, $0).originInode } ?? 0 }
     }
 
     /// The placement of a node, also of one whose name was removed (it may still be open).
@@ -235,15 +273,13 @@ final class NodeTable: Sendable {
     }
 
     /// Changes the placement of a node (after a copy-up); its file identity becomes unknown.
-    /// `origin` is the inode number the node showed until now (kept if it had one already).
-    func update(_ id: NodeID, origin: UInt64 = 0, _ change: (inout Placement) -> Void) {
+    func update(_ id: NodeID, _ change: (inout Placement) -> Void) {
         state.withLock { s in
             s.version &+= 1
             if var node = s.nodes[id] {
                 change(&node.placement)
                 node.identity = 0
                 s.nodes[id] = node
-                if origin != 0 { s.changeExtras(of: id) { if $0.originInode == 0 { $0.originInode = origin } } }
             }
         }
     }
@@ -263,8 +299,9 @@ final class NodeTable: Sendable {
             let key = ChildKey(parent: parent, name: name)
             s.version &+= 1
             s.absent.remove(key)
-            guard s.nodes[id] != nil else { return }
+            guard let node = s.nodes[id] else { return }
             s.nodes[id]?.addLookup()
+            if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
             if s.children[key] != id {
                 s.children[key] = id
                 s.changeExtras(of: id) { $0.aliases.append(key) }
