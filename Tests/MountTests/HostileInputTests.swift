@@ -213,6 +213,22 @@ final class HostileInputTests: XCTestCase {
         try assertAlive()
     }
 
+    /// A rename that must fail because the old name's whiteout cannot be written (a main name
+    /// of more than 251 bytes) changes nothing, not even the substitution: no copy of the file,
+    /// no materialized copy of the directory is left behind.
+    func testFailedRenameOfALongMainNameLeavesNoCopy() throws {
+        let file = String(repeating: "f", count: 253), dir = String(repeating: "d", count: 253)
+        try Disk.write(fx.inMain(file), "main file")
+        for i in 0..<20 { try Disk.write(fx.inMain(dir + "/f\(i)"), "main \(i)") }
+        try fx.start()
+        for name in [file, dir] {
+            XCTAssertEqual(rename(fx.inMount(name), fx.inMount("short")), -1)
+            XCTAssertEqual(errno, ENAMETOOLONG)
+        }
+        XCTAssertEqual(try Disk.list(fx.substitution).sorted(), [".wh..wh.work"], "the failed renames left copies behind")
+        XCTAssertEqual(try Disk.list(fx.inPatch(".wh..wh.work")), [])
+    }
+
     // MARK: symlinks
 
     func testSymlinksInEitherLayerNeverLeadTheDaemonOutside() throws {
