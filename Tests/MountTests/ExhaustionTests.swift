@@ -143,6 +143,29 @@ final class ExhaustionTests: XCTestCase {
         try remountAndCheck(tree)
     }
 
+    /// A directory made over a whiteout needs a second inode for its opaque marker: with one
+    /// left, mkdir makes the whole opaque directory or nothing, also as seen after the daemon
+    /// reads the layers again.
+    func testMkdirOverAWhiteoutWithOneInodeLeftIsWholeOrNothing() throws {
+        try mountTmpfs("size=4m,nr_inodes=64")
+        try Disk.write(fx.inMain("d/old"), "main's old content")
+        try Disk.whiteout(fx.substitution, "d")
+        try Disk.mkdir(fx.inPatch(".wh..wh.work"), mode: 0o700)
+        try fx.start()
+        try leaveFreeInodes(1)
+        let made = mkdir(fx.inMount("d"), 0o755) == 0
+        let error = errno
+        try Disk.write(fx.inMount(".invalidate"), "\n")  // what a remount would show
+        if made {
+            XCTAssertEqual(try Disk.list(fx.inMount("d")), [], "main's entries came back under a new directory")
+        } else {
+            XCTAssertEqual(error, ENOSPC)
+            XCTAssertEqual(Disk.lstatError(fx.inPatch("d")), ENOENT, "mkdir failed with ENOSPC but left the directory in the substitution")
+            XCTAssertEqual(Disk.lstatError(fx.inMount("d")), ENOENT, "mkdir failed with ENOSPC but the directory shows")
+        }
+        XCTAssertEqual(Disk.lstatError(fx.inMount("d/old")), ENOENT)
+    }
+
     func testSymlinkAndWriteFailWhenSpaceRunsOutButInodesRemain() throws {
         try mountTmpfs("size=1m")
         try Disk.write(fx.inMain("file"), String(repeating: "m", count: 10_000))
