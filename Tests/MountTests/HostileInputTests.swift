@@ -18,6 +18,8 @@ import XCTest
 final class HostileInputTests: XCTestCase {
     var fx: MountFixture!
     var binds: [String] = []
+    /// Sentinel directories outside the fixture, removed after the test.
+    var outside: [String] = []
 
     override func setUpWithError() throws { fx = try MountFixture(name) }
 
@@ -25,6 +27,7 @@ final class HostileInputTests: XCTestCase {
         for path in binds.reversed() where umount2(path, 0) != 0 { _ = umount2(path, Int32(MNT_DETACH)) }
         binds = []
         fx?.tearDown()
+        for path in outside { try? FileManager.default.removeItem(atPath: path) }
     }
 
     // MARK: names
@@ -233,6 +236,7 @@ final class HostileInputTests: XCTestCase {
 
     func testSymlinksInEitherLayerNeverLeadTheDaemonOutside() throws {
         let layout = try Containment(fx)
+        outside.append(layout.tmp)
         // the substitution replaces main directories with links out of the layer
         try Disk.write(fx.inMain("dir/x"), "main's dir/x")
         try Disk.write(fx.inMain("dir/y"), "main's dir/y")
@@ -369,6 +373,7 @@ final class HostileInputTests: XCTestCase {
     /// in that directory must fail rather than follow the link.
     func testSubstitutionDirectorySwappedForALinkBehindTheDaemonsBack() throws {
         let layout = try Containment(fx)
+        outside.append(layout.tmp)
         try Disk.write(fx.inMain("cdir/file"), "main's cdir/file")
         try Disk.write(fx.inMain("cdir/other"), "main's other")
         try Disk.write(fx.inPatch("pdir/own"), "patch's own")
