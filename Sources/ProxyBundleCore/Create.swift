@@ -54,6 +54,7 @@ extension Overlay {
         do {
             let found = try resolve(name, in: dir.path, dir.placement)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
+                                    kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), resolvedAt: nil)
             if let fd { nodes.opened(id, fd: fd) }
             return (Entry(node: id, attributes: found.attributes), fd)

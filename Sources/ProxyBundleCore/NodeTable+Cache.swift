@@ -51,10 +51,10 @@ extension NodeTable {
     /// A stale node was resolved again: same kind (and, for a non-directory, the same file):
     /// it takes the new placement and is fresh. Otherwise its name is taken away from it
     /// (the kernel will look the name up and get a new node).
-    func refresh(_ id: NodeID, placement: Placement, identity: UInt64) {
+    func refresh(_ id: NodeID, placement: Placement, kind: UInt8, identity: UInt64) {
         state.withLock { s in
             guard var node = s.nodes[id] else { return }
-            let same = node.placement.isDirectory == placement.isDirectory
+            let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                 && (placement.isDirectory || node.identity == identity || node.identity == 0)
             if same {
                 node.placement = placement

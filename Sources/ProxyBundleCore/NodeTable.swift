@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Identifies a node to the kernel. Allocated by the overlay, monotonically, never reused.
 public typealias NodeID = UInt64
 
@@ -42,6 +46,9 @@ final class NodeTable: Sendable {
         var placement: Placement
         /// Whether `State.extras` has an entry for this node.
         var hasExtras = false
+        /// The file type (`NodeTable.kind(of:)`): the kernel marks an inode bad when its
+        /// type changes, so a name that now leads to another type gets another node.
+        var kind: UInt8 = 0
 
         mutating func addLookup() {
             if lookups < UInt32.max { lookups += 1 }
@@ -118,7 +125,12 @@ final class NodeTable: Sendable {
         var parent: NodeID
         /// Whether the node and all its ancestors were resolved since the last invalidation.
         var isFresh: Bool = true
+        /// The node's file type (see `Node.kind`; 0 for the root).
+        var kind: UInt8 = 0
     }
+
+    /// The file type bits of a mode, as a small number.
+    static func kind(of mode: mode_t) -> UInt8 { UInt8(truncatingIfNeeded: (mode & S_IFMT) >> 12) }
 
     /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
     func location(of id: NodeID) throws(Errno) -> Location {
@@ -159,7 +171,8 @@ final class NodeTable: Sendable {
             if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
             bytes.append(contentsOf: name)
         }
-        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: key.parent, isFresh: fresh)
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: key.parent, isFresh: fresh,
+                        kind: node.kind)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -169,7 +182,7 @@ final class NodeTable: Sendable {
     /// A name that now leads to another file, or to another kind of entry, gets a new node.
     /// `linkCount` is the file's number of links: a substitution file with more than one is
     /// given the node its other names already have.
-    func remember(parent: NodeID, name: [UInt8], placement: Placement, identity: UInt64, linkCount: Int = 1,
+    func remember(parent: NodeID, name: [UInt8], placement: Placement, kind: UInt8, identity: UInt64, linkCount: Int = 1,
                   resolvedAt: UInt64?) -> NodeID {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
@@ -177,9 +190,9 @@ final class NodeTable: Sendable {
             if resolvedAt == nil { s.version &+= 1 }
             let current = resolvedAt == nil || resolvedAt == s.version
             let shared = current && placement.inUpper && !placement.isDirectory && linkCount > 1 && identity != 0
-            if shared, let id = NodeTable.linkedNode(identity, for: key, in: &s) { return id }
+            if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
             if let id = s.children[key], var node = s.nodes[id] {
-                let same = node.placement.isDirectory == placement.isDirectory
+                let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
                 if same {
                     node.addLookup()
@@ -196,7 +209,7 @@ final class NodeTable: Sendable {
             let id = s.nextID
             s.nextID += 1
             s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
-                               placement: placement)
+                               placement: placement, kind: kind)
             s.children[key] = id
             if shared { s.linked[identity] = id }
             return id
@@ -205,9 +218,10 @@ final class NodeTable: Sendable {
 
     /// The node of another name of substitution file `identity`, now also named `key` (one
     /// more kernel reference), if the table has one.
-    private static func linkedNode(_ identity: UInt64, for key: ChildKey, in s: inout State) -> NodeID? {
+    private static func linkedNode(_ identity: UInt64, kind: UInt8, for key: ChildKey, in s: inout State) -> NodeID? {
         guard let id = s.linked[identity] else { return nil }
-        guard var node = s.nodes[id], node.identity == identity, node.placement.inUpper, !node.placement.isDirectory else {
+        guard var node = s.nodes[id], node.identity == identity, node.kind == kind, node.placement.inUpper,
+              !node.placement.isDirectory else {
             s.linked[identity] = nil
             return nil
         }
@@ -319,6 +333,11 @@ final class NodeTable: Sendable {
                 if let index = extras.openFiles.firstIndex(of: fd) { extras.openFiles.remove(at: index) }
             }
         }
+    }
+
+    /// An open descriptor of the node, if it has one.
+    func openFile(of id: NodeID) -> Int32? {
+        state.withLock { s in s.nodes[id].flatMap { s.extras(of: id, $0).openFiles.first } }
     }
 
     /// An open descriptor of a node whose every name was removed.

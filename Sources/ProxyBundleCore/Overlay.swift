@@ -99,7 +99,7 @@ public final class Overlay: Sendable {
             return .absent(remembered: true)
         case .found(let id, let location):
             let st = try? attributes(at: location.path, location.placement)
-            if let st, (st.st_mode & S_IFMT == S_IFDIR) == location.placement.isDirectory {
+            if let st, NodeTable.kind(of: st.st_mode) == location.kind {
                 return .found(Entry(node: id, attributes: st))
             }
             nodes.forget(id, count: 1)  // gone or changed on disk: resolve it again
@@ -112,6 +112,7 @@ public final class Overlay: Sendable {
         do {
             let found = try resolve(name, in: dir.path, dir.placement)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
+                                    kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),
                                     resolvedAt: resolvedAt)
             return .found(Entry(node: id, attributes: found.attributes))
@@ -128,9 +129,15 @@ public final class Overlay: Sendable {
     public func attributes(of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
-        do {
+        do throws(Errno) {
             let location = try locate(node)
-            return try attributes(at: location.path, location.placement)
+            let st = try attributes(at: location.path, location.placement)
+            guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
+                // another kind of entry took the name (the kernel would mark the inode bad)
+                if let fd = nodes.openFile(of: node) { return try attributes(of: node, openFile: fd) }
+                throw Errno.stale
+            }
+            return st
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open
             guard let fd = nodes.openFileOfDetached(node) else { throw error }
