@@ -119,6 +119,7 @@ mounted_under() { awk -v p="$1/" '{ gsub(/\\040/, " ", $2); if (index($2 "/", p)
 cleanup() {
   trap - EXIT INT TERM
   local m pid
+  [ -n "${CHILD:-}" ] && kill -TERM -- "-$CHILD" 2>/dev/null
   for m in $(mounted_under "$run" | sort -r); do
     [ "$m" = "$mainro" ] && continue
     timeout 10 umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
@@ -141,12 +142,22 @@ FNS=$run/functions.sh
 # timed LIMIT CMD...: runs CMD (a program or a function of this script) in a child bash with a
 # timeout; the child times CMD itself, so its own start-up is not counted. Sets ELAPSED (s).
 timed() {
-  local limit=$1 times; shift
-  times=$(timeout "$limit" bash -c '. "$1"; shift; t0=$EPOCHREALTIME; "$@" || exit $?; echo "$t0 $EPOCHREALTIME"' _ "$FNS" "$@") || return 1
-  ELAPSED=$(awk -v t="$times" 'BEGIN{ split(t, a, " "); printf "%.4f", a[2] - a[1] }')
+  local limit=$1; shift
+  bounded "$limit" timed_inside "$@" > "$run/times" || return 1
+  ELAPSED=$(awk '{ printf "%.4f", $2 - $1 }' "$run/times")
 }
-# bounded LIMIT CMD...: the same, untimed
-bounded() { local limit=$1; shift; timeout "$limit" bash -c '. "$1"; shift; "$@"' _ "$FNS" "$@"; }
+timed_inside() { local t0=$EPOCHREALTIME; "$@" || return $?; echo "$t0 $EPOCHREALTIME"; }
+# bounded LIMIT CMD...: the same, untimed. timeout runs in the background and is waited for, so
+# that INT and TERM reach this script's traps at once (cleanup() stops it: its process group).
+CHILD=""
+bounded() {
+  local limit=$1 rc; shift
+  timeout "$limit" bash -c '. "$1"; shift; "$@"' _ "$FNS" "$@" &
+  CHILD=$!
+  wait "$CHILD"; rc=$?
+  CHILD=""
+  return $rc
+}
 vm_kib() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/null; }
 
 # ---------------------------------------------------------------------------- mounting
@@ -178,7 +189,7 @@ mount_impl() {
   [ -n "$pid" ] && DAEMONS+=("$pid")
   local deadline=$((SECONDS + 20))
   while [ $SECONDS -lt $deadline ]; do
-    if mountpoint -q "$mnt" && stat "$mnt/." >/dev/null 2>&1; then return 0; fi
+    if mountpoint -q "$mnt" && timeout 5 stat "$mnt/." >/dev/null 2>&1; then return 0; fi
     if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
       say "$impl died while mounting: $(tail -3 "$log" | tr '\n' ' ')"; return 1
     fi
@@ -224,7 +235,7 @@ fresh_layers() {
   local impl=$1 d; d=$(dir_of "$1")
   rm -rf --one-file-system "$d/up" "$d/work"
   mkdir -p "$d/work" "$d/mnt"
-  cp -a "$data/sub" "$d/up" || die "copying the substitution failed"
+  timeout 600 cp -a "$data/sub" "$d/up" || die "copying the substitution failed"
   [ "$impl" = kernel ] && to_kernel_whiteouts "$d/up"
   return 0
 }
