@@ -297,9 +297,10 @@ if [ "$memnames" -gt 0 ]; then
       overall = (r2 - r0) * 1024 / n2
       md = out "/memory-names.md"; js = out "/memory-names.json"
       printf "proxybundle memory per cached name (%s, kernel %s, %d cores)\n\n", date, kernel, cores > md
+      printf "RSS is read before the walk, after walking half of the names, and after all of them; the second half shows the growth rate (table resizes make it uneven), the overall figure the average.\n\n" > md
       printf "| names walked | RSS before | RSS after half | RSS after all | peak | bytes per name (second half) | bytes per name (overall) | for 1,000,000 names |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n" > md
-      printf "| %d | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.0f | %.0f | %.0f MiB |\n", n2, r0/1024, r1/1024, r2/1024, hwm/1024, second, overall, (second > 0 ? second : overall) * 1e6 / 1048576 > md
-      printf "{\"date\":\"%s\",\"kernel\":\"%s\",\"cores\":%d,\"names\":%d,\"rss_before_kib\":%d,\"rss_half_kib\":%d,\"rss_after_kib\":%d,\"hwm_kib\":%d,\"bytes_per_name_second_half\":%.1f,\"bytes_per_name_overall\":%.1f,\"mib_per_million_names\":%.1f}\n", date, kernel, cores, n2, r0, r1, r2, hwm, second, overall, (second > 0 ? second : overall) * 1e6 / 1048576 > js
+      printf "| %d | %.1f MiB | %.1f MiB | %.1f MiB | %.1f MiB | %.0f | %.0f | %.0f MiB |\n", n2, r0/1024, r1/1024, r2/1024, hwm/1024, second, overall, overall * 1e6 / 1048576 > md
+      printf "{\"date\":\"%s\",\"kernel\":\"%s\",\"cores\":%d,\"names\":%d,\"rss_before_kib\":%d,\"rss_half_kib\":%d,\"rss_after_kib\":%d,\"hwm_kib\":%d,\"bytes_per_name_second_half\":%.1f,\"bytes_per_name_overall\":%.1f,\"mib_per_million_names\":%.1f}\n", date, kernel, cores, n2, r0, r1, r2, hwm, second, overall, overall * 1e6 / 1048576 > js
       close(md); while ((getline l < md) > 0) print l
     }'
   exit 0
