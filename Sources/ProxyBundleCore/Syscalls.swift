@@ -79,12 +79,15 @@ enum Sys {
     }
 
     /// Runs `body` with the name of an entry of `entry` as a C string.
+    /// The name is read where it lies: the record may be shorter than `dirent` (copying the
+    /// 256-byte `d_name` would read past the end of the last one; AddressSanitizer noticed).
     static func withName<T>(_ entry: UnsafePointer<dirent>,
                             _ body: (UnsafePointer<CChar>, Int) -> T) -> T {
-        withUnsafePointer(to: entry.pointee.d_name) { tuple in
-            tuple.withMemoryRebound(to: CChar.self, capacity: 256) { body($0, strlen($0)) }
-        }
+        let name = UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self)
+        return body(name, strlen(name))
     }
+
+    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
 
     /// Extended attributes through `/proc/self/fd/N`: works on O_PATH descriptors, and opens
     /// nothing (no device side effects, no atime).
