@@ -335,16 +335,14 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// An open descriptor of the node, if it has one.
-    func openFile(of id: NodeID) -> Int32? {
-        state.withLock { s in s.nodes[id].flatMap { s.extras(of: id, $0).openFiles.first } }
-    }
-
-    /// An open descriptor of a node whose every name was removed.
-    func openFileOfDetached(_ id: NodeID) -> Int32? {
+    /// The attributes of one of the node's open files (`detachedOnly`: only if every name of
+    /// the node was removed), read while the table is locked: a concurrent release closes the
+    /// descriptor, and its number may then belong to another file.
+    func openFileAttributes(of id: NodeID, detachedOnly: Bool) -> stat? {
         state.withLock { s in
-            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent else { return nil }
-            return s.extras(of: id, node).openFiles.first
+            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent,
+                  let fd = s.extras(of: id, node).openFiles.first else { return nil }
+            return try? Sys.fstat(fd)
         }
     }
 

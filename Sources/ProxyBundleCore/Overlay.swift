@@ -128,20 +128,20 @@ public final class Overlay: Sendable {
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
+        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return showingOpen(node, st) }
         do throws(Errno) {
             let location = try locate(node)
             let st = try attributes(at: location.path, location.placement)
             guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
                 // another kind of entry took the name (the kernel would mark the inode bad)
-                if let fd = nodes.openFile(of: node) { return try attributes(of: node, openFile: fd) }
+                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return showingOpen(node, st) }
                 throw Errno.stale
             }
             return st
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open
-            guard let fd = nodes.openFileOfDetached(node) else { throw error }
-            return try attributes(of: node, openFile: fd)
+            guard let st = nodes.openFileAttributes(of: node, detachedOnly: true) else { throw error }
+            return showingOpen(node, st)
         }
     }
 
@@ -186,7 +186,12 @@ public final class Overlay: Sendable {
     /// The attributes of an open file, through its descriptor (also after its name was removed).
     public func attributes(of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        var st = try Sys.fstat(fd)
+        return showingOpen(node, try Sys.fstat(fd))
+    }
+
+    /// Attributes read from an open file of `node`, with the inode number the mount shows.
+    private func showingOpen(_ node: NodeID, _ st: stat) -> stat {
+        var st = st
         st.st_ino = shownInode(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
         return st
     }
