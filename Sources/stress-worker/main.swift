@@ -55,7 +55,7 @@ func errnoName(_ code: Int32) -> String {
         EPERM: "EPERM", ENOENT: "ENOENT", EIO: "EIO", EBADF: "EBADF", EEXIST: "EEXIST",
         EXDEV: "EXDEV", ENOTDIR: "ENOTDIR", EISDIR: "EISDIR", EINVAL: "EINVAL", ENOSPC: "ENOSPC",
         EROFS: "EROFS", EMLINK: "EMLINK", ENOTEMPTY: "ENOTEMPTY", ELOOP: "ELOOP", ESTALE: "ESTALE",
-        ENOTCONN: "ENOTCONN", EBUSY: "EBUSY", EACCES: "EACCES", ENAMETOOLONG: "ENAMETOOLONG",
+        ENOTCONN: "ENOTCONN", ECONNABORTED: "ECONNABORTED", EBUSY: "EBUSY", EACCES: "EACCES", ENAMETOOLONG: "ENAMETOOLONG",
         EINTR: "EINTR", EAGAIN: "EAGAIN", ENOMEM: "ENOMEM", ENODATA: "ENODATA", EFBIG: "EFBIG",
     ]
     return names[code] ?? "errno\(code)"
@@ -233,10 +233,9 @@ struct Worker {
                 }
                 if random.chance(25) {
                     // an entry just listed may be gone already; what it must never be is an I/O error
-                    var name = entry.pointee.d_name
-                    let child = withUnsafeBytes(of: &name) { raw in
-                        path + "/" + String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                    }
+                    // not entry.pointee.d_name: that copies 256 bytes, past the end of a short last record
+                    let name = UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+                    let child = path + "/" + String(cString: name.assumingMemoryBound(to: CChar.self))
                     var st = stat()
                     record(.stat, Int(lstat(child, &st)), child)
                 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProxyBundleCore
 import XCTest
 
 /// Eight processes (the `stress-worker` executable) race each other for a bounded time with
@@ -42,7 +43,8 @@ final class StressTests: XCTestCase {
         let tolerate = Set((environment["STRESS_TOLERATE"] ?? "").split(separator: ",").map(String.init))
         var failures: [String] = []
         for seed in seeds {
-            let problems = try run(seed: seed, seconds: seconds, strict: strict, tolerate: tolerate)
+            let problems = try run(seed: seed, seconds: seconds, strict: strict, tolerate: tolerate,
+                                   hangMargin: StressTests.hangMargin)
             if !problems.isEmpty {
                 failures.append("seed 0x\(String(seed, radix: 16)) (STRESS_SEEDS=0x\(String(seed, radix: 16)) "
                                 + "STRESS_SECONDS=\(seconds)):\n" + problems.joined(separator: "\n"))
@@ -76,10 +78,36 @@ final class StressTests: XCTestCase {
                        ["d/a/a: only in expected (\(before["d/a/a"]!))"])
     }
 
+    /// A daemon that stops answering must fail the run within its margin, and leave nothing mounted.
+    func testAHungDaemonFailsTheRunAndIsTornDown() throws {
+        var mountpoint = ""
+        let started = Date()
+        let problems = try run(seed: 5, seconds: 1, strict: false, tolerate: [], hangMargin: 3) { fx in
+            mountpoint = fx.mountpoint
+            usleep(300_000)
+            kill(fx.daemon, SIGSTOP)
+        }
+        print("what a hang reports:\n" + problems.joined(separator: "\n").prefix(3000))
+        XCTAssertTrue(problems.first?.contains("worker(s) still running 4 s after the start") == true, "\(problems)")
+        XCTAssertLessThan(Date().timeIntervalSince(started), 20)
+        XCTAssertNil(MountTable.current().mount(at: mountpoint), "still mounted")
+    }
+
+    /// A daemon that dies must fail the run.
+    func testADeadDaemonFailsTheRun() throws {
+        let problems = try run(seed: 6, seconds: 1, strict: false, tolerate: [], hangMargin: 10) { fx in
+            usleep(300_000)
+            kill(fx.daemon, SIGKILL)
+        }
+        XCTAssertTrue(problems.first?.contains("the daemon exited with status 137 during the run") == true, "\(problems)")
+    }
+
     // MARK: one run
 
     /// Runs 8 workers on a fresh mount and returns what went wrong (empty if nothing).
-    private func run(seed: UInt64, seconds: Double, strict: Bool, tolerate: Set<String>) throws -> [String] {
+    /// `afterStart` runs once the workers are started (the self-tests stop or kill the daemon there).
+    private func run(seed: UInt64, seconds: Double, strict: Bool, tolerate: Set<String>, hangMargin: Double,
+                     afterStart: (MountFixture) -> Void = { _ in }) throws -> [String] {
         let fx = try MountFixture(name + "\(seed)")
         defer { fx.tearDown() }
         try StressLayers.build(fx)
@@ -103,7 +131,8 @@ final class StressTests: XCTestCase {
 
         // every worker must end; the daemon must not die meanwhile
         var statuses: [pid_t: Int32] = [:]
-        let deadline = started.addingTimeInterval(seconds + StressTests.hangMargin)
+        afterStart(fx)
+        let deadline = started.addingTimeInterval(seconds + hangMargin)
         var daemonStatus: Int32? = nil
         while statuses.count < workers.count && Date() < deadline && daemonStatus == nil {
             for worker in workers where statuses[worker.pid] == nil {
@@ -118,9 +147,17 @@ final class StressTests: XCTestCase {
         }
         let hung = workers.filter { statuses[$0.pid] == nil }
         if !hung.isEmpty && daemonStatus == nil {
-            problems.append("\(hung.count) worker(s) still running \(Int(seconds + StressTests.hangMargin)) s after the start:\n"
+            problems.append("\(hung.count) worker(s) still running \(Int(seconds + hangMargin)) s after the start:\n"
                             + hung.map { "worker seed \($0.seed), pid \($0.pid): " + StressTests.whereItSleeps($0.pid) }.joined(separator: "\n")
                             + "\ndaemon threads:\n" + StressTests.threadsOf(fx.daemon))
+            // a hung daemon gets no graceful stop: abort the connection (every waiting call
+            // fails with ENOTCONN) and kill it; the workers then end
+            if let mount = MountTable.current().mount(at: fx.mountpoint) { Unmounter.abortConnection(device: mount.device) }
+            kill(fx.daemon, SIGKILL)
+            for worker in hung { kill(worker.pid, SIGKILL) }
+            for worker in hung { statuses[worker.pid] = Spawn.wait(worker.pid, seconds: 10) ?? -1 }
+            fx.stop()
+            return problems
         }
         var totals: [String: [String: Int]] = [:]
         var steps = 0

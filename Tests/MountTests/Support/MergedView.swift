@@ -139,7 +139,9 @@ enum MergedView {
                 if errno != 0 { throw TestFailure("readdir \(path): errno \(errno)") }
                 return names
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            // not entry.pointee.d_name: that copies 256 bytes, past the end of a short last record
+            let name = String(cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+                .assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
     }
