@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <syslog.h>
 #include <unistd.h>
 
 struct fuse_session *pb_session_new(int argc, char **argv,
@@ -91,4 +92,12 @@ void pb_write_stderr(const char *text, size_t length) {
         text += n;
         length -= (size_t)n;
     }
+}
+
+int pb_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+void pb_syslog(int priority, const char *message) {
+    syslog(priority, "%s", message);
 }

@@ -19,7 +19,8 @@ extension Overlay {
             _ = try Sys.check { mkdirat(work, temporary, 0o700) }
             try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
         }
-        nodes.update(node, origin: UInt64(inodes.number(st.st_ino, inUpper: false))) { $0.inUpper = true }
+        recordOrigin(st.st_ino, forCopyAt: location.path)
+        nodes.update(node) { $0.inUpper = true }
         return location.path
     }
 
@@ -35,7 +36,8 @@ extension Overlay {
         try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
             try copyEntry(st, at: location.path, from: lower, to: temporary, in: work, withData: withData)
         }
-        nodes.update(node, origin: UInt64(inodes.number(st.st_ino, inUpper: false))) { $0.inUpper = true; $0.inLower = false }
+        recordOrigin(st.st_ino, forCopyAt: location.path)
+        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
         return location.path
     }
 

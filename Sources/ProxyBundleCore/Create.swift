@@ -31,18 +31,30 @@ extension Overlay {
             let group = try Overlay.group(for: owner, in: dirfd)
             let fd = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32? in
                 let fd = try Overlay.make(entry, p, in: dirfd)
-                try Overlay.giveOwner(owner.uid, group, to: p, in: dirfd)
-                if case .directory = entry, whitedOut {
-                    try Overlay.markOpaque(p, in: dirfd)
+                do throws(Errno) {
+                    try Overlay.giveOwner(owner.uid, group, to: p, in: dirfd)
+                    if case .directory = entry, whitedOut {
+                        try Overlay.markOpaque(p, in: dirfd)
+                    }
+                    if whitedOut { try Whiteout.remove(hiding: name, in: dirfd) }
+                } catch {
+                    // whole or nothing: the half-made entry goes again
+                    if let fd { Sys.close(fd) }
+                    Overlay.unmake(entry, p, in: dirfd)
+                    throw error
                 }
                 return fd
             }
-            if whitedOut { try Whiteout.remove(hiding: name, in: dirfd) }
+            // a new inode may reuse the number of a removed copy: it shows its own
+            if !origins.withLock({ $0.isEmpty }), let made = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }) {
+                dropOrigin(ofUpperInode: made.st_ino)
+            }
             return fd
         }
         do {
             let found = try resolve(name, in: dir.path, dir.placement)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
+                                    kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), resolvedAt: nil)
             if let fd { nodes.opened(id, fd: fd) }
             return (Entry(node: id, attributes: found.attributes), fd)
@@ -74,6 +86,20 @@ extension Overlay {
             }
         }
         return nil
+    }
+
+    /// Removes an entry `make` made (a directory with the opaque marker it may have got).
+    private static func unmake(_ entry: NewEntry, _ name: UnsafePointer<CChar>, in dirfd: Int32) {
+        guard case .directory = entry else {
+            _ = unlinkat(dirfd, name, 0)
+            return
+        }
+        if let dir = try? Sys.openat2(dirfd, name, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                      resolve: Layer.resolve) {
+            _ = Whiteout.opaqueMarker.withCStringCopy { unlinkat(dir, $0, 0) }
+            Sys.close(dir)
+        }
+        _ = unlinkat(dirfd, name, AT_REMOVEDIR)
     }
 
     /// Makes the requester own a new entry. chown clears set-user-ID and set-group-ID bits,

@@ -69,7 +69,7 @@ extension Overlay {
                 } else {
                     shown.insert(entry.name)
                     items.append(.init(name: entry.name, type: entry.type,
-                                       inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: true))))
+                                       inode: UInt64(shownInode(ino_t(entry.inode), inUpper: true))))
                 }
             }
         }

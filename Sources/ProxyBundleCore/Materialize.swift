@@ -44,7 +44,8 @@ extension Overlay {
         }
         // after an exchange the substitution's old directory is in the work directory
         try? Workspace.removeTree(temporary, in: work.fd)
-        nodes.update(node, origin: UInt64(shown)) { $0.inUpper = true; $0.inLower = false }
+        if let copy = try? upper.attributes(location.path) { recordShown(shown, forUpperInode: copy.st_ino) }
+        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
         nodes.markStale(under: node)
     }
 
@@ -60,6 +61,12 @@ extension Overlay {
                     // inode (hard links, open descriptors, inode numbers stay right)
                     return try upper.withDirectory(path) { (source: Int32) throws(Errno) in
                         _ = try Sys.check { linkat(source, name, dirfd, name, 0) }
+                    }
+                }
+                // the copy keeps showing the number the entry had
+                defer {
+                    if let copy = try? Sys.lstatat(dirfd, name) {
+                        recordShown(shownInode(st.st_ino, inUpper: child.placement.inUpper), forUpperInode: copy.st_ino)
                     }
                 }
                 guard child.placement.isDirectory else {

@@ -28,7 +28,7 @@ extension NodeTable {
             }
             if let id = s.children[key], let location = try? NodeTable.location(of: id, in: s), location.isFresh {
                 s.hits += 1
-                s.nodes[id]?.lookups += 1
+                s.nodes[id]?.addLookup()
                 return .found(id, location)
             }
             s.misses += 1
@@ -51,10 +51,10 @@ extension NodeTable {
     /// A stale node was resolved again: same kind (and, for a non-directory, the same file):
     /// it takes the new placement and is fresh. Otherwise its name is taken away from it
     /// (the kernel will look the name up and get a new node).
-    func refresh(_ id: NodeID, placement: Placement, identity: UInt64) {
+    func refresh(_ id: NodeID, placement: Placement, kind: UInt8, identity: UInt64) {
         state.withLock { s in
             guard var node = s.nodes[id] else { return }
-            let same = node.placement.isDirectory == placement.isDirectory
+            let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                 && (placement.isDirectory || node.identity == identity || node.identity == 0)
             if same {
                 node.placement = placement
@@ -107,8 +107,8 @@ extension NodeTable {
                     result.entries = s.children.keys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
                 }
                 s.absent.removeAll()
-                s.generation += 1
-                result.nodes = s.nodes.filter { NodeTable.outlivesEntry($0.value) }.map(\.key)
+                s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
+                result.nodes = s.nodes.filter { NodeTable.outlivesEntry($0.key, $0.value, in: s) }.map(\.key)
                 return result
             }
             // the names along the path
@@ -122,14 +122,14 @@ extension NodeTable {
                 current = s.children[key]
                 if let id = current { along.append(id) }
             }
-            result.nodes = along.filter { s.nodes[$0].map(NodeTable.outlivesEntry) ?? false }
+            result.nodes = along.filter { id in s.nodes[id].map { NodeTable.outlivesEntry(id, $0, in: s) } ?? false }
             for id in along.dropFirst() { s.nodes[id]?.freshIn = 0 }
             guard let top = current, subtree.count == along.count - 1 else { return result }
             // everything beneath the path's last node
             var inside: Set<NodeID> = [top]
             for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
                 s.nodes[id]?.freshIn = 0
-                if let node = s.nodes[id], NodeTable.outlivesEntry(node) { result.nodes.append(id) }
+                if let node = s.nodes[id], NodeTable.outlivesEntry(id, node, in: s) { result.nodes.append(id) }
             }
             if listingNames {
                 result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
@@ -141,8 +141,8 @@ extension NodeTable {
         }
     }
 
-    private static func outlivesEntry(_ node: Node) -> Bool {
-        node.placement.isDirectory || !node.openFiles.isEmpty
+    private static func outlivesEntry(_ id: NodeID, _ node: Node, in s: State) -> Bool {
+        node.placement.isDirectory || !s.extras(of: id, node).openFiles.isEmpty
     }
 
     /// Everything beneath `top` is stale, its file identities unknown (after the daemon itself

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Identifies a node to the kernel. Allocated by the overlay, monotonically, never reused.
 public typealias NodeID = UInt64
 
@@ -25,25 +29,40 @@ public struct Placement: Equatable, Sendable {
 /// resolving it again, and names found missing are remembered as absent (see
 /// NodeTable+Cache.swift).
 final class NodeTable: Sendable {
+    /// Kept small (40 bytes; every cached name has one): what few nodes need lives in
+    /// `State.extras`.
     struct Node {
         /// `detachedParent` once the node's name was removed
         var parent: NodeID
         var name: [UInt8]
-        var lookups: UInt64
+        /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
+        /// invalidation, a name that now leads to another file gets a new node.
+        var identity: UInt64 = 0
+        /// The kernel's references (saturates instead of overflowing: the node then stays).
+        var lookups: UInt32
+        /// The invalidation generation in which the name was last resolved: the node is fresh
+        /// while that is the table's current one (the root always is).
+        var freshIn: UInt32 = 0
         var placement: Placement
+        /// Whether `State.extras` has an entry for this node.
+        var hasExtras = false
+        /// The file type (`NodeTable.kind(of:)`): the kernel marks an inode bad when its
+        /// type changes, so a name that now leads to another type gets another node.
+        var kind: UInt8 = 0
+
+        mutating func addLookup() {
+            if lookups < UInt32.max { lookups += 1 }
+        }
+    }
+
+    /// What only some nodes have.
+    struct Extras {
         /// Other names of the same node (hard links made through the mount).
         var aliases: [ChildKey] = []
         /// Descriptors of the node's open files, so an unlinked open file still has attributes.
         var openFiles: [Int32] = []
-        /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
-        /// invalidation, a name that now leads to another file gets a new node.
-        var identity: UInt64 = 0
-        /// The inode number the node showed before it was copied up, shown on after it (0: the
-        /// serving layer's own), so a file keeps its number while the kernel knows it.
-        var originInode: UInt64 = 0
-        /// The invalidation generation in which the name was last resolved: the node is fresh
-        /// while that is the table's current one (the root always is).
-        var freshIn: UInt64 = 0
+
+        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty }
     }
 
     struct ChildKey: Hashable {
@@ -53,7 +72,12 @@ final class NodeTable: Sendable {
 
     struct State {
         var nodes: [NodeID: Node] = [:]
+        var extras: [NodeID: Extras] = [:]
         var children: [ChildKey: NodeID] = [:]
+        /// Substitution files with more than one link, by identity: every name of one file is
+        /// the same node (one kernel inode, so one page cache and one set of attributes), also
+        /// when the names are found separately.
+        var linked: [UInt64: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent: Set<ChildKey> = []
         var nextID: NodeID = firstNodeID
@@ -62,10 +86,25 @@ final class NodeTable: Sendable {
         var version: UInt64 = 0
         var hits: UInt64 = 0
         var misses: UInt64 = 0
-        /// Bumped by a full invalidation, which makes every node stale at once.
-        var generation: UInt64 = 1
+        /// Bumped by a full invalidation, which makes every node stale at once (never 0, which
+        /// marks a node stale).
+        var generation: UInt32 = 1
 
         func isFresh(_ id: NodeID, _ node: Node) -> Bool { id == rootNodeID || node.freshIn == generation }
+
+        func extras(of id: NodeID, _ node: Node) -> Extras {
+            node.hasExtras ? extras[id] ?? Extras() : Extras()
+        }
+
+        /// Changes the extras of an existing node.
+        mutating func changeExtras(of id: NodeID, _ change: (inout Extras) -> Void) {
+            guard var node = nodes[id] else { return }
+            var value = extras(of: id, node)
+            change(&value)
+            node.hasExtras = !value.isEmpty
+            extras[id] = node.hasExtras ? value : nil
+            nodes[id] = node
+        }
     }
 
     let state: Locked<State>
@@ -86,9 +125,12 @@ final class NodeTable: Sendable {
         var parent: NodeID
         /// Whether the node and all its ancestors were resolved since the last invalidation.
         var isFresh: Bool = true
-        /// See `Node.originInode`.
-        var originInode: UInt64 = 0
+        /// The node's file type (see `Node.kind`; 0 for the root).
+        var kind: UInt8 = 0
     }
+
+    /// The file type bits of a mode, as a small number.
+    static func kind(of mode: mode_t) -> UInt8 { UInt8(truncatingIfNeeded: (mode & S_IFMT) >> 12) }
 
     /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
     func location(of id: NodeID) throws(Errno) -> Location {
@@ -98,10 +140,24 @@ final class NodeTable: Sendable {
     static func location(of id: NodeID, in s: State) throws(Errno) -> Location {
         guard let node = s.nodes[id] else { throw Errno.stale }
         if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
-        var names: [[UInt8]] = [node.name]
-        var length = node.name.count
+        do {
+            return try location(of: id, node, named: ChildKey(parent: node.parent, name: node.name), in: s)
+        } catch {
+            // a hard link's other names: the kernel keeps the directories of the names it
+            // holds, not necessarily of this one
+            guard node.hasExtras else { throw error }
+            for alias in s.extras(of: id, node).aliases {
+                if let found = try? location(of: id, node, named: alias, in: s) { return found }
+            }
+            throw error
+        }
+    }
+
+    private static func location(of id: NodeID, _ node: Node, named key: ChildKey, in s: State) throws(Errno) -> Location {
+        var names: [[UInt8]] = [key.name]
+        var length = key.name.count
         var fresh = s.isFresh(id, node)
-        var current = node.parent
+        var current = key.parent
         while current != rootNodeID {
             guard let ancestor = s.nodes[current] else { throw Errno.stale }
             names.append(ancestor.name)
@@ -115,8 +171,8 @@ final class NodeTable: Sendable {
             if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
             bytes.append(contentsOf: name)
         }
-        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: node.parent, isFresh: fresh,
-                        originInode: node.originInode)
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: key.parent, isFresh: fresh,
+                        kind: node.kind)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -124,18 +180,22 @@ final class NodeTable: Sendable {
     /// `resolvedAt` is the table's `version` when the resolution began: if names changed since,
     /// an existing node keeps its placement. Pass nil right after a change made by the daemon.
     /// A name that now leads to another file, or to another kind of entry, gets a new node.
-    func remember(parent: NodeID, name: [UInt8], placement: Placement, identity: UInt64,
+    /// `linkCount` is the file's number of links: a substitution file with more than one is
+    /// given the node its other names already have.
+    func remember(parent: NodeID, name: [UInt8], placement: Placement, kind: UInt8, identity: UInt64, linkCount: Int = 1,
                   resolvedAt: UInt64?) -> NodeID {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
             s.absent.remove(key)
             if resolvedAt == nil { s.version &+= 1 }
             let current = resolvedAt == nil || resolvedAt == s.version
+            let shared = current && placement.inUpper && !placement.isDirectory && linkCount > 1 && identity != 0
+            if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
             if let id = s.children[key], var node = s.nodes[id] {
-                let same = node.placement.isDirectory == placement.isDirectory
+                let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
                 if same {
-                    node.lookups += 1
+                    node.addLookup()
                     if current {
                         node.placement = placement
                         node.identity = identity
@@ -148,48 +208,77 @@ final class NodeTable: Sendable {
             }
             let id = s.nextID
             s.nextID += 1
-            s.nodes[id] = Node(parent: parent, name: name, lookups: 1, placement: placement, identity: identity,
-                               freshIn: s.generation)
+            s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
+                               placement: placement, kind: kind)
             s.children[key] = id
+            if shared { s.linked[identity] = id }
             return id
         }
+    }
+
+    /// The node of another name of substitution file `identity`, now also named `key` (one
+    /// more kernel reference), if the table has one.
+    private static func linkedNode(_ identity: UInt64, kind: UInt8, for key: ChildKey, in s: inout State) -> NodeID? {
+        guard let id = s.linked[identity] else { return nil }
+        guard var node = s.nodes[id], node.identity == identity, node.kind == kind, node.placement.inUpper,
+              !node.placement.isDirectory else {
+            s.linked[identity] = nil
+            return nil
+        }
+        if s.children[key] != id {
+            if s.children[key] != nil { NodeTable.unlink(key, from: &s) }
+            s.children[key] = id
+            if node.parent == NodeTable.detachedParent {
+                node.parent = key.parent
+                node.name = key.name
+            } else {
+                s.changeExtras(of: id) { $0.aliases.append(key) }
+                node = s.nodes[id] ?? node
+            }
+        }
+        node.addLookup()
+        node.freshIn = s.generation
+        s.nodes[id] = node
+        return id
     }
 
     /// Takes `key` away from its node (the node lives on, unreachable by that name).
     static func unlink(_ key: ChildKey, from s: inout State) {
         guard let id = s.children.removeValue(forKey: key), var node = s.nodes[id] else { return }
-        if let index = node.aliases.firstIndex(of: key) {
-            node.aliases.remove(at: index)
-        } else if let next = node.aliases.popLast() {
+        var extras = s.extras(of: id, node)
+        if let index = extras.aliases.firstIndex(of: key) {
+            extras.aliases.remove(at: index)
+        } else if let next = extras.aliases.popLast() {
             // another hard link carries the node on
             node.parent = next.parent
             node.name = next.name
         } else {
             node.parent = NodeTable.detachedParent
-            node.name = Array("(deleted)".utf8)
+            node.name = NodeTable.deletedName
         }
         s.nodes[id] = node
+        if node.hasExtras { s.changeExtras(of: id) { $0 = extras } }
     }
+
+    static let deletedName = Array("(deleted)".utf8)
 
     /// Drops `count` kernel references; a node with none left is removed.
     func forget(_ id: NodeID, count: UInt64) {
         guard id != rootNodeID else { return }
         state.withLock { s in
             guard var node = s.nodes[id] else { return }
-            node.lookups = node.lookups > count ? node.lookups - count : 0
+            if node.lookups == UInt32.max { return }  // saturated: kept for good
+            node.lookups = UInt64(node.lookups) > count ? node.lookups - UInt32(count) : 0
             if node.lookups > 0 {
                 s.nodes[id] = node
                 return
             }
             s.nodes[id] = nil
+            if node.hasExtras { s.extras[id] = nil }
+            if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
             let key = ChildKey(parent: node.parent, name: node.name)
             if s.children[key] == id { s.children[key] = nil }
         }
-    }
-
-    /// The inode number a node keeps showing after its copy-up (0: none).
-    func originInode(of id: NodeID) -> UInt64 {
-        state.withLock { $0.nodes[id]?.originInode ?? 0 }
     }
 
     /// The placement of a node, also of one whose name was removed (it may still be open).
@@ -198,14 +287,12 @@ final class NodeTable: Sendable {
     }
 
     /// Changes the placement of a node (after a copy-up); its file identity becomes unknown.
-    /// `origin` is the inode number the node showed until now (kept if it had one already).
-    func update(_ id: NodeID, origin: UInt64 = 0, _ change: (inout Placement) -> Void) {
+    func update(_ id: NodeID, _ change: (inout Placement) -> Void) {
         state.withLock { s in
             s.version &+= 1
             if var node = s.nodes[id] {
                 change(&node.placement)
                 node.identity = 0
-                if node.originInode == 0 { node.originInode = origin }
                 s.nodes[id] = node
             }
         }
@@ -226,30 +313,38 @@ final class NodeTable: Sendable {
             let key = ChildKey(parent: parent, name: name)
             s.version &+= 1
             s.absent.remove(key)
-            guard s.nodes[id] != nil else { return }
-            s.nodes[id]?.lookups += 1
+            guard let node = s.nodes[id] else { return }
+            s.nodes[id]?.addLookup()
+            if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
             if s.children[key] != id {
                 s.children[key] = id
-                s.nodes[id]?.aliases.append(key)
+                s.changeExtras(of: id) { $0.aliases.append(key) }
             }
         }
     }
 
     func opened(_ id: NodeID, fd: Int32) {
-        state.withLock { $0.nodes[id]?.openFiles.append(fd) }
+        state.withLock { $0.changeExtras(of: id) { $0.openFiles.append(fd) } }
     }
 
     func closed(_ id: NodeID, fd: Int32) {
         state.withLock { s in
-            if let index = s.nodes[id]?.openFiles.firstIndex(of: fd) { s.nodes[id]?.openFiles.remove(at: index) }
+            s.changeExtras(of: id) { extras in
+                if let index = extras.openFiles.firstIndex(of: fd) { extras.openFiles.remove(at: index) }
+            }
         }
+    }
+
+    /// An open descriptor of the node, if it has one.
+    func openFile(of id: NodeID) -> Int32? {
+        state.withLock { s in s.nodes[id].flatMap { s.extras(of: id, $0).openFiles.first } }
     }
 
     /// An open descriptor of a node whose every name was removed.
     func openFileOfDetached(_ id: NodeID) -> Int32? {
         state.withLock { s in
             guard let node = s.nodes[id], node.parent == NodeTable.detachedParent else { return nil }
-            return node.openFiles.first
+            return s.extras(of: id, node).openFiles.first
         }
     }
 
@@ -286,13 +381,13 @@ final class NodeTable: Sendable {
     /// Gives node `id` the name `new` in place of `old` (its own name or a hard link's).
     private static func rename(_ id: NodeID, from old: ChildKey, to new: ChildKey, in s: inout State) {
         guard var node = s.nodes[id] else { return }
-        if let index = node.aliases.firstIndex(of: old) {
-            node.aliases[index] = new
+        if let index = s.extras(of: id, node).aliases.firstIndex(of: old) {
+            s.changeExtras(of: id) { $0.aliases[index] = new }
         } else {
             node.parent = new.parent
             node.name = new.name
+            s.nodes[id] = node
         }
-        s.nodes[id] = node
         s.children[new] = id
     }
 

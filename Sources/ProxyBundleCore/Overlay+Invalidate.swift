@@ -72,7 +72,8 @@ extension Overlay {
             nodes.refreshMissing(id)
             throw Errno.stale
         }
-        nodes.refresh(id, placement: found.placement, identity: UInt64(found.attributes.st_ino))
+        nodes.refresh(id, placement: found.placement, kind: NodeTable.kind(of: found.attributes.st_mode),
+                      identity: UInt64(found.attributes.st_ino))
     }
 
     /// The figures `.stats` reports.

@@ -15,6 +15,8 @@ public final class Overlay: Sendable {
     let substitutionPath: String?
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
+    /// Inode numbers copied-up entries keep showing (see Origins.swift).
+    let origins = Locked(Origins())
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
     /// Whether changes go to the substitution (false: they answer EROFS).
@@ -97,8 +99,8 @@ public final class Overlay: Sendable {
             return .absent(remembered: true)
         case .found(let id, let location):
             let st = try? attributes(at: location.path, location.placement)
-            if let st, (st.st_mode & S_IFMT == S_IFDIR) == location.placement.isDirectory {
-                return .found(Entry(node: id, attributes: Overlay.showing(location.originInode, st)))
+            if let st, NodeTable.kind(of: st.st_mode) == location.kind {
+                return .found(Entry(node: id, attributes: st))
             }
             nodes.forget(id, count: 1)  // gone or changed on disk: resolve it again
         case .unknown:
@@ -110,8 +112,10 @@ public final class Overlay: Sendable {
         do {
             let found = try resolve(name, in: dir.path, dir.placement)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
-                                    identity: UInt64(found.attributes.st_ino), resolvedAt: resolvedAt)
-            return .found(Entry(node: id, attributes: Overlay.showing(nodes.originInode(of: id), found.attributes)))
+                                    kind: NodeTable.kind(of: found.attributes.st_mode),
+                                    identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),
+                                    resolvedAt: resolvedAt)
+            return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
             let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
             return .absent(remembered: remembered)
@@ -125,9 +129,15 @@ public final class Overlay: Sendable {
     public func attributes(of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let fd = nodes.openFileOfDetached(node) { return try attributes(of: node, openFile: fd) }
-        do {
+        do throws(Errno) {
             let location = try locate(node)
-            return Overlay.showing(location.originInode, try attributes(at: location.path, location.placement))
+            let st = try attributes(at: location.path, location.placement)
+            guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
+                // another kind of entry took the name (the kernel would mark the inode bad)
+                if let fd = nodes.openFile(of: node) { return try attributes(of: node, openFile: fd) }
+                throw Errno.stale
+            }
+            return st
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open
             guard let fd = nodes.openFileOfDetached(node) else { throw error }
@@ -138,7 +148,7 @@ public final class Overlay: Sendable {
     func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
         let layer = placement.inUpper ? upper : lower
         var st = try layer.attributes(path)
-        st.st_ino = inodes.number(st.st_ino, inUpper: placement.inUpper)
+        st.st_ino = shownInode(st.st_ino, inUpper: placement.inUpper)
         return st
     }
 
@@ -177,8 +187,8 @@ public final class Overlay: Sendable {
     public func attributes(of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         var st = try Sys.fstat(fd)
-        st.st_ino = inodes.number(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
-        return Overlay.showing(nodes.originInode(of: node), st)
+        st.st_ino = shownInode(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
+        return st
     }
 
     // MARK: extended attributes
@@ -222,14 +232,6 @@ public final class Overlay: Sendable {
     public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
         let st = try attributes(of: node)
         try Permissions.check(st, mask: mask, user: user)
-    }
-
-    /// `st` with the inode number `origin` when there is one (a copied-up file keeps its number).
-    static func showing(_ origin: UInt64, _ st: stat) -> stat {
-        guard origin != 0 else { return st }
-        var result = st
-        result.st_ino = ino_t(origin)
-        return result
     }
 
     func controlAttributes(_ control: ControlFile) -> stat {

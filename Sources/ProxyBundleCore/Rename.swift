@@ -26,6 +26,9 @@ extension Overlay {
             return try exchange(name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
+        // a main-bundle name leaves a whiteout behind: refuse before copying anything if that
+        // name cannot exist
+        if source.placement.inLower && name.count + Whiteout.prefix.count > Int(NAME_MAX) { throw Errno(ENAMETOOLONG) }
         if let target {
             if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
             try checkReplace(target, at: newDir.path.appending(newName), by: source)

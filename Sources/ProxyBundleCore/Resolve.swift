@@ -76,7 +76,7 @@ extension Overlay {
 
     private func reported(_ st: stat, inUpper: Bool) -> stat {
         var result = st
-        result.st_ino = inodes.number(st.st_ino, inUpper: inUpper)
+        result.st_ino = shownInode(st.st_ino, inUpper: inUpper)
         return result
     }
 

@@ -50,12 +50,16 @@ extension FuseServer {
         return .attributes(try overlay.attributes(of: control.node), timeout: 0)
     }
 
-    /// `.stats`: one `key: value` line per figure.
+    /// `.stats`: one `key: value` line per figure, after the mount's description and the
+    /// daemon's pid and start time (a newline in a value is written as a backslash and `n`).
     func statsText() -> [UInt8] {
         let cache = overlay.cacheStatistics
         let record = invalidations.withLock { $0 }
         let epoch = notifier.acceptsEpoch.withLock { $0 }
-        let lines = [
+        let about = description.map { "\($0.key): \($0.value.replacingNewlines)" }
+        let lines = about + [
+            "pid: \(getpid())",
+            "started: \(started)",
             "cache_entries: \(cache.nodes + cache.absentNames)",
             "cached_nodes: \(cache.nodes)",
             "cached_absent_names: \(cache.absentNames)",
@@ -67,5 +71,12 @@ extension FuseServer {
             "kernel_epoch_notification: \(epoch.map { $0 ? "accepted" : "refused" } ?? "not tried")",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)
+    }
+}
+
+extension String {
+    /// The text with each newline written as a backslash and `n`, to keep it on one line.
+    var replacingNewlines: String {
+        contains("\n") ? split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\\n") : self
     }
 }

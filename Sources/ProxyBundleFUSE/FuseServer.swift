@@ -39,11 +39,21 @@ public final class FuseServer: Sendable {
     let notifier = KernelNotifier(usesEpoch: getenv("PROXYBUNDLE_NO_EPOCH") == nil)
     /// Held for the length of each invalidation, so they run one at a time.
     let invalidations = Locked(InvalidationRecord())
+    /// What `.stats` says about this mount before the figures: `key: value` pairs such as
+    /// the layers' paths (`proxybundle status` and `which` read them).
+    let description: [(key: String, value: String)]
+    /// When the server was made (seconds since the epoch), for `.stats`' `started`.
+    let started: Int
 
-    public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger) {
+    public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
+                description: [(key: String, value: String)] = []) {
         self.overlay = overlay
         self.timeouts = timeouts
         self.logger = logger
+        self.description = description
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        started = now.tv_sec
     }
 
     func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {

@@ -48,7 +48,8 @@ enum Daemon {
         } catch {
             throw Failure("cannot open the layers: \(error)")
         }
-        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger)
+        let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger,
+                                description: [("main", plan.main), ("substitution", plan.substitution)])
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {

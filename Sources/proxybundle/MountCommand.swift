@@ -40,25 +40,30 @@ struct MountCommand: ParsableCommand {
     @Option(name: .short, help: ArgumentHelp(MountOptions.help, valueName: "options"))
     var options: [String] = []
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical. At debug, one line per failed request; a request that fails with EIO is always a warning.")
     var logLevel: Logger.Level = .info
+
+    @Option(name: .long, help: ArgumentHelp("Append the log to this file (default: stderr in the foreground, syslog when detached).", valueName: "file"))
+    var logFile: String?
+
+    @Flag(name: .long, help: "Log to syslog (the default when detached without --log-file).")
+    var syslog = false
 
     func run() throws {
         let parsed = try MountOptions(options)
         let plan = try MountPlan(main: main, mountpoint: mountpoint, substitution: substitution, options: parsed)
+        let logFile = logFile.map(Paths.absolute)
+        if let logFile { try LogDestination.checkWritable(logFile) }
         if foreground {
-            let level = logLevel
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            let destination: LogDestination = logFile.map { .file($0) } ?? (syslog ? .syslog : .standardError)
+            try destination.bootstrap(level: logLevel)
             let status = try Daemon.serve(plan, logger: Logger(label: "proxybundle"))
             if status != 0 { throw ExitCode(status) }
             return
         }
         var arguments = ["mount", plan.main, plan.mountpoint, "--substitution", plan.substitution, "--foreground",
                          "--log-level", logLevel.rawValue]
+        arguments += logFile.map { ["--log-file", $0] } ?? ["--syslog"]
         for list in options { arguments += ["-o", list] }
         try Daemon.startDetached(arguments, mountpoint: plan.mountpoint)
     }

@@ -17,13 +17,19 @@ struct MountOptions {
         "relatime", "sync", "async", "dirsync",
     ]
     static let passedValues: Set<String> = ["fsname"]
+    /// What mount(8) and fstab lines may pass along that concerns only them; accepted and
+    /// ignored (as are `x-*` and `comment=` options).
+    static let mountCommandFlags: Set<String> = [
+        "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
+    ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "substitution", "nocache", "ro"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
         attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
-        EROFS; .invalidate still works), max_threads=N, substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME.
+        EROFS; .invalidate still works), rw (the default), max_threads=N, substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
+        Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
 
     init(_ lists: [String]) throws(Failure) {
@@ -48,6 +54,9 @@ struct MountOptions {
         case ("substitution", let v?): substitution = v
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
+        case ("rw", nil): readOnly = false
+        case (_, nil) where MountOptions.mountCommandFlags.contains(key): break
+        case _ where key.hasPrefix("x-") || key == "comment": break
         case (_, nil) where MountOptions.passedFlags.contains(key): fuse.append(key)
         case (_, _?) where MountOptions.passedValues.contains(key): fuse.append(option)
         case (_, nil) where MountOptions.own.contains(key) || MountOptions.passedValues.contains(key):

@@ -13,14 +13,19 @@ struct ProxyBundle: ParsableCommand {
             Example:
               proxybundle mount /opt/MyApp/Resources /mnt/myapp --substitution ~/.cache/myapp/patch
               proxybundle unmount /mnt/myapp
+
+            As a mount helper (installed on the PATH, e.g. /usr/local/bin/proxybundle):
+              mount -t fuse.proxybundle /opt/MyApp/Resources /mnt/myapp -o substitution=/var/cache/myapp/patch
+              /etc/fstab: /opt/MyApp/Resources /mnt/myapp fuse.proxybundle substitution=/var/cache/myapp/patch 0 0
             """,
-        subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self]
+        subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
+                      WhichCommand.self]
     )
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.
     static func main() {
         do {
-            var command = try parseAsRoot()
+            var command = try parseAsRoot(MountHelper.arguments(Array(CommandLine.arguments.dropFirst())))
             try command.run()
         } catch let failure as Failure {
             failure.report()

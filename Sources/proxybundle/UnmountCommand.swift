@@ -1,4 +1,5 @@
 import ArgumentParser
+import CFuseShim
 import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
@@ -9,6 +10,7 @@ struct UnmountCommand: ParsableCommand {
         commandName: "unmount",
         abstract: "Unmount a proxybundle mount, also one whose daemon has died.",
         discussion: """
+            Returns once the daemon has exited (at most 30 seconds after the unmount).
             Example:
               proxybundle unmount /mnt/myapp
             """
@@ -25,6 +27,21 @@ struct UnmountCommand: ParsableCommand {
         guard mount.type.hasPrefix("fuse") else {
             throw Failure("\(mountpoint) is a \(mount.type) mount, not a proxybundle mount")
         }
+        let running = RunningMount.at(path)
+        if running?.error == ETIMEDOUT {
+            try detachHung(path, device: mount.device)
+            return
+        }
+        // the daemon, pinned before the unmount so its pid cannot be reused meanwhile
+        let daemon = running?.pid.map { pb_pidfd_open($0) } ?? -1
+        defer { if daemon >= 0 { close(daemon) } }
+        try unmount(path)
+        if daemon >= 0 && !UnmountCommand.waitForExit(daemon, seconds: 30) {
+            throw Failure("\(mountpoint) is unmounted, but its daemon has not exited after 30 seconds")
+        }
+    }
+
+    private func unmount(_ path: String) throws(Failure) {
         if getuid() == 0 {
             if umount2(path, 0) != 0 {
                 let code = errno
@@ -37,6 +54,38 @@ struct UnmountCommand: ParsableCommand {
             return
         }
         try Unprivileged.fusermount(["-u", path])
+    }
+
+    /// A daemon that does not answer: its connection is aborted (so nothing stays blocked on
+    /// it; root only, through fusectl) and the mount detached, even while files are open.
+    private func detachHung(_ path: String, device: String) throws(Failure) {
+        guard getuid() == 0 else {
+            try Unprivileged.fusermount(["-u", "-z", path])
+            return
+        }
+        let connections = "/sys/fs/fuse/connections"
+        if let minor = device.split(separator: ":").last {
+            var st = statvfs()
+            if statvfs(connections + "/\(minor)", &st) != 0 { _ = Glibc.mount("fusectl", connections, "fusectl", 0, nil) }
+            let fd = open(connections + "/\(minor)/abort", O_WRONLY | O_CLOEXEC)
+            if fd >= 0 {
+                _ = write(fd, "1", 1)
+                close(fd)
+            }
+        }
+        if umount2(path, Int32(MNT_DETACH)) != 0 {
+            throw Failure("cannot unmount \(mountpoint): \(Paths.describe(errno))")
+        }
+    }
+
+    /// Waits until the process behind `pidfd` has exited.
+    static func waitForExit(_ pidfd: Int32, seconds: Int32) -> Bool {
+        var poller = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let ready = poll(&poller, 1, seconds * 1000)
+            if ready < 0 && errno == EINTR { continue }
+            return ready > 0
+        }
     }
 }
 

@@ -69,6 +69,7 @@ final class CommandLineTests: XCTestCase {
             (["mount", fx.main, fx.root + "/nowhere", "--substitution", fx.substitution], "does not exist"),
             (["mount", fx.main, fx.root + "/plainfile", "--substitution", fx.substitution], "is not a directory"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.root + "/plainfile"], "is not a directory"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.root + "/plainfile/patch"], "cannot be used: Not a directory"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "bogus"], "unknown mount option 'bogus'"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "entry_timeout=soon"], "entry_timeout"),
             (["unmount", fx.mountpoint], "is not mounted"),
@@ -148,13 +149,14 @@ final class CommandLineTests: XCTestCase {
     }
 
     func testHelpExplainsEveryCommandWithAnExample() throws {
-        for command in [[], ["mount"], ["unmount"]] {
+        for command in [[], ["mount"], ["unmount"], ["invalidate"], ["status"], ["which"]] {
             let result = try proxybundle(command + ["--help"])
             XCTAssertEqual(result.status, 0)
             XCTAssertTrue(result.output.contains("Example"), "\(command): \(result.output)")
         }
         let mount = try proxybundle(["mount", "--help"])
-        for word in ["--substitution", "--foreground", "entry_timeout", "allow_other", "MAIN".lowercased()] {
+        for word in ["--substitution", "--foreground", "--log-file", "--log-level", "--syslog", "entry_timeout", "allow_other",
+                     "auto_unmount", "fsname", "nocache", "max_threads", "MAIN".lowercased()] {
             XCTAssertTrue(mount.output.lowercased().contains(word.lowercased()), "mount --help lacks \(word)")
         }
     }

@@ -68,7 +68,7 @@ final class ControlFileTests: XCTestCase {
         try Disk.write(fx.inPatch(".stats"), "patch's own file")
         try fx.start()
         XCTAssertEqual(try Disk.read(fx.inMount(".invalidate")), "")
-        XCTAssertTrue(try Disk.read(fx.inMount(".stats")).hasPrefix("cache_entries: "))
+        XCTAssertTrue(try Disk.read(fx.inMount(".stats")).hasPrefix("main: \(fx.main)\n"))
         let listed = try Spawn.run("/bin/ls", ["-a", fx.mountpoint]).output.split(separator: "\n")
         XCTAssertEqual(listed.filter { $0 == ".invalidate" }.count, 1, "\(listed)")
         XCTAssertEqual(try Disk.read(fx.inPatch(".stats")), "patch's own file")

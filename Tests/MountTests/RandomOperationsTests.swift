@@ -1,4 +1,5 @@
 import CFuseShim
+import ProxyBundleCore
 import Foundation
 import XCTest
 
@@ -52,8 +53,30 @@ final class RandomOperationsTests: XCTestCase {
     static let defaultSteps = 300
 
     func testRandomOperationSequencesMatchKernelOverlayfs() throws {
+        try runSeeds(RandomOperationsTests.defaultSeeds)
+    }
+
+    /// The same while the kernel keeps dropping cached dentries and inodes (as under memory
+    /// pressure), so nodes are forgotten and looked up again between and during steps: hard
+    /// links found again by separate names must stay one file, copied-up files must keep their
+    /// inode numbers, and a node must stay reachable through its other names.
+    func testRandomOperationsWhileTheKernelForgetsNodes() throws {
+        let stop = Locked(false)
+        let evictor = Thread {
+            while !stop.withLock({ $0 }) {
+                let fd = open("/proc/sys/vm/drop_caches", O_WRONLY)
+                if fd >= 0 { _ = write(fd, "2", 1); close(fd) }
+                usleep(20_000)
+            }
+        }
+        evictor.start()
+        defer { stop.withLock { $0 = true } }
+        try runSeeds([1, 2, 3, 0xfeed_f00d])
+    }
+
+    private func runSeeds(_ defaultSeeds: [UInt64]) throws {
         let environment = ProcessInfo.processInfo.environment
-        let seeds = environment["RANDOM_OPS_SEEDS"].map(RandomOperationsTests.parseSeeds) ?? RandomOperationsTests.defaultSeeds
+        let seeds = environment["RANDOM_OPS_SEEDS"].map(RandomOperationsTests.parseSeeds) ?? defaultSeeds
         let steps = environment["RANDOM_OPS_STEPS"].flatMap { Int($0) } ?? RandomOperationsTests.defaultSteps
         let strict = environment["RANDOM_OPS_LENIENT"] != "1"
         let minimize = environment["RANDOM_OPS_MINIMIZE"] == "1"

@@ -291,3 +291,30 @@ extension WritePathTests {
         }
     }
 }
+
+extension WritePathTests {
+    /// The number survives the kernel forgetting the node (memory pressure), and files inside
+    /// a directory that is materialized by a rename keep theirs too.
+    func testInodeNumbersSurviveForgettingAndMaterializing() throws {
+        try Disk.write(fx.inMain("db"), "data")
+        try Disk.mkdir(fx.inMain("dir"))
+        try Disk.write(fx.inMain("dir/inside"), "main")
+        try fx.start()
+        let db = try XCTUnwrap(Disk.lstat(fx.inMount("db"))).st_ino
+        let inside = try XCTUnwrap(Disk.lstat(fx.inMount("dir/inside"))).st_ino
+        try Disk.write(fx.inMount("db"), "DATA")
+        XCTAssertEqual(rename(fx.inMount("dir"), fx.inMount("moved")), 0)
+        XCTAssertEqual(Disk.lstat(fx.inMount("moved/inside"))?.st_ino, inside, "after materializing")
+        let nodesBefore = Int(try fx.stats()["cached_nodes"] ?? "") ?? 0
+        for _ in 0..<50 {
+            let fd = open("/proc/sys/vm/drop_caches", O_WRONLY)
+            _ = write(fd, "2", 1)
+            close(fd)
+            if let now = Int(try fx.stats()["cached_nodes"] ?? ""), now < nodesBefore { break }
+            usleep(20_000)
+        }
+        XCTAssertLessThan(Int(try fx.stats()["cached_nodes"] ?? "") ?? 0, nodesBefore, "the kernel forgot nodes")
+        XCTAssertEqual(Disk.lstat(fx.inMount("db"))?.st_ino, db, "after the kernel forgot the node")
+        XCTAssertEqual(Disk.lstat(fx.inMount("moved/inside"))?.st_ino, inside)
+    }
+}

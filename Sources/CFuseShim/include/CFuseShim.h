@@ -49,5 +49,9 @@ extern const int pb_SEEK_HOLE;
 int pb_set_parent_death_signal(int sig);
 // Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
 void pb_write_stderr(const char *text, size_t length);
+// pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.
+int pb_pidfd_open(int pid);
+// syslog(priority, "%s", message) (variadic, so not callable from Swift).
+void pb_syslog(int priority, const char *message);
 
 #endif

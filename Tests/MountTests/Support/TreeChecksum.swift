@@ -5,30 +5,48 @@ import Foundation
 enum TreeChecksum {
     static func of(_ root: String) throws -> String {
         var lines: [String] = []
-        try walk(root, "", &lines)
+        try walk(root, [], &lines)
         return lines.sorted().joined(separator: "\n")
     }
 
-    private static func walk(_ root: String, _ relative: String, _ lines: inout [String]) throws {
-        let path = relative.isEmpty ? root : root + "/" + relative
+    /// Works on paths as bytes: names need not be UTF-8 (HostileInputTests puts such names in
+    /// the main bundle).
+    private static func walk(_ root: String, _ relative: [UInt8], _ lines: inout [String]) throws {
+        let path = relative.isEmpty ? Array(root.utf8) : Array(root.utf8) + [0x2F] + relative
+        let shown = String(decoding: relative, as: UTF8.self) + (String(validating: relative, as: UTF8.self) == nil
+            ? "#" + relative.map { String($0, radix: 16) }.joined() : "")
         var st = stat()
-        guard lstat(path, &st) == 0 else { throw TestFailure("lstat \(path): \(errno)") }
+        guard withCPath(path, { lstat($0, &st) }) == 0 else { throw TestFailure("lstat \(root)/\(shown): \(errno)") }
         // ctime changes with any write, chmod, chown or xattr change, even one that restores mtime
-        var line = "\(relative)|\(st.st_mode)|\(st.st_uid):\(st.st_gid)|\(st.st_size)|\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+        var line = "\(shown)|\(st.st_mode)|\(st.st_uid):\(st.st_gid)|\(st.st_size)|\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
             + "|\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
         switch st.st_mode & S_IFMT {
         case S_IFLNK:
-            line += "|" + ((try? FileManager.default.destinationOfSymbolicLink(atPath: path)) ?? "?")
+            var target = [UInt8](repeating: 0, count: 4097)
+            let count = withCPath(path) { p in target.withUnsafeMutableBufferPointer { readlink(p, $0.baseAddress!, 4096) } }
+            line += "|" + (count >= 0 ? String(decoding: target[..<count], as: UTF8.self) : "?")
         case S_IFREG where st.st_size <= 16 << 20:
-            line += "|" + String(try ContentHash.of(path), radix: 16)
+            let fd = withCPath(path) { open($0, O_RDONLY) }
+            guard fd >= 0 else { throw TestFailure("open \(root)/\(shown): \(errno)") }
+            defer { close(fd) }
+            line += "|" + String(try ContentHash.of(fd: fd), radix: 16)
         case S_IFDIR:
-            for name in try FileManager.default.contentsOfDirectory(atPath: path) {
-                try walk(root, relative.isEmpty ? name : relative + "/" + name, &lines)
+            guard let dir = withCPath(path, { opendir($0) }) else { throw TestFailure("opendir \(root)/\(shown): \(errno)") }
+            var names: [[UInt8]] = []
+            while let entry = readdir(dir) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
+                if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
             }
+            closedir(dir)
+            for name in names { try walk(root, relative.isEmpty ? name : relative + [0x2F] + name, &lines) }
         default:
             line += "|\(st.st_rdev)"
         }
         lines.append(line)
+    }
+
+    private static func withCPath<T>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> T) -> T {
+        (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) } }
     }
 }
 
@@ -38,11 +56,15 @@ enum ContentHash {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw TestFailure("open \(path): \(errno)") }
         defer { close(fd) }
+        return try of(fd: fd)
+    }
+
+    static func of(fd: Int32) throws -> UInt64 {
         var hash: UInt64 = 0xcbf29ce484222325
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
             let count = read(fd, &buffer, buffer.count)
-            if count < 0 { throw TestFailure("read \(path): \(errno)") }
+            if count < 0 { throw TestFailure("read: \(errno)") }
             if count == 0 { break }
             buffer.withUnsafeBytes { raw in
                 var i = 0

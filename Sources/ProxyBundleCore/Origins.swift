@@ -1,0 +1,59 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Inode numbers that outlive copy-up: a main-bundle entry copied into the substitution (by a
+/// copy-up or by materializing its directory) keeps showing the number it had, so tools that
+/// compare numbers (sqlite, tar, rsync's hard-link detection) see the same file. The number is
+/// kept per substitution inode, for as long as the daemon runs (not across a remount), whether
+/// or not the kernel still knows the node.
+///
+/// A number is dropped when the daemon removes the copy's last link or creates an entry that
+/// got the same substitution inode (a reused number). A copy deleted directly in the
+/// substitution leaves its number behind until the inode is reused through the mount.
+struct Origins: Sendable {
+    /// Reported substitution inode number → the number shown instead.
+    private var shown: [UInt64: UInt64] = [:]
+
+    var isEmpty: Bool { shown.isEmpty }
+
+    func number(for upperNumber: UInt64) -> UInt64? {
+        shown.isEmpty ? nil : shown[upperNumber]
+    }
+
+    mutating func record(_ origin: UInt64, for upperNumber: UInt64) {
+        // a copy of a copy keeps the first number
+        shown[upperNumber] = shown[origin] ?? origin
+    }
+
+    mutating func drop(_ upperNumber: UInt64) {
+        if !shown.isEmpty { shown[upperNumber] = nil }
+    }
+}
+
+extension Overlay {
+    /// The inode number shown for `ino` of the substitution (`inUpper`) or the main bundle.
+    func shownInode(_ ino: ino_t, inUpper: Bool) -> ino_t {
+        let number = inodes.number(ino, inUpper: inUpper)
+        guard inUpper, let origin = origins.withLock({ $0.number(for: UInt64(number)) }) else { return number }
+        return ino_t(origin)
+    }
+
+    /// The copy at `path` of the substitution shows `origin` (a main-bundle entry's own number).
+    func recordOrigin(_ origin: ino_t, forCopyAt path: LayerPath) {
+        guard let st = try? upper.attributes(path) else { return }
+        recordShown(inodes.number(origin, inUpper: false), forUpperInode: st.st_ino)
+    }
+
+    /// The substitution's inode `ino` shows `shown` (a number as the mount reported it).
+    func recordShown(_ shown: ino_t, forUpperInode ino: ino_t) {
+        let upperNumber = UInt64(inodes.number(ino, inUpper: true))
+        origins.withLock { $0.record(UInt64(shown), for: upperNumber) }
+    }
+
+    /// The substitution's inode `ino` is new or gone: it shows its own number again.
+    func dropOrigin(ofUpperInode ino: ino_t) {
+        let upperNumber = UInt64(inodes.number(ino, inUpper: true))
+        origins.withLock { $0.drop(upperNumber) }
+    }
+}

@@ -1,0 +1,97 @@
+import CFuseShim
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where the daemon's log lines go: stderr in the foreground, a file (`--log-file`), or
+/// syslog (detached without a log file).
+enum LogDestination {
+    case standardError
+    case file(String)
+    case syslog
+
+    /// Checks that a log file can be written before anything is mounted.
+    static func checkWritable(_ path: String) throws(Failure) {
+        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
+        close(fd)
+    }
+
+    /// Makes every logger write here, at `level` and above.
+    func bootstrap(level: Logger.Level) throws(Failure) {
+        switch self {
+        case .standardError:
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+        case .file(let path):
+            let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
+            LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .file(fd)) }
+        case .syslog:
+            // openlog keeps the pointer, so the name must outlive this call: never freed
+            openlog(strdup("proxybundle"), LOG_PID, LOG_DAEMON)
+            LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .syslog) }
+        }
+    }
+}
+
+/// One line per message: to a file opened for appending (one write per line, so lines of
+/// concurrent requests never interleave), or to syslog with the matching priority.
+struct LineLogHandler: LogHandler {
+    enum Sink { case file(Int32), syslog }
+
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+    let label: String
+    let sink: Sink
+
+    init(level: Logger.Level, label: String, sink: Sink) {
+        logLevel = level
+        self.label = label
+        self.sink = sink
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let level = event.level
+        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let details = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let text = "\(event.message)\(details)".split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ")
+        switch sink {
+        case .file(let fd):
+            let entry = "\(LineLogHandler.timestamp()) \(level) \(label): \(text)\n"
+            _ = entry.withCString { write(fd, $0, strlen($0)) }
+        case .syslog:
+            pb_syslog(LineLogHandler.priority(level), "\(level): \(text)")
+        }
+    }
+
+    static func priority(_ level: Logger.Level) -> Int32 {
+        switch level {
+        case .trace, .debug: LOG_DEBUG
+        case .info: LOG_INFO
+        case .notice: LOG_NOTICE
+        case .warning: LOG_WARNING
+        case .error: LOG_ERR
+        case .critical: LOG_CRIT
+        }
+    }
+
+    /// Local time as `2026-11-21T10:04:05`.
+    static func timestamp() -> String {
+        var now = time(nil)
+        var parts = tm()
+        localtime_r(&now, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S", &parts)
+        return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}

@@ -1,0 +1,98 @@
+import Dispatch
+import ProxyBundleCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A proxybundle mount as the system lists it, with what its daemon reports in `.stats`.
+struct RunningMount {
+    var mountpoint: String
+    /// The mount's source (the main bundle unless `fsname=` said otherwise).
+    var source: String
+    /// `.stats` as `key: value` pairs in order; empty when the daemon does not answer.
+    var stats: [(key: String, value: String)]
+    /// Why `.stats` could not be read (ENOTCONN: the daemon died), or 0.
+    var error: Int32
+
+    func stat(_ key: String) -> String? { stats.first { $0.key == key }?.value }
+
+    var main: String { stat("main") ?? source }
+    var substitution: String? { stat("substitution") }
+    var pid: pid_t? { stat("pid").flatMap { pid_t($0) } }
+    var started: Int? { stat("started").flatMap { Int($0) } }
+    var isAlive: Bool { error == 0 }
+
+    /// Every proxybundle mount, in mount order.
+    static func all() -> [RunningMount] {
+        MountTable.current().mounts.filter { $0.type == "fuse.proxybundle" }.map(RunningMount.init)
+    }
+
+    /// The proxybundle mount at exactly `path` (absolute, normalised), if any.
+    static func at(_ path: String) -> RunningMount? {
+        guard let mount = MountTable.current().mount(at: path), mount.type == "fuse.proxybundle" else { return nil }
+        return RunningMount(mount)
+    }
+
+    /// The innermost proxybundle mount that contains `path` (absolute, normalised).
+    static func containing(_ path: String) -> RunningMount? {
+        let mounts = MountTable.current().mounts
+        // the deepest mountpoint on the path decides, whatever its type
+        guard let deepest = mounts.filter({ Paths.isInside(path, $0.mountpoint) })
+            .max(by: { $0.mountpoint.count < $1.mountpoint.count }),
+              let mount = mounts.last(where: { $0.mountpoint == deepest.mountpoint }),
+              mount.type == "fuse.proxybundle" else { return nil }
+        return RunningMount(mount)
+    }
+
+    init(_ mount: MountTable.Mount) {
+        mountpoint = mount.mountpoint
+        source = mount.source
+        stats = []
+        error = 0
+        let answer = RunningMount.read(mount.mountpoint + "/.stats", seconds: RunningMount.patience)
+        error = answer.error
+        guard let text = answer.text else { return }
+        for line in text.split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let key = String(line[..<colon])
+            let value = line[line.index(after: colon)...].drop { $0 == " " }
+            stats.append((key, String(value)))
+        }
+    }
+
+    /// How long a daemon may take to answer before it counts as hung.
+    static let patience = 2.0
+
+    /// A small file's text, or the error; ETIMEDOUT when no answer came within `seconds` (a
+    /// hung daemon: the reading thread is left behind, and ends with the process).
+    static func read(_ path: String, seconds: Double) -> (text: String?, error: Int32) {
+        let answer = Locked<(text: String?, error: Int32)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            var error: Int32 = 0
+            let text = RunningMount.read(path, error: &error)
+            answer.withLock { $0 = (text, error) }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + seconds) == .success else { return (nil, ETIMEDOUT) }
+        return answer.withLock { $0 } ?? (nil, EIO)
+    }
+
+    /// A small file's text, or nil with `error` set (a FUSE mount whose daemon died answers
+    /// ENOTCONN at once).
+    private static func read(_ path: String, error: inout Int32) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { error = errno; return nil }
+        defer { close(fd) }
+        var data: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = Glibc.read(fd, &chunk, chunk.count)
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 { error = errno; return nil }
+            if count == 0 { break }
+            data.append(contentsOf: chunk[..<count])
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// Scripts/bench.sh at its smallest: proxybundle alone, one quick round, the built binary (no
+/// `swift build`, which would wait for the build lock `swift test` holds). Checks that every
+/// workload produced a figure and that the benchmark's own correctness check passed.
+final class BenchSmokeTests: XCTestCase {
+    static let workloads = ["walk_cold", "walk_warm", "list_huge", "read_small_cold", "seq_cold", "seq_warm",
+                            "rand4k", "missing", "stat_one", "invalidate", "create_sync", "copyup"]
+
+    private var out = ""
+
+    override func setUpWithError() throws {
+        guard getuid() == 0 else { throw XCTSkip("bench.sh needs root (mounts, drop_caches)") }
+        var template = Array("\(FileManager.default.temporaryDirectory.path)/pb-bench-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw TestFailure("mkdtemp failed: \(errno)") }
+        out = String(cString: made)
+    }
+
+    override func tearDown() {
+        if !out.isEmpty { try? FileManager.default.removeItem(atPath: out) }
+    }
+
+    private static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Scripts/bench.sh").path
+    }
+
+    /// Runs bench.sh in a session of its own, so that on the deadline the whole group (the
+    /// script, its timed commands and the daemon) is stopped and its traps unmount everything.
+    private func bench(_ arguments: [String], seconds: Double) throws -> (status: Int32, log: String, pid: pid_t) {
+        let log = out + "/bench.log"
+        let pid = try Spawn.start("/usr/bin/setsid", [Self.script] + arguments, stderrPath: log, stdoutPath: log)
+        var status = Spawn.wait(pid, seconds: seconds)
+        if status == nil {
+            kill(-pid, SIGTERM)
+            status = Spawn.wait(pid, seconds: 20)
+            if status == nil { kill(-pid, SIGKILL); _ = Spawn.wait(pid, seconds: 5) }
+            XCTFail("bench.sh did not finish within \(seconds) s")
+        }
+        return (status ?? -1, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "", pid)
+    }
+
+    func testQuickRunOfProxybundleAloneReportsEveryWorkloadAndPassesItsChecks() throws {
+        let results = out + "/results"
+        let run = try bench(["--quick", "--only", "proxybundle", "--rounds", "1",
+                             "--binary", MountFixture.binary, "--out", results], seconds: 60)
+        XCTAssertEqual(run.status, 0, "bench.sh failed:\n\(run.log.suffix(3000))")
+
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: results + "/results.json")))
+        let object = try XCTUnwrap(json as? [String: Any], "results.json is not an object")
+        for key in ["date", "kernel", "cores", "memory_kib", "scale", "rounds"] {
+            XCTAssertNotNil(object[key], "results.json lacks \(key)")
+        }
+        let correctness = try XCTUnwrap((object["correctness"] as? [String: Any])?["proxybundle"] as? [String: Any])
+        XCTAssertEqual(correctness["passed"] as? Bool, true, "correctness check: \(correctness)")
+        let rows = try XCTUnwrap(object["workloads"] as? [[String: Any]])
+        XCTAssertEqual(rows.compactMap { $0["name"] as? String }, Self.workloads)
+        let markdown = try String(contentsOfFile: results + "/results.md", encoding: .utf8)
+        for row in rows {
+            let name = row["name"] as? String ?? "?"
+            let figure = ((row["results"] as? [String: Any])?["proxybundle"] as? [String: Any])?["median"] as? Double
+            XCTAssertNotNil(figure, "no figure for \(name)")
+            let description = row["description"] as? String ?? "?"
+            let line = markdown.split(separator: "\n").first { $0.hasPrefix("| \(description) |") }
+            XCTAssertNotNil(line, "results.md has no row for \(name)")
+            XCTAssertNotNil(line?.range(of: #"\| [0-9]+\.[0-9]+ "#, options: .regularExpression), "no time in \(line ?? "")")
+        }
+        XCTAssertTrue(markdown.contains("| correctness | ok |"), markdown)
+        XCTAssertTrue(markdown.contains("daemon peak memory"), markdown)
+        XCTAssertTrue(run.log.contains("| workload |"), "the table goes to stdout too")
+        // setsid execs the script in place, so its $$ (which names its scratch directory) is run.pid
+        let scratch = "/var/tmp/proxybundle-bench/run-\(run.pid)/"
+        XCTAssertFalse(MountTable.current().mounts.contains { ($0.mountpoint + "/").hasPrefix(scratch) },
+                       "bench.sh left a mount behind")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: scratch), "bench.sh left its scratch directory")
+    }
+
+    func testABrokenBinaryFailsTheRun() throws {
+        let run = try bench(["--quick", "--only", "proxybundle", "--binary", out + "/missing-proxybundle",
+                             "--out", out + "/results"], seconds: 60)
+        XCTAssertNotEqual(run.status, 0, run.log)
+    }
+}

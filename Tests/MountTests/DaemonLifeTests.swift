@@ -1,0 +1,382 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// The daemon's life and its conventions: mount helper and fstab, unprivileged mounts,
+/// status, which, logs, auto_unmount, and unmount waiting for the daemon.
+final class DaemonLifeTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+    override func tearDown() { fx?.tearDown() }
+
+    private func proxybundle(_ arguments: [String], environment: [String] = []) throws -> (status: Int32, output: String, error: String) {
+        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
+    }
+
+    private func mountDetached(_ extra: [String] = []) throws {
+        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + extra)
+        XCTAssertEqual(result.status, 0, result.error)
+        guard result.status == 0 else { throw TestFailure("mount failed: \(result.error)") }
+    }
+
+    /// The pid `.stats` reports, checked against the processes serving this mountpoint.
+    private func daemonPID() throws -> pid_t {
+        guard let pid = pid_t(try fx.stats()["pid"] ?? "") else { throw TestFailure(".stats has no pid") }
+        let words = try String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8).split(separator: "\0")
+        XCTAssertTrue(words.contains { $0 == fx.mountpoint }, "pid \(pid) is not the daemon of \(fx.mountpoint): \(words)")
+        return pid
+    }
+
+    /// Whether `pid` has exited (gone, or a zombie nobody reaped yet).
+    private func hasExited(_ pid: pid_t) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return true }
+        return stat[stat.index(close, offsetBy: 2)] == "Z"
+    }
+
+    private func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(10_000)
+        }
+        return condition()
+    }
+
+    // MARK: mount helper
+
+    /// `mount -t fuse.proxybundle` and an fstab line go through mount.fuse3, which runs
+    /// `proxybundle MAIN MOUNTPOINT -o OPTIONS` found on the standard PATH.
+    func testMountHelperAndFstabLine() throws {
+        let installed = "/usr/local/bin/proxybundle"
+        if let existing = try? FileManager.default.destinationOfSymbolicLink(atPath: installed), existing != MountFixture.binary {
+            throw XCTSkip("\(installed) is another installation (\(existing)); not replacing it")
+        }
+        if Disk.lstatError(installed) == 0 && (try? FileManager.default.destinationOfSymbolicLink(atPath: installed)) == nil {
+            throw XCTSkip("\(installed) is installed; not replacing it")
+        }
+        try FileManager.default.createDirectory(atPath: "/usr/local/bin", withIntermediateDirectories: true)
+        _ = unlink(installed)
+        XCTAssertEqual(symlink(MountFixture.binary, installed), 0)
+        defer { unlink(installed) }
+        try Disk.write(fx.inMain("Info.plist"), "main")
+        try Disk.write(fx.inPatch("Info.plist"), "patched")
+
+        let helper = try Spawn.run("/bin/mount", ["-t", "fuse.proxybundle", fx.main, fx.mountpoint,
+                                                  "-o", "substitution=\(fx.substitution),allow_other"])
+        XCTAssertEqual(helper.status, 0, helper.error)
+        let mount = MountTable.current().mount(at: fx.mountpoint)
+        XCTAssertEqual(mount?.type, "fuse.proxybundle")
+        XCTAssertEqual(mount?.source, fx.main)
+        XCTAssertEqual(try Disk.read(fx.inMount("Info.plist")), "patched")
+        try Disk.write(fx.inMount("new"), "x")
+        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "x")
+        let pid = try daemonPID()
+        XCTAssertEqual(umount2(fx.mountpoint, 0), 0)
+        XCTAssertTrue(waitUntil { hasExited(pid) }, "the helper-started daemon exits on umount")
+
+        let fstab = fx.root + "/fstab"
+        try Disk.write(fstab, "# proxybundle\n\(fx.main) \(fx.mountpoint) fuse.proxybundle defaults,substitution=\(fx.substitution),entry_timeout=5,x-systemd.requires=/,nofail 0 0\n")
+        let all = try Spawn.run("/bin/mount", ["-a", "-T", fstab])
+        XCTAssertEqual(all.status, 0, all.error)
+        XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
+        XCTAssertEqual(try Disk.read(fx.inMount("new")), "x")
+        let unmount = try proxybundle(["unmount", fx.mountpoint])
+        XCTAssertEqual(unmount.status, 0, unmount.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+
+    /// The helper convention applies only to a path first: a mistyped command stays an error.
+    func testHelperConventionDoesNotSwallowMistypedCommands() throws {
+        let result = try proxybundle(["mout", fx.main, fx.mountpoint])
+        XCTAssertNotEqual(result.status, 0)
+        XCTAssertTrue(result.error.lowercased().contains("unexpected argument"), result.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+
+    // MARK: unprivileged
+
+    /// A user with access to /dev/fuse mounts through fusermount3 and unmounts again.
+    func testUnprivilegedUserMountsAndUnmounts() throws {
+        var device = stat()
+        XCTAssertEqual(stat("/dev/fuse", &device), 0)
+        XCTAssertEqual(chmod("/dev/fuse", 0o666), 0)
+        defer { chmod("/dev/fuse", device.st_mode & 0o7777) }
+        // the user needs its own copy of the binary and directories it can reach
+        let binary = fx.root + "/proxybundle"
+        try FileManager.default.copyItem(atPath: MountFixture.binary, toPath: binary)
+        try Disk.write(fx.inMain("hello"), "main")
+        for path in [fx.root, fx.main, fx.substitution, fx.mountpoint, fx.inMain("hello")] {
+            XCTAssertEqual(chown(path, 65534, 65534), 0)
+        }
+        XCTAssertEqual(chmod(fx.root, 0o755), 0)
+        let user = ["--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME=\(fx.root)", binary]
+        func asUser(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+            try Spawn.run("/usr/bin/setpriv", user + arguments)
+        }
+
+        let mount = try asUser(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertEqual(mount.status, 0, mount.error)
+        let info = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
+            .split(separator: "\n").first { $0.contains(" \(fx.mountpoint) ") }
+        XCTAssertTrue(info?.contains("user_id=65534") ?? false, "mounted by the user: \(info ?? "not mounted")")
+        let write = try Spawn.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh", "-c",
+                                                      "cat '\(fx.inMount("hello"))' && echo new > '\(fx.inMount("made"))'"])
+        XCTAssertEqual(write.status, 0, write.error)
+        XCTAssertEqual(write.output, "main")
+        var made = stat()
+        XCTAssertEqual(stat(fx.inPatch("made"), &made), 0)
+        XCTAssertEqual(made.st_uid, 65534)
+        // root may not look into a mount without allow_other; the user reads its own status
+        let status = try asUser(["status", fx.mountpoint])
+        XCTAssertTrue(status.output.contains("state: running"), status.output + status.error)
+        let pidLine = status.output.split(separator: "\n").first { $0.hasPrefix("  pid: ") }
+        guard let pid = pidLine.flatMap({ pid_t($0.dropFirst("  pid: ".count)) }) else {
+            throw TestFailure("no pid in status: \(status.output)")
+        }
+
+        let unmount = try asUser(["unmount", fx.mountpoint])
+        XCTAssertEqual(unmount.status, 0, unmount.error)
+        XCTAssertFalse(fx.isMounted)
+        XCTAssertTrue(hasExited(pid), "unmount returned before the daemon exited")
+
+        // and an unreadable main bundle is refused with one line
+        XCTAssertEqual(chown(fx.main, 0, 0), 0)
+        XCTAssertEqual(chmod(fx.main, 0o700), 0)
+        let refused = try asUser(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.error.contains("cannot be read"), refused.error)
+        XCTAssertEqual(refused.error.split(separator: "\n").count, 1, refused.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+
+    // MARK: life cycle
+
+    /// The daemon is held back from exiting: its log goes to a FIFO the test has filled, so
+    /// its last log line ("unmounted") blocks until the test reads. `unmount` must not return
+    /// before the daemon is gone.
+    func testUnmountReturnsOnlyOnceTheDaemonHasExited() throws {
+        let fifo = fx.root + "/log.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        try mountDetached(["--log-file", fifo])
+        let pid = try daemonPID()
+        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        let junk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
+        while write(writer, junk, junk.count) > 0 {}
+        close(writer)
+
+        let unmount = try Spawn.start(MountFixture.binary, ["unmount", fx.mountpoint])
+        XCTAssertTrue(waitUntil { !fx.isMounted }, "unmounted")
+        usleep(500_000)
+        XCTAssertNil(Spawn.exited(unmount), "unmount returned while the daemon was still running")
+        XCTAssertFalse(hasExited(pid), "the daemon could not have exited yet")
+
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var status: Int32? = nil
+        let finished = waitUntil {
+            while read(reader, &buffer, buffer.count) > 0 {}
+            status = Spawn.exited(unmount)
+            return status != nil
+        }
+        XCTAssertTrue(finished, "unmount did not return after the daemon could exit")
+        XCTAssertEqual(status, 0)
+        XCTAssertTrue(hasExited(pid), "unmount returned before the daemon exited")
+    }
+
+    /// A daemon that does not answer (stopped here) is reported as such, and still unmounted.
+    func testHungDaemonIsReportedAndStillUnmounted() throws {
+        try mountDetached()
+        let pid = try daemonPID()
+        XCTAssertEqual(kill(pid, SIGSTOP), 0)
+        defer { kill(pid, SIGKILL) }
+        let status = try proxybundle(["status", fx.mountpoint])
+        XCTAssertTrue(status.output.contains("state: not answering"), status.output)
+        let unmount = try Spawn.run(MountFixture.binary, ["unmount", fx.mountpoint], seconds: 15)
+        XCTAssertEqual(unmount.status, 0, unmount.error)
+        XCTAssertFalse(fx.isMounted)
+        XCTAssertEqual(kill(pid, SIGCONT), 0)
+        XCTAssertTrue(waitUntil { hasExited(pid) }, "the daemon exits once it runs again")
+    }
+
+    func testAutoUnmountLeavesNoMountAfterSIGKILL() throws {
+        try mountDetached(["-o", "auto_unmount"])
+        let pid = try daemonPID()
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(waitUntil { !fx.isMounted }, "still mounted after the daemon was killed")
+    }
+
+    // MARK: status
+
+    func testStatusReportsEachMountAndADeadOne() throws {
+        try Disk.write(fx.inMain("a"), "a")
+        try mountDetached()
+        _ = try Disk.read(fx.inMount("a"))
+        let pid = try daemonPID()
+
+        let text = try proxybundle(["status"])
+        XCTAssertEqual(text.status, 0, text.error)
+        let block = text.output.components(separatedBy: "\n\n").first { $0.hasPrefix(fx.mountpoint + "\n") } ?? ""
+        for line in ["state: running", "main: \(fx.main)", "substitution: \(fx.substitution)", "pid: \(pid)", "uptime: ", "cached_nodes: "] {
+            XCTAssertTrue(block.contains("  " + line), "status lacks '\(line)':\n\(text.output)")
+        }
+
+        let json = try proxybundle(["status", fx.mountpoint, "--json"])
+        XCTAssertEqual(json.status, 0, json.error)
+        let parsed = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [[String: Any]]
+        XCTAssertEqual(parsed?.count, 1)
+        let entry = parsed?.first ?? [:]
+        XCTAssertEqual(entry["mountpoint"] as? String, fx.mountpoint)
+        XCTAssertEqual(entry["main"] as? String, fx.main)
+        XCTAssertEqual(entry["substitution"] as? String, fx.substitution)
+        XCTAssertEqual(entry["pid"] as? Int, Int(pid))
+        XCTAssertEqual(entry["state"] as? String, "running")
+        XCTAssertNotNil(entry["uptime_seconds"] as? Int)
+        let stats = entry["stats"] as? [String: Any]
+        XCTAssertNotNil(stats?["misses"] as? Int, "figures are numbers: \(json.output)")
+
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(waitUntil { hasExited(pid) })
+        let dead = try proxybundle(["status", fx.mountpoint])
+        XCTAssertEqual(dead.status, 0, dead.error)
+        XCTAssertTrue(dead.output.contains("state: not connected"), dead.output)
+        XCTAssertTrue(dead.output.contains("proxybundle unmount \(fx.mountpoint)"), dead.output)
+
+        let notMount = try proxybundle(["status", fx.root])
+        XCTAssertEqual(notMount.status, 1)
+        XCTAssertTrue(notMount.error.contains("is not a proxybundle mount"), notMount.error)
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+    }
+
+    // MARK: which
+
+    func testWhichTellsTheServingLayer() throws {
+        try Disk.write(fx.inMain("shadowed"), "main")
+        try Disk.write(fx.inPatch("shadowed"), "patch")
+        try Disk.write(fx.inMain("plain"), "main")
+        try Disk.write(fx.inPatch("added"), "patch")
+        try Disk.mkdir(fx.inMain("both"))
+        try Disk.mkdir(fx.inPatch("both"))
+        try Disk.write(fx.inMain("both/deleted"), "main")
+        try Disk.write(fx.inPatch("both/.wh.deleted"), "")
+        try Disk.mkdir(fx.inMain("replaced"))
+        try Disk.write(fx.inMain("replaced/old"), "main")
+        try Disk.mkdir(fx.inPatch("replaced"))
+        try Disk.write(fx.inPatch("replaced/.wh..wh..opq"), "")
+        try Disk.write(fx.inMain("lnk-target"), "t")
+        XCTAssertEqual(symlink("lnk-target", fx.inPatch("link")), 0)
+        try mountDetached()
+
+        let cases: [(String, String)] = [
+            ("shadowed", "substitution \(fx.inPatch("shadowed"))"),
+            ("plain", "main \(fx.inMain("plain"))"),
+            ("added", "substitution \(fx.inPatch("added"))"),
+            ("both", "merged \(fx.inPatch("both")) \(fx.inMain("both"))"),
+            ("both/deleted", "hidden by whiteout \(fx.inPatch("both/.wh.deleted"))"),
+            ("replaced", "substitution \(fx.inPatch("replaced"))"),
+            ("replaced/old", "hidden by opaque directory \(fx.inPatch("replaced"))"),
+            ("link", "substitution \(fx.inPatch("link"))"),
+            ("./both/../plain", "main \(fx.inMain("plain"))"),
+            (".invalidate", "control file"),
+            ("", "merged \(fx.substitution) \(fx.main)"),
+        ]
+        for (path, expected) in cases {
+            let result = try proxybundle(["which", fx.inMount(path)])
+            XCTAssertEqual(result.status, 0, "\(path): \(result.error)")
+            XCTAssertEqual(result.output, expected + "\n", path)
+        }
+        // relative to the working directory, as a user types it
+        let relative = try Spawn.run("/bin/sh", ["-c", "cd '\(fx.mountpoint)/both' && '\(MountFixture.binary)' which ../plain"])
+        XCTAssertEqual(relative.output, "main \(fx.inMain("plain"))\n", relative.error)
+
+        for (path, message) in [(fx.inMount("missing"), "is in neither layer"), (fx.root + "/main/plain", "not inside a proxybundle mount"),
+                                (fx.inMount("plain/below"), "cannot be resolved")] {
+            let result = try proxybundle(["which", path])
+            XCTAssertEqual(result.status, 1, path)
+            XCTAssertTrue(result.error.contains(message), "\(path): \(result.error)")
+            XCTAssertEqual(result.error.split(separator: "\n").count, 1, result.error)
+        }
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+    }
+
+    /// Mounted over the bundle itself, the main bundle's path is covered by the mount; `which`
+    /// still names it (through the daemon's own descriptor of the covered directory).
+    func testWhichOnAMountOverTheBundleItself() throws {
+        try Disk.write(fx.inMain("plain"), "main")
+        try Disk.write(fx.inPatch("added"), "patch")
+        let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
+        XCTAssertEqual(result.status, 0, result.error)
+        defer { _ = try? proxybundle(["unmount", fx.main]) }
+        XCTAssertEqual(try proxybundle(["which", fx.inMain("plain")]).output, "main \(fx.inMain("plain"))\n")
+        XCTAssertEqual(try proxybundle(["which", fx.inMain("added")]).output, "substitution \(fx.inPatch("added"))\n")
+        XCTAssertEqual(try proxybundle(["which", fx.inMain("nothing")]).status, 1)
+    }
+
+    // MARK: logs
+
+    func testLogFileGetsFailedRequestsAtDebugLevel() throws {
+        try Disk.mkdir(fx.inMain("full"))
+        try Disk.write(fx.inMain("full/file"), "x")
+        let log = fx.root + "/daemon-detached.log"
+        try mountDetached(["--log-file", log, "--log-level", "debug"])
+        XCTAssertEqual(rmdir(fx.inMount("full")), -1)
+        XCTAssertEqual(errno, ENOTEMPTY)
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+        let lines = try Disk.read(log).split(separator: "\n")
+        XCTAssertTrue(lines.contains { $0.contains("mounted \(fx.main)") }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("rmdir") }, "one line for the failed rmdir: \(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("unmounted") }, "\(lines)")
+
+        let bad = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
+                                   "--log-file", fx.root + "/no/such/dir/log"])
+        XCTAssertEqual(bad.status, 1)
+        XCTAssertTrue(bad.error.contains("log file"), bad.error)
+        XCTAssertEqual(bad.error.split(separator: "\n").count, 1, bad.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+
+    /// Detached without a log file, the daemon logs to syslog (/dev/log, made here when the
+    /// machine has no syslog daemon).
+    func testDetachedDaemonLogsToSyslog() throws {
+        guard Disk.lstatError("/dev/log") == ENOENT else { throw XCTSkip("/dev/log exists; not replacing the system's syslog") }
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(socket, 0)
+        defer { close(socket); unlink("/dev/log") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in "/dev/log".utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(bound, 0)
+        var timeout = timeval(tv_sec: 5, tv_usec: 0)
+        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        try mountDetached()
+        var messages: [String] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !messages.contains(where: { $0.contains("mounted \(fx.main)") }) {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            guard count > 0 else { break }
+            messages.append(String(decoding: buffer[..<count], as: UTF8.self))
+        }
+        XCTAssertTrue(messages.contains { $0.contains("proxybundle[") && $0.contains("mounted \(fx.main)") }, "\(messages)")
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+    }
+
+    /// Options that mount(8) passes along are accepted; unknown ones are still refused by name.
+    func testMountCommandOptionsAreAcceptedUnknownOnesRefused() throws {
+        try mountDetached(["-o", "rw,defaults,noauto,_netdev,x-gvfs-hide,comment=x"])
+        XCTAssertTrue(fx.isMounted)
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "rw,bogus=1"])
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.error.contains("unknown mount option 'bogus=1'"), result.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+}
