@@ -3,7 +3,7 @@
 // that several workers race each other on the same names. Not part of the product.
 //
 //     stress-worker --seed N --seconds S --dir PATH [--invalidate-percent P]
-//                   [--letters abcde] [--max-depth 3]
+//                   [--letters abcde] [--max-depth 3] [--ops create,rename,...]
 //
 // Prints one `counts OP RESULT=N ...` line per kind of call at the end and, as they happen,
 // one `UNEXPECTED OP PATH [PATH2] ERRNO` line per call that failed with an errno that races
@@ -88,6 +88,7 @@ var root = ""
 var invalidatePercent = 1
 var letters = ["a", "b", "c", "d", "e"]
 var maxDepth = 3
+var allowed = Set(Op.allCases)
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
     guard let value = arguments.popFirst() else { say("missing value for \(flag)"); exit(2) }
@@ -98,6 +99,7 @@ while let flag = arguments.popFirst() {
     case "--invalidate-percent": invalidatePercent = Int(value) ?? 1
     case "--letters": letters = value.map { String($0) }
     case "--max-depth": maxDepth = max(1, min(3, Int(value) ?? 3))
+    case "--ops": allowed = Set(value.split(separator: ",").compactMap { name in Op.allCases.first { $0.name == name } })
     default: say("unknown argument \(flag)"); exit(2)
     }
 }
@@ -111,6 +113,8 @@ struct Worker {
     let root: String
     let letters: [String]
     let maxDepth: Int
+    /// The kinds of calls drawn (`--ops`); an invalidation percentage applies only if allowed.
+    let allowed: Set<Op>
     let invalidatePercent: Int
     var random: Random
     /// Bytes to write; one buffer, sliced, so that writing costs no allocation.
@@ -119,7 +123,8 @@ struct Worker {
     var counts = [[String: Int]](repeating: [:], count: Op.allCases.count)
     var unexpected = 0
 
-    init(seed: UInt64, root: String, invalidatePercent: Int, letters: [String], maxDepth: Int) {
+    init(seed: UInt64, root: String, invalidatePercent: Int, letters: [String], maxDepth: Int, allowed: Set<Op>) {
+        self.allowed = allowed
         self.root = root
         self.letters = letters
         self.maxDepth = maxDepth
@@ -157,11 +162,12 @@ struct Worker {
 
     mutating func weightedOp() -> Op {
         let roll = random.below(100)
-        if roll < invalidatePercent { return .invalidate }
+        if roll < invalidatePercent && allowed.contains(.invalidate) { return .invalidate }
         let table: [(Op, Int)] = [
             (.create, 12), (.write, 12), (.read, 12), (.truncate, 4), (.rename, 10), (.exchange, 3),
             (.unlink, 8), (.mkdir, 10), (.rmdir, 6), (.readdir, 10), (.stat, 8), (.symlink, 3), (.link, 2),
-    ]
+        ].filter { allowed.contains($0.0) }
+        guard !table.isEmpty else { return .stat }
         var pick = random.below(table.reduce(0) { $0 + $1.1 })
         for (op, weight) in table {
             if pick < weight { return op }
@@ -261,7 +267,7 @@ struct Worker {
 
 }
 
-var worker = Worker(seed: seed, root: root, invalidatePercent: invalidatePercent, letters: letters, maxDepth: maxDepth)
+var worker = Worker(seed: seed, root: root, invalidatePercent: invalidatePercent, letters: letters, maxDepth: maxDepth, allowed: allowed)
 _ = pb_set_parent_death_signal(SIGKILL)
 let started = now()
 var steps = 0
