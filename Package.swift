@@ -47,13 +47,18 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Not part of the product: the racing client process of the mount tests' StressTests.
+        .executableTarget(
+            name: "stress-worker",
+            dependencies: ["CFuseShim"]
+        ),
         .testTarget(
             name: "ProxyBundleCoreTests",
             dependencies: ["ProxyBundleCore"]
         ),
         .testTarget(
             name: "MountTests",
-            dependencies: ["proxybundle", "ProxyBundleCore", "CFuseShim"]
+            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "CFuseShim"]
         ),
     ]
 )
