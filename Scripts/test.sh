@@ -18,11 +18,14 @@ swift test --disable-swift-testing "$@" 2>&1 | tee "$log" || status=$?
 # the examples must never be modified by anything the suite or the demo mounted
 git diff --quiet -- Examples/ 2>/dev/null || { echo "Examples/ was modified"; status=1; }
 
-summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail -n 1 || true)
+# "Executed 300 tests, with 1 test skipped and 0 failures (0 unexpected) in ..."
+summary=$(grep -E "^[[:space:]]*Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?" "$log" | tail -n 1 || true)
 total=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
-failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$summary")
+failed=$(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary")
+skipped=$(sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p' <<<"$summary")
+skipped=${skipped:-0}
 if [ -n "$summary" ]; then
-  echo "$((total - failed)) passed, $failed failed"
+  echo "$((total - failed - skipped)) passed, $failed failed, $skipped skipped"
 else
   echo "no test summary found"
   status=1

