@@ -46,7 +46,7 @@ extension Overlay {
                 return fd
             }
             // a new inode may reuse the number of a removed copy: it shows its own
-            if !origins.withLock({ $0.isEmpty }), let made = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }) {
+            if hasOrigins, let made = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }) {
                 dropOrigin(ofUpperInode: made.st_ino)
             }
             return fd

@@ -54,15 +54,23 @@ public struct MountTable: Sendable {
 
 /// The whole contents of a small text file, or nil.
 public func readText(_ path: String) -> String? {
+    var error: Int32 = 0
+    return readText(path, error: &error)
+}
+
+/// The whole contents of a small text file, or nil with `error` set to the errno of the
+/// failed open or read.
+public func readText(_ path: String, error: inout Int32) -> String? {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { return nil }
+    guard fd >= 0 else { error = errno; return nil }
     defer { close(fd) }
     var data: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {
         let count = read(fd, &chunk, chunk.count)
         if count < 0 && errno == EINTR { continue }
-        if count <= 0 { break }
+        if count < 0 { error = errno; return nil }
+        if count == 0 { break }
         data.append(contentsOf: chunk[..<count])
     }
     return String(decoding: data, as: UTF8.self)

@@ -8,7 +8,8 @@ import Glibc
 /// kept per substitution inode, for as long as the daemon runs (not across a remount), whether
 /// or not the kernel still knows the node.
 ///
-/// A number is dropped when the daemon removes the copy's last link or creates an entry that
+/// The numbers belong to the substitution layer (`Overlay.Top`): a swapped substitution
+/// starts without any. A number is dropped when the daemon removes the copy's last link or creates an entry that
 /// got the same substitution inode (a reused number). A copy deleted directly in the
 /// substitution leaves its number behind until the inode is reused through the mount.
 struct Origins: Sendable {
@@ -34,10 +35,14 @@ struct Origins: Sendable {
 extension Overlay {
     /// The inode number shown for `ino` of the substitution (`inUpper`) or the main bundle.
     func shownInode(_ ino: ino_t, inUpper: Bool) -> ino_t {
-        let number = inodes.number(ino, inUpper: inUpper)
-        guard inUpper, let origin = origins.withLock({ $0.number(for: UInt64(number)) }) else { return number }
-        return ino_t(origin)
+        top.withLock { top in
+            let number = top.inodes.number(ino, inUpper: inUpper)
+            guard inUpper, let origin = top.origins.number(for: UInt64(number)) else { return number }
+            return ino_t(origin)
+        }
     }
+
+    var hasOrigins: Bool { top.withLock { !$0.origins.isEmpty } }
 
     /// The copy at `path` of the substitution shows `origin` (a main-bundle entry's own number).
     func recordOrigin(_ origin: ino_t, forCopyAt path: LayerPath) {
@@ -47,13 +52,11 @@ extension Overlay {
 
     /// The substitution's inode `ino` shows `shown` (a number as the mount reported it).
     func recordShown(_ shown: ino_t, forUpperInode ino: ino_t) {
-        let upperNumber = UInt64(inodes.number(ino, inUpper: true))
-        origins.withLock { $0.record(UInt64(shown), for: upperNumber) }
+        top.withLock { $0.origins.record(UInt64(shown), for: UInt64($0.inodes.number(ino, inUpper: true))) }
     }
 
     /// The substitution's inode `ino` is new or gone: it shows its own number again.
     func dropOrigin(ofUpperInode ino: ino_t) {
-        let upperNumber = UInt64(inodes.number(ino, inUpper: true))
-        origins.withLock { $0.drop(upperNumber) }
+        top.withLock { $0.origins.drop(UInt64($0.inodes.number(ino, inUpper: true))) }
     }
 }

@@ -10,13 +10,11 @@ public final class Overlay: Sendable {
     let nodes: NodeTable
     /// The substitution and what lives in it; replaced when an invalidation finds that the
     /// substitution's path now names another directory.
-    private let top: Locked<Top>
+    let top: Locked<Top>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: String?
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
-    /// Inode numbers copied-up entries keep showing (see Origins.swift).
-    let origins = Locked(Origins())
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
     /// Whether changes go to the substitution (false: they answer EROFS).
@@ -27,6 +25,8 @@ public final class Overlay: Sendable {
         /// The copy-up work directory; nil for a read-only overlay.
         var work: Workspace?
         var inodes: InodeNumbers
+        /// Inode numbers copied-up entries of this substitution keep showing (Origins.swift).
+        var origins = Origins()
     }
 
     public var upper: Layer { top.withLock { $0.layer } }

@@ -79,15 +79,11 @@ enum Sys {
     }
 
     /// Runs `body` with the name of an entry of `entry` as a C string.
-    /// The name is read where it lies: the record may be shorter than `dirent` (copying the
-    /// 256-byte `d_name` would read past the end of the last one; AddressSanitizer noticed).
     static func withName<T>(_ entry: UnsafePointer<dirent>,
                             _ body: (UnsafePointer<CChar>, Int) -> T) -> T {
-        let name = UnsafeRawPointer(entry).advanced(by: nameOffset).assumingMemoryBound(to: CChar.self)
+        let name = directoryEntryName(entry)
         return body(name, strlen(name))
     }
-
-    private static let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
 
     /// Extended attributes through `/proc/self/fd/N`: works on O_PATH descriptors, and opens
     /// nothing (no device side effects, no atime).
@@ -126,3 +122,11 @@ enum Sys {
         }
     }
 }
+
+/// The name of a directory entry, read where it lies: the record may be shorter than `dirent`
+/// (copying the 256-byte `d_name` reads past the end of the last one; AddressSanitizer noticed).
+public func directoryEntryName(_ entry: UnsafePointer<dirent>) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(entry).advanced(by: direntNameOffset).assumingMemoryBound(to: CChar.self)
+}
+
+private let direntNameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19

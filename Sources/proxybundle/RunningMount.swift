@@ -70,29 +70,11 @@ struct RunningMount {
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             var error: Int32 = 0
-            let text = RunningMount.read(path, error: &error)
+            let text = readText(path, error: &error)
             answer.withLock { $0 = (text, error) }
             done.signal()
         }
         guard done.wait(timeout: .now() + seconds) == .success else { return (nil, ETIMEDOUT) }
         return answer.withLock { $0 } ?? (nil, EIO)
-    }
-
-    /// A small file's text, or nil with `error` set (a FUSE mount whose daemon died answers
-    /// ENOTCONN at once).
-    private static func read(_ path: String, error: inout Int32) -> String? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { error = errno; return nil }
-        defer { close(fd) }
-        var data: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = Glibc.read(fd, &chunk, chunk.count)
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 { error = errno; return nil }
-            if count == 0 { break }
-            data.append(contentsOf: chunk[..<count])
-        }
-        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -77,9 +77,7 @@ struct WhichCommand: ParsableCommand {
         guard let dir = opendir(fds) else { throw Errno.current }
         defer { closedir(dir) }
         while let entry = readdir(dir) {
-            // the name where it lies (a record may be shorter than `dirent`)
-            let offset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
-            let name = String(cString: UnsafeRawPointer(entry).advanced(by: offset).assumingMemoryBound(to: CChar.self))
+            let name = String(cString: directoryEntryName(entry))
             guard Int(name) != nil else { continue }
             let link = fds + "/" + name
             var target = [CChar](repeating: 0, count: 4096)
