@@ -26,10 +26,13 @@ extension Overlay {
         let dirPath = try upperDirectory(parent)
         let dir = try locate(parent)
         if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
-        let fd = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32? in
+        // the reply describes the entry made, stat'ed through the same directory descriptor: a
+        // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
+        // reply of another file type makes the kernel fail the call with EIO
+        var (fd, made) = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
             let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
             let group = try Overlay.group(for: owner, in: dirfd)
-            let fd = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32? in
+            return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> (Int32?, stat) in
                 let fd = try Overlay.make(entry, p, in: dirfd)
                 do throws(Errno) {
                     try Overlay.giveOwner(owner.uid, group, to: p, in: dirfd)
@@ -37,31 +40,27 @@ extension Overlay {
                         try Overlay.markOpaque(p, in: dirfd)
                     }
                     if whitedOut { try Whiteout.remove(hiding: name, in: dirfd) }
+                    let made = if let fd { try Sys.fstat(fd) } else { try Sys.lstatat(dirfd, p) }
+                    return (fd, made)
                 } catch {
                     // whole or nothing: the half-made entry goes again
                     if let fd { Sys.close(fd) }
                     Overlay.unmake(entry, p, in: dirfd)
                     throw error
                 }
-                return fd
             }
-            // a new inode may reuse the number of a removed copy: it shows its own
-            if hasOrigins, let made = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }) {
-                dropOrigin(ofUpperInode: made.st_ino)
-            }
-            return fd
         }
-        do {
-            let found = try resolve(name, in: dir.path, dir.placement)
-            let id = nodes.remember(parent: parent, name: name, placement: found.placement,
-                                    kind: NodeTable.kind(of: found.attributes.st_mode),
-                                    identity: UInt64(found.attributes.st_ino), resolvedAt: nil)
-            if let fd { nodes.opened(id, fd: fd) }
-            return (Entry(node: id, attributes: found.attributes), fd)
-        } catch {
-            if let fd { Sys.close(fd) }
-            throw error
-        }
+        // a new inode may reuse the number of a removed copy: it shows its own
+        if hasOrigins { dropOrigin(ofUpperInode: made.st_ino) }
+        made.st_ino = shownInode(made.st_ino, inUpper: true)
+        let isDirectory = (made.st_mode & S_IFMT) == S_IFDIR
+        // nothing of the main bundle shows through a new entry: a name visible there was
+        // refused above, and a new directory over a whiteout is opaque
+        let placement = Placement(inUpper: true, inLower: false, isDirectory: isDirectory)
+        let id = nodes.remember(parent: parent, name: name, placement: placement, kind: NodeTable.kind(of: made.st_mode),
+                                identity: UInt64(made.st_ino), resolvedAt: nil)
+        if let fd { nodes.opened(id, fd: fd) }
+        return (Entry(node: id, attributes: made), fd)
     }
 
     private static func make(_ entry: NewEntry, _ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Int32? {

@@ -173,6 +173,13 @@ public final class Overlay: Sendable {
         if writes && work == nil { throw Errno.readOnly }
         let passed = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
         let fd = try layer(serving: location.placement).open(location.path, flags: passed)
+        // a rename may have put a directory at the path since the kernel's lookup (a symlink
+        // fails to open): its attributes for this inode would make the kernel mark the inode
+        // bad (EIO); ESTALE makes the kernel look the name up again instead
+        guard location.kind == 0 || (try? Sys.fstat(fd)).map({ NodeTable.kind(of: $0.st_mode) }) == location.kind else {
+            Sys.close(fd)
+            throw Errno.stale
+        }
         nodes.opened(node, fd: fd)
         return fd
     }

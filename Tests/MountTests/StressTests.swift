@@ -28,7 +28,7 @@ import XCTest
 /// Environment: `STRESS_SEEDS=1,0x2a` (one run of 8 workers per seed; worker i of seed s gets
 /// seed s * 256 + i), `STRESS_SECONDS=10` (per run), `STRESS_STRICT=1`, and
 /// `STRESS_TOLERATE=EIO,ENOSPC` (errnos counted and printed but not failures, to look past a
-/// known bug for others).
+/// known bug for others), `STRESS_OPS=create,rename,stat` (only these operations).
 final class StressTests: XCTestCase {
     static let workers = 8
     static let hangMargin = 60.0
@@ -252,12 +252,10 @@ final class StressTests: XCTestCase {
     }
 
     /// The worker beside the test bundle (as MountFixture.binary finds the daemon), or STRESS_WORKER_BIN.
-    /// RENAME_EXCHANGE racing with creates still makes the kernel mark a directory's inode
-    /// bad now and then (EIO; issue 7 stays open, see StressFindingsTests): left out unless
-    /// STRESS_EXCHANGE=1.
+    /// Every operation the worker knows; STRESS_OPS (a comma-separated list) narrows it.
     static var operationChoice: [String] {
-        if ProcessInfo.processInfo.environment["STRESS_EXCHANGE"] == "1" { return [] }
-        return ["--ops", "create,write,read,truncate,rename,unlink,mkdir,rmdir,readdir,stat,symlink,link,invalidate"]
+        guard let ops = ProcessInfo.processInfo.environment["STRESS_OPS"], !ops.isEmpty else { return [] }
+        return ["--ops", ops]
     }
 
     static var workerBinary: String {

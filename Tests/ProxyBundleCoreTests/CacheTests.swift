@@ -521,4 +521,24 @@ final class CacheTests: OverlayTestCase {
         assertErrno(ENOENT, try lookup(overlay, "m"), "the listing and the lookup agree")
         XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), [])
     }
+
+    /// A rename can put a directory at a file's path between the kernel's lookup and its
+    /// open (here done on disk, behind the overlay's back): the open must not hand out a
+    /// descriptor of that directory (fstat of it would give the kernel a directory's
+    /// attributes for a file's inode, which the kernel then marks bad: EIO), but answer
+    /// ESTALE, which makes the kernel look the path up again. Before the fix: a descriptor of
+    /// the directory. A symlink there fails to open as before (ELOOP: never followed).
+    func testOpenOfAFileWhosePathNowHoldsADirectoryIsStale() throws {
+        try write(.patch, "f", "file")
+        try write(.patch, "l", "file")
+        let overlay = try makeCachingOverlay()
+        let file = try lookup(overlay, "f").node
+        let other = try lookup(overlay, "l").node
+        try remove(.patch, "f")
+        try mkdir(.patch, "f")
+        try remove(.patch, "l")
+        try symlink(.patch, "l", to: "f")
+        assertErrno(ESTALE, try overlay.openFile(file, flags: O_RDONLY), "a directory at the path")
+        assertErrno(ELOOP, try overlay.openFile(other, flags: O_RDONLY), "a symlink at the path")
+    }
 }
