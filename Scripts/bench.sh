@@ -3,7 +3,7 @@
 # identical layers, and checks each one's overlay semantics on the way. Run as root.
 #
 #   Scripts/bench.sh [--quick] [--scale F] [--rounds N] [--only IMPL[,IMPL...]]
-#                    [--binary PATH] [--out DIR] [--memory-names N] [--cache DIR]
+#                    [--binary PATH] [--out DIR] [--memory-names N] [--cache DIR] [--groups LIST]
 #
 #   --scale F          grows or shrinks the dataset (1 = 20,000 files in 1,000 directories, a
 #                      20,000-entry merged directory, a 1 GiB file); default 1
@@ -14,6 +14,8 @@
 #   --out DIR          results (results.md, results.json, samples.tsv, logs); default under --cache
 #   --memory-names N   only measure proxybundle's memory per cached name, walking N names
 #   --cache DIR        datasets, helper and scratch space (default /var/tmp/proxybundle-bench)
+#   --groups LIST      only these workload groups: walk, list, read, seq, rand, missing, stat,
+#                      invalidate, create, copyup (default all)
 #
 # Datasets are generated once per scale (deterministic, fixed seed) and reused.
 set -uo pipefail
@@ -22,9 +24,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
 ALL_IMPLS=(kernel proxybundle fuse-overlayfs unionfs-fuse mergerfs)
 
-scale=1 rounds="" only="" binary="${PROXYBUNDLE_BIN:-}" out="" memnames=0
+scale=1 rounds="" only="" binary="${PROXYBUNDLE_BIN:-}" out="" memnames=0 groups=""
 cache=/var/tmp/proxybundle-bench
-usage() { sed -n '2,18s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) scale=0.05; rounds=${rounds:-1} ;;
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
     --out) out=${2:?}; shift ;;
     --memory-names) memnames=${2:?}; shift ;;
     --cache) cache=${2:?}; shift ;;
+    --groups) groups=${2:?}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -492,6 +495,13 @@ run_group() { # GROUP IMPL ROUND
   esac
 }
 GROUPS_ORDER=(walk list read seq rand missing stat invalidate create copyup)
+if [ -n "$groups" ]; then
+  IFS=, read -r -a wanted_groups <<<"$groups"
+  for g in "${wanted_groups[@]}"; do
+    [[ " ${GROUPS_ORDER[*]} " == *" $g "* ]] || die "--groups: unknown group $g (${GROUPS_ORDER[*]})"
+  done
+  GROUPS_ORDER=("${wanted_groups[@]}")
+fi
 
 # what the child shells of timed() and bounded() need: the functions and the dataset's variables
 { declare -f
