@@ -27,6 +27,12 @@ public final class DirectoryListing: Sendable {
 }
 
 extension Overlay {
+    /// Checks that `node` is a directory that can be listed (opendir), without listing it.
+    public func checkDirectory(_ node: NodeID) throws(Errno) {
+        if ControlFile(node: node) != nil { throw Errno.notDirectory }
+        guard try locate(node).placement.isDirectory else { throw Errno.notDirectory }
+    }
+
     /// The visible entries of directory `node`: "." and "..", then the substitution's entries,
     /// then the main bundle's entries that are neither shadowed nor whited out. Each name once.
     public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {

@@ -79,8 +79,9 @@ enum Operations {
         ops.opendir = { req, node, info in
             FuseServer.handle(req, "opendir") { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
-                let listing = try server.overlay.listDirectory(node)
-                info.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(listing).toOpaque()))
+                try server.overlay.checkDirectory(node)
+                let handle = DirectoryHandle(node: node)
+                info.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(handle).toOpaque()))
                 if server.timeouts.keepsContent {
                     info.pointee.cache_readdir = 1
                     info.pointee.keep_cache = 1
@@ -90,18 +91,18 @@ enum Operations {
         }
         ops.readdir = { req, _, size, offset, info in
             FuseServer.handle(req, "readdir") { server throws(Errno) in
-                .bytes(DirectoryPacker.pack(req, try Operations.listing(info), size: size, offset: offset, server: nil))
+                .bytes(DirectoryPacker.pack(req, try Operations.listing(info, server), size: size, offset: offset, server: nil))
             }
         }
         ops.readdirplus = { req, _, size, offset, info in
             FuseServer.handle(req, "readdirplus") { server throws(Errno) in
-                .bytes(DirectoryPacker.pack(req, try Operations.listing(info), size: size, offset: offset, server: server))
+                .bytes(DirectoryPacker.pack(req, try Operations.listing(info, server), size: size, offset: offset, server: server))
             }
         }
         ops.releasedir = { req, _, info in
             FuseServer.handle(req, "releasedir") { _ in
                 if let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) {
-                    Unmanaged<DirectoryListing>.fromOpaque(pointer).release()
+                    Unmanaged<DirectoryHandle>.fromOpaque(pointer).release()
                 }
                 return .ok
             }
@@ -137,10 +138,10 @@ enum Operations {
         return ops
     }
 
-    /// The listing stored in a directory handle by opendir.
-    static func listing(_ info: UnsafeMutablePointer<fuse_file_info>?) throws(Errno) -> DirectoryListing {
+    /// The listing of the directory handle opendir stored (taken on first use).
+    static func listing(_ info: UnsafeMutablePointer<fuse_file_info>?, _ server: FuseServer) throws(Errno) -> DirectoryListing {
         guard let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) else { throw Errno.invalid }
-        return Unmanaged<DirectoryListing>.fromOpaque(pointer).takeUnretainedValue()
+        return try Unmanaged<DirectoryHandle>.fromOpaque(pointer).takeUnretainedValue().listing(server.overlay)
     }
 
     /// xattr replies: the size alone when asked with size 0, ERANGE when it does not fit.
