@@ -25,6 +25,7 @@ extension Overlay {
         let rootOpaque = try Whiteout.isOpaque(upper.rootFD)
         let root = Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true)
         let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
+        directories.removeAll()
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime.withLock { $0 = now }

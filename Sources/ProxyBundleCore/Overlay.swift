@@ -15,6 +15,8 @@ public final class Overlay: Sendable {
     let substitutionPath: String?
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
+    /// Descriptors of directories recently looked in (DirectoryCache.swift).
+    let directories = DirectoryCache()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
     /// Whether changes go to the substitution (false: they answer EROFS).
@@ -65,6 +67,7 @@ public final class Overlay: Sendable {
     func replaceUpper(_ substitution: Layer) throws(Errno) {
         let next = try Overlay.top(substitution, main: lower, writable: isWritable)
         top.withLock { $0 = next }
+        directories.removeAll()
     }
 
     /// The number of nodes the kernel currently holds references to (the root included).
@@ -110,7 +113,8 @@ public final class Overlay: Sendable {
         let dir = try locate(parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
         do {
-            let found = try resolve(name, in: dir.path, dir.placement)
+            let dirs = try directories.descriptors(parent, dir, upper: upper, lower: lower)
+            let found = try resolve(name, in: dirs)
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),

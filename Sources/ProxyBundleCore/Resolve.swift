@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFuseShim
 
 extension Overlay {
     /// What a name of a directory resolves to: its placement and reported attributes.
@@ -13,65 +14,49 @@ extension Overlay {
     /// whiteout; the main bundle's entry shows through where the directory is not opaque; a
     /// directory present in both is merged unless the substitution's copy is opaque.
     func resolve(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
-        let childPath = dir.appending(name)
-        var upperEntry: stat? = nil
-        var lowerWhitedOut = false
-        if dirPlacement.inUpper {
-            switch try findInUpper(name, in: dir, dirPlacement) {
-            case .hidden: throw Errno.noEntry
-            case .entry(let st, let whitedOut):
-                upperEntry = st
-                lowerWhitedOut = whitedOut
-            case .absent: break
-            }
-        }
-        if let st = upperEntry, !isDirectory(st) {
-            return Resolved(placement: Placement(inUpper: true, inLower: false, isDirectory: false),
-                            attributes: reported(st, inUpper: true))
-        }
-        var lowerEntry: stat? = nil
-        if dirPlacement.inLower {
-            lowerEntry = try absentAsNil { () throws(Errno) -> stat in try lower.attributes(childPath) }
-            if let st = lowerEntry, Whiteout.isDevice(st) { lowerEntry = nil }
-        }
-        if let st = upperEntry {
-            var merges = false
-            if let below = lowerEntry, isDirectory(below), !lowerWhitedOut {
-                merges = try !upper.withDirectory(childPath) { (fd: Int32) throws(Errno) -> Bool in try Whiteout.isOpaque(fd) }
-            }
-            return Resolved(placement: Placement(inUpper: true, inLower: merges, isDirectory: true),
-                            attributes: reported(st, inUpper: true))
-        }
-        guard let st = lowerEntry else { throw Errno.noEntry }
-        return Resolved(placement: Placement(inUpper: false, inLower: true, isDirectory: isDirectory(st)),
-                        attributes: reported(st, inUpper: false))
+        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, upper: upper, lower: lower))
     }
 
-    private enum UpperFind {
-        /// An entry; for a directory, whether a whiteout beside it hides the main bundle's
-        /// entry of the same name (OCI: a whiteout applies to the layers below, so a directory
-        /// recreated in the same layer is not merged).
-        case entry(stat, lowerWhitedOut: Bool)
-        case hidden
-        case absent
-    }
-
-    private func findInUpper(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> UpperFind {
-        let found = try absentAsNil { () throws(Errno) -> UpperFind in
-            try upper.withDirectory(dir) { (dirfd: Int32) throws(Errno) -> UpperFind in
-                let st = try absentAsNil { () throws(Errno) -> stat in
-                    try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }
+    /// Resolves `name` in the directory open as `dirs`: one `fstatat` per layer that has the
+    /// directory, and a look for a whiteout only where the main bundle has the name.
+    func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors) throws(Errno) -> Resolved {
+        try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
+            var upperEntry: stat? = nil
+            if dirs.upper >= 0 {
+                upperEntry = try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(dirs.upper, p) }
+                if let st = upperEntry {
+                    if Whiteout.isDevice(st) { throw Errno.noEntry }
+                    if !isDirectory(st) {
+                        return Resolved(placement: Placement(inUpper: true, inLower: false, isDirectory: false),
+                                        attributes: reported(st, inUpper: true))
+                    }
                 }
-                if let st {
-                    if Whiteout.isDevice(st) { return .hidden }
-                    let whitedOut = isDirectory(st) && dirPlacement.inLower ? try Whiteout.fileExists(hiding: name, in: dirfd) : false
-                    return .entry(st, lowerWhitedOut: whitedOut)
-                }
-                return try Whiteout.fileExists(hiding: name, in: dirfd) ? .hidden : .absent
             }
+            var lowerEntry: stat? = nil
+            if dirs.lower >= 0 {
+                lowerEntry = try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(dirs.lower, p) }
+                if let st = lowerEntry, Whiteout.isDevice(st) { lowerEntry = nil }
+            }
+            // a whiteout file hides the main bundle's entry; beside a substitution directory
+            // of the same name it means that directory was made anew, so it is not merged
+            if lowerEntry != nil, dirs.upper >= 0, try Whiteout.fileExists(hiding: name, in: dirs.upper) {
+                if upperEntry == nil { throw Errno.noEntry }
+                lowerEntry = nil
+            }
+            if let st = upperEntry {
+                var merges = false
+                if let below = lowerEntry, isDirectory(below) {
+                    let child = try Sys.check { openat(dirs.upper, p, pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
+                    defer { Sys.close(child) }
+                    merges = try !Whiteout.isOpaque(child)
+                }
+                return Resolved(placement: Placement(inUpper: true, inLower: merges, isDirectory: true),
+                                attributes: reported(st, inUpper: true))
+            }
+            guard let st = lowerEntry else { throw Errno.noEntry }
+            return Resolved(placement: Placement(inUpper: false, inLower: true, isDirectory: isDirectory(st)),
+                            attributes: reported(st, inUpper: false))
         }
-        // the substitution's directory itself may have gone: then it holds nothing
-        return found ?? .absent
     }
 
     private func reported(_ st: stat, inUpper: Bool) -> stat {

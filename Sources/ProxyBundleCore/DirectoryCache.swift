@@ -1,0 +1,77 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// O_PATH descriptors of one directory in each layer that has it. A name is then looked up
+/// with one `fstatat` per layer, relative to the directory itself: no walk of the path from
+/// the layer's root, and (the name being a single component, never followed) no way out of
+/// the layer. Closed when the last user lets go.
+final class DirectoryDescriptors: Sendable {
+    /// -1 where the layer has no such directory.
+    let upper: Int32
+    let lower: Int32
+    /// The placement the directory had when opened: a change (a copy-up) makes them outdated.
+    let placement: Placement
+    let isRoot: Bool
+    /// Held so the roots' descriptors stay open while in use.
+    private let layers: (upper: Layer, lower: Layer)
+
+    init(_ path: LayerPath, _ placement: Placement, upper: Layer, lower: Layer) throws(Errno) {
+        self.placement = placement
+        isRoot = path.isRoot
+        layers = (upper, lower)
+        let opened = try DirectoryDescriptors.open(path, in: upper, placement.inUpper)
+        do throws(Errno) {
+            self.lower = try DirectoryDescriptors.open(path, in: lower, placement.inLower)
+        } catch {
+            if !path.isRoot && opened >= 0 { Sys.close(opened) }
+            throw error
+        }
+        self.upper = opened
+    }
+
+    deinit {
+        guard !isRoot else { return }
+        if upper >= 0 { Sys.close(upper) }
+        if lower >= 0 { Sys.close(lower) }
+    }
+
+    /// The directory's descriptor in `layer` (the root's own for the root); -1 when it is not
+    /// `wanted` or not there.
+    private static func open(_ path: LayerPath, in layer: Layer, _ wanted: Bool) throws(Errno) -> Int32 {
+        guard wanted else { return -1 }
+        if path.isRoot { return layer.rootFD }
+        return try absentAsNil { () throws(Errno) -> Int32 in try layer.open(path, flags: pb_O_PATH | pb_O_DIRECTORY) } ?? -1
+    }
+}
+
+/// The directory descriptors of recently looked-in directory nodes. An entry serves while its
+/// node keeps the placement it was opened with; a node renamed through the mount keeps its
+/// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
+/// since directories may have been replaced on disk, and when full.
+final class DirectoryCache: Sendable {
+    private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
+    /// Two descriptors per entry at most, well below the usual limit of 1,024 open files.
+    static let limit = 256
+
+    /// The descriptors of directory node `id` at `location` (fresh), opened if needed.
+    func descriptors(_ id: NodeID, _ location: NodeTable.Location, upper: Layer, lower: Layer) throws(Errno) -> DirectoryDescriptors {
+        if let cached = entries.withLock({ $0[id] }), cached.placement == location.placement { return cached }
+        let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower)
+        entries.withLock { entries in
+            if entries.count >= DirectoryCache.limit { entries.removeAll(keepingCapacity: true) }
+            entries[id] = opened
+        }
+        return opened
+    }
+
+    func removeAll() {
+        let dropped = entries.withLock { entries -> [NodeID: DirectoryDescriptors] in
+            let all = entries
+            entries = [:]
+            return all
+        }
+        _ = dropped  // closed here, outside the lock, as the last references go
+    }
+}
