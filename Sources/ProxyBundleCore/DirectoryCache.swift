@@ -50,6 +50,11 @@ final class DirectoryDescriptors: Sendable {
 /// node keeps the placement it was opened with; a node renamed through the mount keeps its
 /// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
 /// since directories may have been replaced on disk, and when full.
+///
+/// Only lookups use them, which read names and attributes. A directory moved away behind the
+/// daemon's back (even out of its layer) is still looked in until the next invalidation, as a
+/// local file system serves a directory a process has open; everything that opens, reads or
+/// changes an entry goes by its path from the layer's root, so it never follows such a move.
 final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
     /// Two descriptors per entry at most, well below the usual limit of 1,024 open files.

@@ -95,9 +95,6 @@ enum WriteOperations {
                 return .written(count)
             }
         }
-        ops.flush = { req, _, _ in
-            FuseServer.handle(req, "flush") { _ in .ok }
-        }
         ops.fsync = { req, node, dataOnly, info in
             FuseServer.handle(req, "fsync") { _ throws(Errno) in
                 guard let info else { throw Errno.invalid }
