@@ -11,14 +11,23 @@ public final class DirectoryListing: Sendable {
         public var type: UInt8
         /// The inode number as the mount reports it.
         public var inode: UInt64
+        /// Whether the entry was read from the substitution (else from the main bundle, where
+        /// the substitution had neither the name nor a whiteout for it).
+        var fromUpper = false
     }
 
     public let node: NodeID
     public let items: [Item]
+    /// The directory as it was listed, and the node table's version then: while no name
+    /// changed, an item's layer tells where its entry is (see `Overlay.lookup(listed:in:)`).
+    let directories: DirectoryDescriptors?
+    let version: UInt64
 
-    init(node: NodeID, items: [Item]) {
+    init(node: NodeID, items: [Item], directories: DirectoryDescriptors? = nil, version: UInt64 = 0) {
         self.node = node
         self.items = items
+        self.directories = directories
+        self.version = directories == nil ? 0 : version
     }
 
     public static func isDotOrDotDot(_ name: [UInt8]) -> Bool {
@@ -37,8 +46,10 @@ extension Overlay {
     /// then the main bundle's entries that are neither shadowed nor whited out. Each name once.
     public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {
         if ControlFile(node: node) != nil { throw Errno.notDirectory }
+        let version = nodes.version
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
+        let directories = try self.directories.descriptors(node, location, upper: upper, lower: lower)
         let own = try attributes(at: location.path, location.placement)
         let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
         var items: [DirectoryListing.Item] = [
@@ -54,7 +65,7 @@ extension Overlay {
         } else {
             items += entries
         }
-        return DirectoryListing(node: node, items: items)
+        return DirectoryListing(node: node, items: items, directories: directories, version: version)
     }
 
     /// The visible entries of the directory at `path` (without "." and ".."): the
@@ -75,7 +86,7 @@ extension Overlay {
                 } else {
                     shown.insert(entry.name)
                     items.append(.init(name: entry.name, type: entry.type,
-                                       inode: UInt64(shownInode(ino_t(entry.inode), inUpper: true))))
+                                       inode: UInt64(shownInode(ino_t(entry.inode), inUpper: true)), fromUpper: true))
                 }
             }
         }

@@ -91,8 +91,19 @@ public final class Overlay: Sendable {
         case absent(remembered: Bool)
     }
 
-    /// Resolves `name` in `parent`, from the cache when it knows the answer.
-    public func find(_ name: [UInt8], in parent: NodeID) throws(Errno) -> Found {
+    /// A readdirplus entry: the lookup of `item` of `listing`.
+    public func lookup(listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
+        switch try find(item.name, in: listing.node, listed: (item, listing)) {
+        case .found(let entry): return entry
+        case .absent: throw Errno.noEntry
+        }
+    }
+
+    /// Resolves `name` in `parent`, from the cache when it knows the answer. A name of a
+    /// directory `listed` while no name changed since is looked for only where the listing
+    /// found it.
+    public func find(_ name: [UInt8], in parent: NodeID,
+                     listed: (item: DirectoryListing.Item, listing: DirectoryListing)? = nil) throws(Errno) -> Found {
         try Names.checkLookup(name)
         if let control = ControlFile(name: name, in: parent) {
             return .found(Entry(node: control.node, attributes: controlAttributes(control)))
@@ -110,11 +121,15 @@ public final class Overlay: Sendable {
             break
         }
         let resolvedAt = nodes.version
-        let dir = try locate(parent)
-        guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        do {
-            let dirs = try directories.descriptors(parent, dir, upper: upper, lower: lower)
-            let found = try resolve(name, in: dirs)
+        do throws(Errno) {
+            let found: Resolved
+            if let listed, cachesLookups, listed.listing.version == resolvedAt, let dirs = listed.listing.directories {
+                found = try resolve(listed: listed.item, in: dirs)
+            } else {
+                let dir = try locate(parent)
+                guard dir.placement.isDirectory else { throw Errno.notDirectory }
+                found = try resolve(name, in: try directories.descriptors(parent, dir, upper: upper, lower: lower))
+            }
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),

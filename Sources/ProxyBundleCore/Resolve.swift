@@ -17,6 +17,19 @@ extension Overlay {
         try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, upper: upper, lower: lower))
     }
 
+    /// Resolves a listed `item` in the directory `dirs` it was listed from, while nothing
+    /// changed since: an entry of the main bundle (which the substitution neither has nor
+    /// whites out) or a non-directory of the substitution is one `fstatat` away; a directory of
+    /// the substitution may merge the main bundle's and is resolved in full.
+    func resolve(listed item: DirectoryListing.Item, in dirs: DirectoryDescriptors) throws(Errno) -> Resolved {
+        let fd = item.fromUpper ? dirs.upper : dirs.lower
+        guard fd >= 0, !(item.fromUpper && item.type == UInt8(DT_DIR)) else { return try resolve(item.name, in: dirs) }
+        let st = try item.name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, p) }
+        if Whiteout.isDevice(st) || (item.fromUpper && isDirectory(st)) { return try resolve(item.name, in: dirs) }
+        return Resolved(placement: Placement(inUpper: item.fromUpper, inLower: !item.fromUpper, isDirectory: isDirectory(st)),
+                        attributes: reported(st, inUpper: item.fromUpper))
+    }
+
     /// Resolves `name` in the directory open as `dirs`: one `fstatat` per layer that has the
     /// directory, and a look for a whiteout only where the main bundle has the name.
     func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors) throws(Errno) -> Resolved {

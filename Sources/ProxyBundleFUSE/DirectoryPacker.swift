@@ -20,7 +20,7 @@ enum DirectoryPacker {
                 let next = off_t(index + 1)
                 let added = item.name.withCStringCopy { name -> Int? in
                     if let server {
-                        return addPlus(req, item, name, base + used, size - used, next, listing.node, server)
+                        return addPlus(req, item, name, base + used, size - used, next, listing, server)
                     }
                     var st = stat()
                     st.st_ino = ino_t(item.inode)
@@ -41,7 +41,7 @@ enum DirectoryPacker {
     /// listing was taken is skipped (0 bytes).
     private static func addPlus(_ req: fuse_req_t?, _ item: DirectoryListing.Item, _ name: UnsafePointer<CChar>,
                                 _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, _ next: off_t,
-                                _ directory: NodeID, _ server: FuseServer) -> Int? {
+                                _ listing: DirectoryListing, _ server: FuseServer) -> Int? {
         let needed = fuse_add_direntry_plus(req, nil, 0, name, nil, next)
         if needed > room { return nil }
         var entry = fuse_entry_param()
@@ -50,7 +50,7 @@ enum DirectoryPacker {
             entry.attr.st_ino = ino_t(item.inode)
             entry.attr.st_mode = mode_t(item.type) << 12
         } else {
-            guard let found = try? server.overlay.lookup(parent: directory, name: item.name) else { return 0 }
+            guard let found = try? server.overlay.lookup(listed: item, in: listing) else { return 0 }
             entry = server.entryParameters(found)
         }
         return fuse_add_direntry_plus(req, buffer, room, name, &entry, next)
