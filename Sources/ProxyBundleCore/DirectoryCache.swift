@@ -57,6 +57,12 @@ final class DirectoryDescriptors: Sendable {
 /// changes an entry goes by its path from the layer's root, so it never follows such a move.
 final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
+    /// Told of every directory opened here, before any name is resolved in it.
+    let watch: LayerWatch
+
+    init(watch: LayerWatch) {
+        self.watch = watch
+    }
     /// Two descriptors per entry at most, well below the usual limit of 1,024 open files.
     static let limit = 256
 
@@ -64,6 +70,7 @@ final class DirectoryCache: Sendable {
     func descriptors(_ id: NodeID, _ location: NodeTable.Location, upper: Layer, lower: Layer) throws(Errno) -> DirectoryDescriptors {
         if let cached = entries.withLock({ $0[id] }), cached.placement == location.placement { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower)
+        watch.watch(id, opened)
         entries.withLock { entries in
             if entries.count >= DirectoryCache.limit { entries.removeAll(keepingCapacity: true) }
             entries[id] = opened

@@ -141,7 +141,7 @@ extension NodeTable {
         }
     }
 
-    private static func outlivesEntry(_ id: NodeID, _ node: Node, in s: State) -> Bool {
+    static func outlivesEntry(_ id: NodeID, _ node: Node, in s: State) -> Bool {
         node.placement.isDirectory || !s.extras(of: id, node).openFiles.isEmpty
     }
 
@@ -159,7 +159,7 @@ extension NodeTable {
     }
 
     /// Whether `id` lies beneath `top`; `inside` memoizes the nodes known to.
-    private static func isInside(_ id: NodeID, _ top: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
+    static func isInside(_ id: NodeID, _ top: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
         var chain: [NodeID] = []
         var current = id
         while true {

@@ -13,6 +13,9 @@ extension Overlay {
         public var nodes: [NodeID]
         /// Whether the substitution's path named another directory, now in use.
         public var swappedSubstitution: Bool
+        /// Whether `entries` are exactly the names that changed (LayerWatch saw every change):
+        /// every other name stays cached, so they must be dropped one by one.
+        public var exact = false
     }
 
     /// Forgets the cached view of the whole tree, or of `subtree` (a relative path: the names
@@ -24,11 +27,19 @@ extension Overlay {
         let names = swapped ? nil : try subtree.flatMap(Overlay.pathNames)
         let rootOpaque = try Whiteout.isOpaque(upper.rootFD)
         let root = Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true)
+        defer {
+            directories.removeAll()
+            var now = timespec()
+            clock_gettime(CLOCK_REALTIME, &now)
+            controlTime.withLock { $0 = now }
+        }
+        if subtree == nil, !swapped, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
+            let (touched, replaced) = nodes.invalidate(changes: changes, isWatched: watch.isWatched)
+            watch.unwatch(replaced)
+            return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
+        }
         let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
-        directories.removeAll()
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        controlTime.withLock { $0 = now }
+        if names == nil { watch.restart() }  // everything is resolved again, and watched anew
         return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
     }
 

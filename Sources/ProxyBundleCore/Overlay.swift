@@ -16,7 +16,9 @@ public final class Overlay: Sendable {
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
     /// Descriptors of directories recently looked in (DirectoryCache.swift).
-    let directories = DirectoryCache()
+    let directories: DirectoryCache
+    /// The directories looked into, watched for changes on disk (LayerWatch.swift).
+    let watch = LayerWatch()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
     /// Whether changes go to the substitution (false: they answer EROFS).
@@ -50,6 +52,7 @@ public final class Overlay: Sendable {
         isWritable = writable
         self.cachesLookups = cachesLookups
         self.substitutionPath = substitutionPath
+        directories = DirectoryCache(watch: watch)
         top = Locked(try Overlay.top(substitution, main: main, writable: writable))
         let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
         nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))

@@ -45,7 +45,7 @@ extension FuseServer {
     private func invalidate(subtree: [UInt8]?) throws(Errno) -> Int {
         let epochKnownToWork = notifier.acceptsEpoch.withLock { $0 } == true
         let touched = try overlay.invalidate(subtree: subtree, listingNames: !epochKnownToWork)
-        if !notifier.expireAllNames() {
+        if touched.exact || !notifier.expireAllNames() {
             for entry in touched.entries { notifier.invalidateName(entry.name, in: entry.parent) }
         }
         for node in touched.nodes { notifier.invalidateNode(node) }

@@ -186,6 +186,10 @@ class InvalidateTests: XCTestCase {
         let bad = try Spawn.run(MountFixture.binary, ["invalidate", fx.mountpoint, "a/../.."])
         XCTAssertEqual(bad.status, 1)
         XCTAssertEqual(bad.error.split(separator: "\n").count, 1, bad.error)
+        try Disk.write(fx.inPatch("later.txt"), "later")
+        XCTAssertEqual(try Spawn.run(MountFixture.binary, ["invalidate", "--all", fx.mountpoint]).status, 0)
+        XCTAssertEqual(try Disk.read(fx.inMount("later.txt")), "later")
+        XCTAssertEqual(try Spawn.run(MountFixture.binary, ["invalidate", "--all", fx.mountpoint, "x"]).status, 64)
         let notMounted = try Spawn.run(MountFixture.binary, ["invalidate", fx.root])
         XCTAssertEqual(notMounted.status, 1)
         XCTAssertTrue(notMounted.error.contains("not a proxybundle mount"), notMounted.error)
@@ -214,5 +218,65 @@ final class InvalidateFallbackTests: InvalidateTests {
         try fx.start()
         try invalidate()
         XCTAssertEqual(try fx.stats()["kernel_epoch_notification"], "refused")
+    }
+}
+
+/// The same tests through a full invalidation (`/` written to `.invalidate`), which forgets
+/// everything instead of just what the daemon saw change on disk.
+final class FullInvalidateTests: InvalidateTests {
+    override func invalidate(_ text: String = "") throws {
+        try super.invalidate(text.isEmpty ? "/" : text)
+    }
+
+    /// What exactness cannot see (a write through mmap, say) is flushed this way.
+    func testEverythingIsLookedUpAgain() throws {
+        for index in 0..<20 { try Disk.write(fx.inMain("a/m\(index)"), "main") }
+        try fx.start()
+        try warm()
+        let before = Int(try fx.stats()["misses"] ?? "") ?? -1
+        try invalidate()
+        try warm()
+        XCTAssertGreaterThanOrEqual((Int(try fx.stats()["misses"] ?? "") ?? -1) - before, 20)
+    }
+}
+
+/// An invalidation of the whole tree forgets only the names that changed: the kernel keeps
+/// everything else, so walking the tree again asks the daemon nothing.
+final class ExactInvalidateTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+    override func tearDown() { fx?.tearDown() }
+
+    func walk() throws -> Int {
+        var count = 0
+        for directory in ["a", "b"] {
+            for name in try Disk.list(fx.inMount(directory)) {
+                XCTAssertNotNil(Disk.lstat(fx.inMount(directory + "/" + name)))
+                count += 1
+            }
+        }
+        return count
+    }
+
+    func misses() throws -> Int { Int(try fx.stats()["misses"] ?? "") ?? -1 }
+
+    func testUnchangedNamesStayCachedInTheKernel() throws {
+        for index in 0..<150 {
+            try Disk.write(fx.inMain("a/m\(index)"), "main \(index)")
+            try Disk.write(fx.inPatch("b/p\(index)"), "patch \(index)")
+        }
+        try fx.start()
+        XCTAssertEqual(try walk(), 300)
+        XCTAssertEqual(try Disk.read(fx.inMount("b/p7")), "patch 7")
+        let before = try misses()
+        try Disk.write(fx.inPatch("b/p7.new"), "changed")
+        XCTAssertEqual(rename(fx.inPatch("b/p7.new"), fx.inPatch("b/p7")), 0)
+        try Disk.write(fx.inMount(".invalidate"), "\n")
+        XCTAssertEqual(try Disk.read(fx.inMount("b/p7")), "changed")
+        XCTAssertEqual(try walk(), 300)
+        XCTAssertLessThanOrEqual(try misses() - before, 3, "only the changed name was looked up again")
+        XCTAssertEqual(try fx.stats()["last_invalidation_nodes"].flatMap { Int($0) } ?? 99, 1,
+                       "the kernel was told about b only (its listing)")
     }
 }

@@ -9,28 +9,6 @@ import Glibc
 /// invalidation; changes made through the overlay keep the cache right at once. Also the
 /// control files and the swap of the substitution directory.
 final class CacheTests: OverlayTestCase {
-    // MARK: helpers
-
-    /// A writable, caching overlay that reopens the substitution when its path is swapped.
-    func makeCachingOverlay() throws -> Overlay {
-        try Overlay(main: Layer(path: mainRoot), substitution: Layer(path: patchRoot), writable: true,
-                    substitutionPath: patchRoot, cachesLookups: true)
-    }
-
-    var me: Requester { Requester(uid: getuid(), gid: getgid(), groups: []) }
-
-    /// Replaces a file on disk by renaming a new one over it (so it gets a new inode).
-    func replaceOnDisk(_ side: Side, _ relative: String, _ content: String) throws {
-        let before = try lstatOf(side, relative).st_ino
-        try write(side, relative + ".replacement", content)
-        try rename(side, relative + ".replacement", relative)
-        XCTAssertNotEqual(try lstatOf(side, relative).st_ino, before, "fixture: the replacement must be another inode")
-    }
-
-    func touched(_ result: Overlay.Invalidation, _ parent: NodeID, _ name: String) -> Bool {
-        result.entries.contains { $0.parent == parent && $0.name == n(name) }
-    }
-
     // MARK: changes on disk appear after an invalidation
 
     func testMissingNameStaysMissingUntilInvalidation() throws {
@@ -386,14 +364,14 @@ final class CacheTests: OverlayTestCase {
         XCTAssertEqual(stats.absentNames, 1)
     }
 
-    func testInvalidationDropsAbsentNamesAndMakesNodesMissAgain() throws {
+    func testFullInvalidationDropsAbsentNamesAndMakesNodesMissAgain() throws {
         try write(.main, "a", "a")
         let overlay = try makeCachingOverlay()
         _ = try lookup(overlay, "a")
         assertErrno(ENOENT, try lookup(overlay, "x"))
         assertErrno(ENOENT, try lookup(overlay, "y"))
         XCTAssertEqual(overlay.cacheStatistics.absentNames, 2)
-        _ = try overlay.invalidate()
+        _ = try overlay.invalidate(subtree: n("/"))  // all of it, changed or not
         XCTAssertEqual(overlay.cacheStatistics.absentNames, 0)
         XCTAssertEqual(overlay.cacheStatistics.nodes, 2, "nodes are kept (stale), not dropped")
         let missesBefore = overlay.cacheStatistics.misses

@@ -1,0 +1,146 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The directories of the layers the daemon has looked into, watched with inotify, so that an
+/// invalidation flushes just the names that changed on disk instead of everything. Each
+/// directory node is watched in the layers that have it before any of its names is resolved
+/// there, so no change to what was resolved can pass unseen. When exactness is lost (the
+/// event queue overflowed, a watch could not be added, inotify is unavailable), `changes`
+/// answers nil and the invalidation is a full one.
+///
+/// Not seen by inotify, hence by the exact invalidation: writes to a layer's file through a
+/// shared mapping (mmap), and changes to it through a hard link in a directory the daemon has
+/// not looked into. `proxybundle invalidate --all` (`/` written to `.invalidate`) flushes
+/// everything whatever happened.
+final class LayerWatch: Sendable {
+    /// A name that changed on disk in a directory node.
+    struct Change {
+        var directory: NodeID
+        var name: [UInt8]
+        /// Created, removed, renamed (or its whiteout or a directory's attributes changed):
+        /// the name may lead elsewhere now. Otherwise only a file's content or attributes.
+        /// An empty name stands for every name of the directory (its opaque marker changed).
+        var structural: Bool
+    }
+
+    private struct State {
+        var fd: Int32 = -1
+        /// Watch descriptor → the directory node it watches.
+        var nodes: [Int32: NodeID] = [:]
+        /// Directory node → the placement it was watched with and its watch descriptors.
+        var watched: [NodeID: (placement: Placement, descriptors: [Int32])] = [:]
+        /// A watch could not be added: the next invalidation must be a full one.
+        var lost = false
+    }
+
+    private let state = Locked(State())
+
+    static let mask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB | IN_ONLYDIR)
+
+    init() {
+        state.withLock { LayerWatch.start(&$0) }
+    }
+
+    deinit {
+        state.withLock { if $0.fd >= 0 { Sys.close($0.fd) } }
+    }
+
+    private static func start(_ s: inout State) {
+        s = State()
+        s.fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        s.lost = s.fd < 0
+    }
+
+    /// Watches directory node `id` in the layers where `dirs` has it, unless it already is
+    /// with that placement.
+    func watch(_ id: NodeID, _ dirs: DirectoryDescriptors) {
+        state.withLock { s in
+            if s.lost || s.watched[id]?.placement == dirs.placement { return }
+            var descriptors: [Int32] = []
+            for fd in [dirs.upper, dirs.lower] where fd >= 0 {
+                let wd = inotify_add_watch(s.fd, "/proc/self/fd/\(fd)", LayerWatch.mask)
+                guard wd >= 0 else {
+                    s.lost = true
+                    return
+                }
+                s.nodes[wd] = id
+                descriptors.append(wd)
+            }
+            s.watched[id] = (dirs.placement, descriptors)
+        }
+    }
+
+    /// Forgets every watch and starts over (after everything was invalidated).
+    func restart() {
+        state.withLock { s in
+            if s.fd >= 0 { Sys.close(s.fd) }
+            LayerWatch.start(&s)
+        }
+    }
+
+    /// Whether directory node `id` is watched as it is placed now.
+    func isWatched(_ id: NodeID, _ placement: Placement) -> Bool {
+        state.withLock { $0.watched[id]?.placement == placement }
+    }
+
+    /// Stops watching these directory nodes (their names led elsewhere): they are watched
+    /// again when next looked into.
+    func unwatch(_ ids: [NodeID]) {
+        state.withLock { s in
+            for id in ids {
+                guard let entry = s.watched.removeValue(forKey: id) else { continue }
+                for wd in entry.descriptors {
+                    _ = inotify_rm_watch(s.fd, wd)
+                    s.nodes[wd] = nil
+                }
+            }
+        }
+    }
+
+    /// The changes seen since the last call; nil when they cannot be known exactly, after
+    /// which the watches start over (the caller invalidates everything).
+    func changes() -> [Change]? {
+        state.withLock { s in
+            var changes: [Change] = []
+            var exact = !s.lost
+            var buffer = [UInt8](repeating: 0, count: 64 << 10)
+            while exact {
+                let count = buffer.withUnsafeMutableBytes { read(s.fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { break }  // EAGAIN: nothing more
+                exact = buffer.withUnsafeBytes { LayerWatch.parse($0.prefix(count), s.nodes, into: &changes) }
+            }
+            if !exact { LayerWatch.start(&s) }
+            return exact ? changes : nil
+        }
+    }
+
+    /// Appends the changes that `events` (inotify records) describe; false on an overflow.
+    private static func parse(_ events: Slice<UnsafeRawBufferPointer>, _ nodes: [Int32: NodeID],
+                              into changes: inout [Change]) -> Bool {
+        let header = MemoryLayout<inotify_event>.size
+        var offset = events.startIndex
+        while offset + header <= events.endIndex {
+            let event = events.base.loadUnaligned(fromByteOffset: offset, as: inotify_event.self)
+            let nameStart = offset + header
+            offset = nameStart + Int(event.len)
+            if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { return false }
+            guard let directory = nodes[event.wd], event.len > 0 else { continue }  // IN_IGNORED, or the directory itself
+            let name = Array(events.base[nameStart..<min(offset, events.endIndex)].prefix { $0 != 0 })
+            let isDirectory = event.mask & UInt32(IN_ISDIR) != 0
+            let contentOnly = event.mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 && !isDirectory
+            if name == Whiteout.opaqueMarker {
+                // the directory's placement may change: all of it
+                changes.append(Change(directory: directory, name: [], structural: true))
+            } else if name.starts(with: Whiteout.reservedPrefix) {
+                continue  // the copy-up work directory
+            } else if let hidden = Whiteout.hiddenName(name) {
+                changes.append(Change(directory: directory, name: hidden, structural: true))
+            } else {
+                changes.append(Change(directory: directory, name: name, structural: !contentOnly))
+            }
+        }
+        return true
+    }
+}

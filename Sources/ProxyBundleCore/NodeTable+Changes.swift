@@ -1,0 +1,71 @@
+/// Exact invalidation: forgetting just the names that changed on disk (as `LayerWatch` saw
+/// them), so everything else stays cached in the daemon and in the kernel.
+extension NodeTable {
+    /// Forgets what `changes` name. Directory nodes that have cached names but are not
+    /// watched as they are placed now (`isWatched`) have all their names forgotten. Returns
+    /// what the kernel must drop, and the directory nodes whose names now lead elsewhere
+    /// (their watches are outdated).
+    func invalidate(changes: [LayerWatch.Change], isWatched: (NodeID, Placement) -> Bool) -> (Invalidation, replaced: [NodeID]) {
+        state.withLock { s in
+            s.version &+= 1
+            var changes = changes
+            var unwatched: [NodeID: Bool] = [:]
+            func isUnwatched(_ id: NodeID) -> Bool {
+                if let known = unwatched[id] { return known }
+                let answer = s.nodes[id].map { !isWatched(id, $0.placement) } ?? false
+                unwatched[id] = answer
+                return answer
+            }
+            for key in s.children.keys where isUnwatched(key.parent) {
+                changes.append(LayerWatch.Change(directory: key.parent, name: key.name, structural: true))
+            }
+            for key in s.absent where isUnwatched(key.parent) {
+                changes.append(LayerWatch.Change(directory: key.parent, name: key.name, structural: true))
+            }
+            var entries = Set<ChildKey>()
+            var nodes = Set<NodeID>()
+            var roots = Set<NodeID>()
+            var wholeDirectories = Set<NodeID>()
+            for change in changes where s.nodes[change.directory] != nil {
+                if change.name.isEmpty {
+                    // the directory's opaque marker came or went: it and all beneath it
+                    wholeDirectories.insert(change.directory)
+                    roots.insert(change.directory)
+                    nodes.insert(change.directory)
+                    if change.directory != rootNodeID { s.nodes[change.directory]?.freshIn = 0 }
+                    continue
+                }
+                let key = ChildKey(parent: change.directory, name: change.name)
+                let child = s.children[key].flatMap { id in s.nodes[id].map { (id, $0) } }
+                guard change.structural else {
+                    if let (id, _) = child { nodes.insert(id) }
+                    continue
+                }
+                entries.insert(key)
+                nodes.insert(change.directory)  // its listing
+                s.absent.remove(key)
+                if let (id, node) = child {
+                    s.nodes[id]?.freshIn = 0
+                    if node.placement.isDirectory { roots.insert(id) }
+                    if NodeTable.outlivesEntry(id, node, in: s) { nodes.insert(id) }
+                }
+            }
+            if !roots.isEmpty {
+                var inside = roots
+                let beneath = s.nodes.filter { !roots.contains($0.key) && NodeTable.isInside($0.key, rootNodeID, s, &inside) }
+                for (id, node) in beneath {
+                    s.nodes[id]?.freshIn = 0
+                    if NodeTable.outlivesEntry(id, node, in: s) { nodes.insert(id) }
+                }
+                let absentBeneath = s.absent.filter { inside.contains($0.parent) }
+                s.absent.subtract(absentBeneath)
+                // the kernel drops what lies beneath a name it drops; a directory whose
+                // opaque marker changed keeps its own name, so its names go one by one
+                for key in absentBeneath where wholeDirectories.contains(key.parent) { entries.insert(key) }
+                for key in s.children.keys where wholeDirectories.contains(key.parent) { entries.insert(key) }
+            }
+            let result = Invalidation(entries: entries.map { ($0.parent, $0.name) }, nodes: Array(nodes))
+            return (result, Array(roots))
+        }
+    }
+}
