@@ -68,6 +68,12 @@ final class NodeTable: Sendable {
     struct ChildKey: Hashable {
         var parent: NodeID
         var name: [UInt8]
+
+        /// The name's bytes in one call (the synthesized hash feeds them one at a time).
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(parent)
+            name.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     struct State {
