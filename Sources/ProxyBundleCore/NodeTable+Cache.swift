@@ -108,7 +108,7 @@ extension NodeTable {
                 }
                 s.absent.removeAll()
                 s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
-                result.nodes = s.nodes.filter { NodeTable.outlivesEntry($0.key, $0.value, in: s) }.map(\.key)
+                result.nodes = s.nodes.all.filter { NodeTable.outlivesEntry($0.id, $0.node, in: s) }.map(\.id)
                 return result
             }
             // the names along the path
@@ -127,9 +127,9 @@ extension NodeTable {
             guard let top = current, subtree.count == along.count - 1 else { return result }
             // everything beneath the path's last node
             var inside: Set<NodeID> = [top]
-            for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
+            for (id, node) in s.nodes.all where id != top && NodeTable.isInside(id, top, s, &inside) {
                 s.nodes[id]?.freshIn = 0
-                if let node = s.nodes[id], NodeTable.outlivesEntry(id, node, in: s) { result.nodes.append(id) }
+                if NodeTable.outlivesEntry(id, node, in: s) { result.nodes.append(id) }
             }
             if listingNames {
                 result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
@@ -151,7 +151,7 @@ extension NodeTable {
         state.withLock { s in
             s.version &+= 1
             var inside: Set<NodeID> = [top]
-            for id in s.nodes.keys where id != top && NodeTable.isInside(id, top, s, &inside) {
+            for (id, _) in s.nodes.all where id != top && NodeTable.isInside(id, top, s, &inside) {
                 s.nodes[id]?.freshIn = 0
                 s.nodes[id]?.identity = 0
             }

@@ -52,7 +52,7 @@ extension NodeTable {
             }
             if !roots.isEmpty {
                 var inside = roots
-                let beneath = s.nodes.filter { !roots.contains($0.key) && NodeTable.isInside($0.key, rootNodeID, s, &inside) }
+                let beneath = s.nodes.all.filter { !roots.contains($0.id) && NodeTable.isInside($0.id, rootNodeID, s, &inside) }
                 for (id, node) in beneath {
                     s.nodes[id]?.freshIn = 0
                     if NodeTable.outlivesEntry(id, node, in: s) { nodes.insert(id) }

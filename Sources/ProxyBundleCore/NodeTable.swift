@@ -77,7 +77,7 @@ final class NodeTable: Sendable {
     }
 
     struct State {
-        var nodes: [NodeID: Node] = [:]
+        var nodes = NodeStore()
         var extras: [NodeID: Extras] = [:]
         var children: [ChildKey: NodeID] = [:]
         /// Substitution files with more than one link, by identity: every name of one file is
