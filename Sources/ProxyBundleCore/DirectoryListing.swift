@@ -20,14 +20,14 @@ public final class DirectoryListing: Sendable {
     public let items: [Item]
     /// The directory as it was listed, and the node table's version then: while no name
     /// changed, an item's layer tells where its entry is (see `Overlay.lookup(listed:in:)`).
-    let directories: DirectoryDescriptors?
+    let directories: DirectoryDescriptors
     let version: UInt64
 
-    init(node: NodeID, items: [Item], directories: DirectoryDescriptors? = nil, version: UInt64 = 0) {
+    init(node: NodeID, items: [Item], directories: DirectoryDescriptors, version: UInt64) {
         self.node = node
         self.items = items
         self.directories = directories
-        self.version = directories == nil ? 0 : version
+        self.version = version
     }
 
     public static func isDotOrDotDot(_ name: [UInt8]) -> Bool {

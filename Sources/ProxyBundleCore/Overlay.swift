@@ -126,8 +126,8 @@ public final class Overlay: Sendable {
         let resolvedAt = nodes.version
         do throws(Errno) {
             let found: Resolved
-            if let listed, cachesLookups, listed.listing.version == resolvedAt, let dirs = listed.listing.directories {
-                found = try resolve(listed: listed.item, in: dirs)
+            if let listed, cachesLookups, listed.listing.version == resolvedAt {
+                found = try resolve(listed: listed.item, in: listed.listing.directories)
             } else {
                 let dir = try locate(parent)
                 guard dir.placement.isDirectory else { throw Errno.notDirectory }

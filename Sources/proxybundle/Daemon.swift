@@ -22,6 +22,7 @@ enum Daemon {
         let ready = getenv(readyVariable).flatMap { Int32(String(cString: $0)) }
         // modes arrive from the kernel with the caller's umask already applied
         umask(0)
+        raiseOpenFileLimit()
         do throws(Failure) {
             let session = try open(plan, logger: logger)
             do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
@@ -57,6 +58,15 @@ enum Daemon {
         } catch {
             throw Failure(error.description)
         }
+    }
+
+    /// Every file open through the mount is a descriptor here, and so is every directory
+    /// being listed: the soft limit (often 1,024) goes up to the hard one.
+    private static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     private static func report(_ message: String, to fd: Int32) {

@@ -379,4 +379,34 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertTrue(result.error.contains("unknown mount option 'bogus=1'"), result.error)
         XCTAssertFalse(fx.isMounted)
     }
+
+    /// Every file open through the mount is a descriptor in the daemon: one started with a
+    /// low soft limit on open files (as services often get: 1,024) raises it to the hard
+    /// limit. Before: with a soft limit of 128, the 104th simultaneous open failed with EMFILE.
+    func testMoreFilesOpenAtOnceThanTheSoftLimitInherited() throws {
+        let count = 300
+        for index in 0..<count { try Disk.write(fx.inPatch("f\(index)"), "\(index)") }
+        var mine = rlimit()
+        XCTAssertEqual(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &mine), 0)
+        guard mine.rlim_max >= rlim_t(count * 2) else { throw XCTSkip("hard limit on open files too low: \(mine.rlim_max)") }
+        var low = mine
+        low.rlim_cur = 128
+        XCTAssertEqual(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &low), 0)
+        let started = Result { try fx.start() }
+        XCTAssertEqual(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &mine), 0)
+        try started.get()
+        var open: [Int32] = []
+        defer { for fd in open { close(fd) } }
+        for index in 0..<count {
+            let fd = Glibc.open(fx.inMount("f\(index)"), O_RDONLY)
+            XCTAssertGreaterThanOrEqual(fd, 0, "open #\(index + 1): errno \(errno)")
+            guard fd >= 0 else { break }
+            open.append(fd)
+        }
+        var buffer = [UInt8](repeating: 0, count: 8)
+        for (index, fd) in open.enumerated() {
+            let n = pread(fd, &buffer, buffer.count, 0)
+            XCTAssertEqual(n > 0 ? String(decoding: buffer[..<n], as: UTF8.self) : "errno \(errno)", "\(index)")
+        }
+    }
 }
