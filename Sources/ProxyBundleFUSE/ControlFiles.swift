@@ -68,6 +68,8 @@ extension FuseServer {
             "invalidations: \(record.count)",
             "last_invalidation_seconds: \(record.lastSeconds)",
             "last_invalidation_nodes: \(record.lastNodes)",
+            "last_invalidation_names: \(record.lastNames)",
+            "last_invalidation_exact: \(record.lastExact ? "yes" : "no")",
             "kernel_epoch_notification: \(epoch.map { $0 ? "accepted" : "refused" } ?? "not tried")",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)

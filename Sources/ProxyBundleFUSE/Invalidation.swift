@@ -18,6 +18,10 @@ extension FuseServer {
         var count: UInt64 = 0
         var lastSeconds: Double = 0
         var lastNodes: Int = 0
+        /// Names the last invalidation told the kernel about one by one (0 when the kernel
+        /// expired them all at once), and whether it was exact (only what changed).
+        var lastNames: Int = 0
+        var lastExact = false
     }
 
     /// Invalidates what `text` names: one relative path per line, or everything when no
@@ -27,29 +31,46 @@ extension FuseServer {
         try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in
             var start = timespec()
             clock_gettime(CLOCK_MONOTONIC, &start)
-            var touched = 0
+            var touched = Touched()
             if paths.isEmpty {
                 touched = try invalidate(subtree: nil)
             } else {
-                for path in paths { touched += try invalidate(subtree: path) }
+                for path in paths { touched.add(try invalidate(subtree: path)) }
             }
             var end = timespec()
             clock_gettime(CLOCK_MONOTONIC, &end)
             record.count += 1
             record.lastSeconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
-            record.lastNodes = touched
+            record.lastNodes = touched.nodes
+            record.lastNames = touched.names
+            record.lastExact = touched.exact
         }
     }
 
-    /// One invalidation; returns the number of nodes it touched.
-    private func invalidate(subtree: [UInt8]?) throws(Errno) -> Int {
+    /// What invalidations told the kernel about.
+    struct Touched {
+        var nodes = 0
+        var names = 0
+        var exact = true
+
+        mutating func add(_ other: Touched) {
+            nodes += other.nodes
+            names += other.names
+            exact = exact && other.exact
+        }
+    }
+
+    /// One invalidation.
+    private func invalidate(subtree: [UInt8]?) throws(Errno) -> Touched {
         let epochKnownToWork = notifier.acceptsEpoch.withLock { $0 } == true
         let touched = try overlay.invalidate(subtree: subtree, listingNames: !epochKnownToWork)
+        var names = 0
         if touched.exact || !notifier.expireAllNames() {
             for entry in touched.entries { notifier.invalidateName(entry.name, in: entry.parent) }
+            names = touched.entries.count
         }
         for node in touched.nodes { notifier.invalidateNode(node) }
-        return touched.nodes.count
+        return Touched(nodes: touched.nodes.count, names: names, exact: touched.exact)
     }
 
     /// The non-empty lines of what was written, without surrounding blanks.

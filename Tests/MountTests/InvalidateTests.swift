@@ -235,6 +235,7 @@ final class FullInvalidateTests: InvalidateTests {
         try warm()
         let before = Int(try fx.stats()["misses"] ?? "") ?? -1
         try invalidate()
+        XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "no")
         try warm()
         XCTAssertGreaterThanOrEqual((Int(try fx.stats()["misses"] ?? "") ?? -1) - before, 20)
     }
@@ -276,7 +277,9 @@ final class ExactInvalidateTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("b/p7")), "changed")
         XCTAssertEqual(try walk(), 300)
         XCTAssertLessThanOrEqual(try misses() - before, 3, "only the changed name was looked up again")
-        XCTAssertEqual(try fx.stats()["last_invalidation_nodes"].flatMap { Int($0) } ?? 99, 1,
-                       "the kernel was told about b only (its listing)")
+        let stats = try fx.stats()
+        XCTAssertEqual(stats["last_invalidation_exact"], "yes")
+        XCTAssertEqual(stats["last_invalidation_nodes"].flatMap { Int($0) } ?? 99, 1, "b only (its listing)")
+        XCTAssertEqual(stats["last_invalidation_names"].flatMap { Int($0) } ?? 99, 2, "b/p7.new and b/p7")
     }
 }
