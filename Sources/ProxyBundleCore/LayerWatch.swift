@@ -22,10 +22,6 @@ final class LayerWatch: Sendable {
         /// the name may lead elsewhere now. Otherwise only a file's content or attributes.
         /// An empty name stands for every name of the directory (its opaque marker changed).
         var structural: Bool
-        /// For a structural change: what the daemon (and so the kernel) knows of the name still
-        /// matches the disk (the change was made through the mount), so only the directory's
-        /// listing is dropped.
-        var agreed = false
     }
 
     private struct State {

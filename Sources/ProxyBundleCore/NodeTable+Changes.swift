@@ -41,9 +41,8 @@ extension NodeTable {
                     if let (id, _) = child { nodes.insert(id) }
                     continue
                 }
-                nodes.insert(change.directory)  // its listing
-                if change.agreed { continue }
                 entries.insert(key)
+                nodes.insert(change.directory)  // its listing
                 s.absent.remove(key)
                 if let (id, node) = child {
                     s.nodes[id]?.freshIn = 0
@@ -67,23 +66,6 @@ extension NodeTable {
             }
             let result = Invalidation(entries: entries.map { ($0.parent, $0.name) }, nodes: Array(nodes))
             return (result, Array(roots))
-        }
-    }
-
-    /// What the table knows of `name` in `parent`, to compare with the disk.
-    enum Known {
-        /// Nothing: the kernel caches nothing for the name either.
-        case nothing
-        case absent
-        case node(kind: UInt8, identity: UInt64, placement: Placement, fresh: Bool)
-    }
-
-    func known(_ name: [UInt8], in parent: NodeID) -> Known {
-        state.withLock { s in
-            let key = ChildKey(parent: parent, name: name)
-            if s.absent.contains(key) { return .absent }
-            guard let id = s.children[key], let node = s.nodes[id] else { return .nothing }
-            return .node(kind: node.kind, identity: node.identity, placement: node.placement, fresh: s.isFresh(id, node))
         }
     }
 }

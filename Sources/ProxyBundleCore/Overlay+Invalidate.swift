@@ -33,10 +33,7 @@ extension Overlay {
             clock_gettime(CLOCK_REALTIME, &now)
             controlTime.withLock { $0 = now }
         }
-        if subtree == nil, !swapped, nodes.placement(of: rootNodeID) == root, var changes = watch.changes() {
-            for index in changes.indices where changes[index].structural && !changes[index].name.isEmpty {
-                changes[index].agreed = agreesWithDisk(changes[index].name, in: changes[index].directory)
-            }
+        if subtree == nil, !swapped, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
             let (touched, replaced) = nodes.invalidate(changes: changes, isWatched: watch.isWatched)
             watch.unwatch(replaced)
             return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
@@ -44,34 +41,6 @@ extension Overlay {
         let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
         if names == nil { watch.restart() }  // everything is resolved again, and watched anew
         return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
-    }
-
-    /// Whether what the table knows of `name` in `dir` (nothing, missing, or a node of some
-    /// kind, file and placement) is what the disk has: then the change was made through the
-    /// mount and the kernel's entry is right. Telling the kernel about a name anyway costs a
-    /// notification that waits for the directory's lock, which a request in flight may hold;
-    /// a daemon killed meanwhile could not exit, and the mount would hang.
-    private func agreesWithDisk(_ name: [UInt8], in dir: NodeID) -> Bool {
-        let known = nodes.known(name, in: dir)
-        if case .nothing = known { return true }
-        guard let location = try? locate(dir), location.placement.isDirectory,
-              let dirs = try? directories.descriptors(dir, location, upper: upper, lower: lower) else { return false }
-        let found: Resolved?
-        do {
-            found = try resolve(name, in: dirs)
-        } catch let error where error.code == ENOENT {
-            found = nil
-        } catch {
-            return false
-        }
-        switch known {
-        case .nothing: return true
-        case .absent: return found == nil
-        case .node(let kind, let identity, let placement, let fresh):
-            guard fresh, let found else { return false }
-            return NodeTable.kind(of: found.attributes.st_mode) == kind && found.placement == placement
-                && UInt64(found.attributes.st_ino) == identity
-        }
     }
 
     /// The names of a relative path as written to `.invalidate`; nil for the whole tree.

@@ -133,31 +133,4 @@ final class ExactInvalidationTests: OverlayTestCase {
         XCTAssertTrue(again.exact, "watching starts over")
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "d/x").node), "x")
     }
-
-    /// Changes made through the overlay are already in its table (and so in the kernel's
-    /// cache): an invalidation tells the kernel only about the directory's listing, not the
-    /// names, whose notifications would wait for the directory's lock (a daemon killed while
-    /// one waits cannot exit). Out-of-band changes beside them are still named, where the
-    /// kernel may hold an entry for the name (a name it never asked about needs nothing).
-    func testChangesMadeThroughTheOverlayAreNotNamedToTheKernel() throws {
-        try write(.main, "d/m", "main")
-        try write(.patch, "d/p", "patch")
-        let overlay = try makeCachingOverlay()
-        let d = try lookup(overlay, "d").node
-        let p = try lookup(overlay, "d/p").node
-        _ = try lookup(overlay, "d/m")
-        assertErrno(ENOENT, try lookup(overlay, "d/outside"))
-        let made = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: d, owner: me)
-        if let fd = made.fd { close(fd) }
-        try overlay.unlink(n("m"), in: d)
-        try overlay.rename(n("p"), in: d, to: n("q"), in: d, flags: 0)
-        try write(.patch, "d/outside", "made on disk")
-        let result = try overlay.invalidate()
-        XCTAssertTrue(result.exact)
-        XCTAssertEqual(result.entries.map { String(decoding: $0.name, as: UTF8.self) }, ["outside"],
-                       "only the name known missing and now there: \(result.entries)")
-        XCTAssertTrue(result.nodes.contains(d), "the listing of d goes")
-        XCTAssertEqual(try lookup(overlay, "d/q").node, p)
-        XCTAssertEqual(try readContent(overlay, try lookup(overlay, "d/outside").node), "made on disk")
-    }
 }
