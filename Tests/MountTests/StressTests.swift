@@ -93,9 +93,13 @@ final class StressTests: XCTestCase {
         XCTAssertNil(MountTable.current().mount(at: mountpoint), "still mounted")
     }
 
-    /// A daemon that dies must fail the run.
+    /// A daemon that dies must fail the run. The workers do not invalidate here: a daemon
+    /// SIGKILLed while an invalidation's notification waits for a directory lock that a
+    /// request in flight holds cannot finish exiting (known, see the README), and the workers
+    /// would hang instead until the connection is aborted.
     func testADeadDaemonFailsTheRun() throws {
-        let problems = try run(seed: 6, seconds: 1, strict: false, tolerate: [], hangMargin: 10) { fx in
+        let problems = try run(seed: 6, seconds: 1, strict: false, tolerate: [], hangMargin: 10,
+                               workerArguments: ["--invalidate-percent", "0"]) { fx in
             usleep(300_000)
             kill(fx.daemon, SIGKILL)
         }
@@ -107,7 +111,7 @@ final class StressTests: XCTestCase {
     /// Runs 8 workers on a fresh mount and returns what went wrong (empty if nothing).
     /// `afterStart` runs once the workers are started (the self-tests stop or kill the daemon there).
     private func run(seed: UInt64, seconds: Double, strict: Bool, tolerate: Set<String>, hangMargin: Double,
-                     afterStart: (MountFixture) -> Void = { _ in }) throws -> [String] {
+                     workerArguments: [String] = [], afterStart: (MountFixture) -> Void = { _ in }) throws -> [String] {
         let fx = try MountFixture(name + "\(seed)")
         defer { fx.tearDown() }
         try StressLayers.build(fx)
@@ -125,7 +129,7 @@ final class StressTests: XCTestCase {
             let output = fx.root + "/worker-\(i).out"
             let pid = try Spawn.start(StressTests.workerBinary,
                                       ["--seed", "\(workerSeed)", "--seconds", "\(seconds)", "--dir", fx.mountpoint]
-                                        + StressTests.operationChoice,
+                                        + StressTests.operationChoice + workerArguments,
                                       stderrPath: output, stdoutPath: output)
             workers.append((pid, workerSeed, output))
         }
