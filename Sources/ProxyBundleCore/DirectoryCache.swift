@@ -59,17 +59,25 @@ final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
     /// Told of every directory opened here, before any name is resolved in it.
     let watch: LayerWatch
+    /// Whose version tells whether a path still led where its node is.
+    let nodes: NodeTable
 
-    init(watch: LayerWatch) {
+    init(watch: LayerWatch, nodes: NodeTable) {
         self.watch = watch
+        self.nodes = nodes
     }
     /// Two descriptors per entry at most, well below the usual limit of 1,024 open files.
     static let limit = 256
 
     /// The descriptors of directory node `id` at `location` (fresh), opened if needed.
-    func descriptors(_ id: NodeID, _ location: NodeTable.Location, upper: Layer, lower: Layer) throws(Errno) -> DirectoryDescriptors {
+    /// `located` is the node table's version before `location` was computed: if names
+    /// changed since, the path may have led to another directory (a rename of an ancestor),
+    /// so what it opened serves this once but is neither kept nor watched for the node.
+    func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64, upper: Layer,
+                     lower: Layer) throws(Errno) -> DirectoryDescriptors {
         if let cached = entries.withLock({ $0[id] }), cached.placement == location.placement { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower)
+        guard nodes.version == located else { return opened }
         watch.watch(id, opened)
         entries.withLock { entries in
             if entries.count >= DirectoryCache.limit { entries.removeAll(keepingCapacity: true) }

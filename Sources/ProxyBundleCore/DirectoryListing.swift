@@ -49,7 +49,7 @@ extension Overlay {
         let version = nodes.version
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
-        let directories = try self.directories.descriptors(node, location, upper: upper, lower: lower)
+        let directories = try self.directories.descriptors(node, location, located: version, upper: upper, lower: lower)
         let own = try attributes(at: location.path, location.placement)
         let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
         var items: [DirectoryListing.Item] = [

@@ -52,10 +52,10 @@ public final class Overlay: Sendable {
         isWritable = writable
         self.cachesLookups = cachesLookups
         self.substitutionPath = substitutionPath
-        directories = DirectoryCache(watch: watch)
         top = Locked(try Overlay.top(substitution, main: main, writable: writable))
         let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
         nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))
+        directories = DirectoryCache(watch: watch, nodes: nodes)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime = Locked(now)
@@ -131,7 +131,7 @@ public final class Overlay: Sendable {
             } else {
                 let dir = try locate(parent)
                 guard dir.placement.isDirectory else { throw Errno.notDirectory }
-                found = try resolve(name, in: try directories.descriptors(parent, dir, upper: upper, lower: lower))
+                found = try resolve(name, in: try directories.descriptors(parent, dir, located: resolvedAt, upper: upper, lower: lower))
             }
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
