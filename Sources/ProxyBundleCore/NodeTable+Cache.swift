@@ -126,11 +126,8 @@ extension NodeTable {
             for id in along.dropFirst() { s.nodes[id]?.freshIn = 0 }
             guard let top = current, subtree.count == along.count - 1 else { return result }
             // everything beneath the path's last node
-            var inside: Set<NodeID> = [top]
-            for (id, node) in s.nodes.all where id != top && NodeTable.isInside(id, top, s, &inside) {
-                s.nodes[id]?.freshIn = 0
-                if NodeTable.outlivesEntry(id, node, in: s) { result.nodes.append(id) }
-            }
+            let (outliving, inside) = NodeTable.markStale(beneath: [top], in: &s)
+            result.nodes += outliving
             if listingNames {
                 result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
             }
@@ -150,16 +147,26 @@ extension NodeTable {
     func markStale(under top: NodeID) {
         state.withLock { s in
             s.version &+= 1
-            var inside: Set<NodeID> = [top]
-            for (id, _) in s.nodes.all where id != top && NodeTable.isInside(id, top, s, &inside) {
-                s.nodes[id]?.freshIn = 0
-                s.nodes[id]?.identity = 0
-            }
+            _ = NodeTable.markStale(beneath: [top], in: &s, forgettingIdentities: true)
         }
     }
 
-    /// Whether `id` lies beneath `top`; `inside` memoizes the nodes known to.
-    static func isInside(_ id: NodeID, _ top: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
+    /// Makes every node beneath `tops` (not the tops themselves) stale. Returns those whose
+    /// kernel inode may outlive its entry, and the tops with every node beneath them.
+    static func markStale(beneath tops: Set<NodeID>, in s: inout State,
+                          forgettingIdentities: Bool = false) -> (outliving: [NodeID], inside: Set<NodeID>) {
+        var inside = tops
+        var outliving: [NodeID] = []
+        for (id, node) in s.nodes.all where !tops.contains(id) && NodeTable.isInside(id, s, &inside) {
+            s.nodes[id]?.freshIn = 0
+            if forgettingIdentities { s.nodes[id]?.identity = 0 }
+            if NodeTable.outlivesEntry(id, node, in: s) { outliving.append(id) }
+        }
+        return (outliving, inside)
+    }
+
+    /// Whether `id` lies beneath a node of `inside`, which memoizes the nodes known to.
+    private static func isInside(_ id: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
         var chain: [NodeID] = []
         var current = id
         while true {

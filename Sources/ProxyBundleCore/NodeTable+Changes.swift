@@ -51,12 +51,8 @@ extension NodeTable {
                 }
             }
             if !roots.isEmpty {
-                var inside = roots
-                let beneath = s.nodes.all.filter { !roots.contains($0.id) && NodeTable.isInside($0.id, rootNodeID, s, &inside) }
-                for (id, node) in beneath {
-                    s.nodes[id]?.freshIn = 0
-                    if NodeTable.outlivesEntry(id, node, in: s) { nodes.insert(id) }
-                }
+                let (outliving, inside) = NodeTable.markStale(beneath: roots, in: &s)
+                nodes.formUnion(outliving)
                 let absentBeneath = s.absent.filter { inside.contains($0.parent) }
                 s.absent.subtract(absentBeneath)
                 // the kernel drops what lies beneath a name it drops; a directory whose

@@ -67,9 +67,9 @@ extension FuseServer {
             "misses: \(cache.misses)",
             "invalidations: \(record.count)",
             "last_invalidation_seconds: \(record.lastSeconds)",
-            "last_invalidation_nodes: \(record.lastNodes)",
-            "last_invalidation_names: \(record.lastNames)",
-            "last_invalidation_exact: \(record.lastExact ? "yes" : "no")",
+            "last_invalidation_nodes: \(record.last.nodes)",
+            "last_invalidation_names: \(record.last.names)",
+            "last_invalidation_exact: \(record.last.exact ? "yes" : "no")",
             "kernel_epoch_notification: \(epoch.map { $0 ? "accepted" : "refused" } ?? "not tried")",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)

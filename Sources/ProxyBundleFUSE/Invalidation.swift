@@ -17,11 +17,7 @@ extension FuseServer {
     struct InvalidationRecord {
         var count: UInt64 = 0
         var lastSeconds: Double = 0
-        var lastNodes: Int = 0
-        /// Names the last invalidation told the kernel about one by one (0 when the kernel
-        /// expired them all at once), and whether it was exact (only what changed).
-        var lastNames: Int = 0
-        var lastExact = false
+        var last = Touched(exact: false)
     }
 
     /// Invalidates what `text` names: one relative path per line, or everything when no
@@ -41,13 +37,12 @@ extension FuseServer {
             clock_gettime(CLOCK_MONOTONIC, &end)
             record.count += 1
             record.lastSeconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
-            record.lastNodes = touched.nodes
-            record.lastNames = touched.names
-            record.lastExact = touched.exact
+            record.last = touched
         }
     }
 
-    /// What invalidations told the kernel about.
+    /// What invalidations told the kernel about: nodes, names one by one (0 when the kernel
+    /// expired them all at once), and whether only what changed was forgotten.
     struct Touched {
         var nodes = 0
         var names = 0
