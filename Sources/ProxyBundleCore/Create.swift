@@ -50,6 +50,7 @@ extension Overlay {
                 }
             }
         }
+        directories.added(name, in: parent)
         // a new inode may reuse the number of a removed copy: it shows its own
         if hasOrigins { dropOrigin(ofUpperInode: made.st_ino) }
         made.st_ino = shownInode(made.st_ino, inUpper: true)
@@ -146,6 +147,7 @@ extension Overlay {
             }
             if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
         }
+        directories.added(name, in: newParent)
         // the new name is the same node: the kernel then keeps one inode for both names
         nodes.addAlias(node, parent: newParent, name: name)
         return Entry(node: node, attributes: try attributes(of: node))

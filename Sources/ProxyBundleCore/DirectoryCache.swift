@@ -14,11 +14,14 @@ final class DirectoryDescriptors: Sendable {
     /// The placement the directory had when opened: a change (a copy-up) makes them outdated.
     let placement: Placement
     let isRoot: Bool
+    /// The directory's names once read (kept descriptors only), to answer misses without a system call.
+    let known: KnownNames?
     /// Held so the roots' descriptors stay open while in use.
     private let layers: (upper: Layer, lower: Layer)
 
-    init(_ path: LayerPath, _ placement: Placement, upper: Layer, lower: Layer) throws(Errno) {
+    init(_ path: LayerPath, _ placement: Placement, upper: Layer, lower: Layer, knowsNames: Bool = false) throws(Errno) {
         self.placement = placement
+        known = knowsNames ? KnownNames() : nil
         isRoot = path.isRoot
         layers = (upper, lower)
         let opened = try DirectoryDescriptors.open(path, in: upper, placement.inUpper)
@@ -59,12 +62,15 @@ final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
     /// Told of every directory opened here, before any name is resolved in it.
     let watch: LayerWatch
+    /// Whether directories missed in often have their names read (see `KnownNames`).
+    let knowsNames: Bool
     /// Whose version tells whether a path still led where its node is.
     let nodes: NodeTable
 
-    init(watch: LayerWatch, nodes: NodeTable) {
+    init(watch: LayerWatch, nodes: NodeTable, knowsNames: Bool) {
         self.watch = watch
         self.nodes = nodes
+        self.knowsNames = knowsNames
     }
     /// Two descriptors per entry at most, well below the usual limit of 1,024 open files.
     static let limit = 256
@@ -76,7 +82,8 @@ final class DirectoryCache: Sendable {
     func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64, upper: Layer,
                      lower: Layer) throws(Errno) -> DirectoryDescriptors {
         if let cached = entries.withLock({ $0[id] }), cached.placement == location.placement { return cached }
-        let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower)
+        let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower,
+                                              knowsNames: knowsNames && nodes.version == located)
         guard nodes.version == located else { return opened }
         watch.watch(id, opened)
         entries.withLock { entries in
@@ -84,6 +91,11 @@ final class DirectoryCache: Sendable {
             entries[id] = opened
         }
         return opened
+    }
+
+    /// `name` was made in directory node `id` through the mount.
+    func added(_ name: [UInt8], in id: NodeID) {
+        entries.withLock { $0[id] }?.known?.added(name)
     }
 
     func removeAll() {

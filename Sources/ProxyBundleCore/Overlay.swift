@@ -55,7 +55,7 @@ public final class Overlay: Sendable {
         top = Locked(try Overlay.top(substitution, main: main, writable: writable))
         let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
         nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))
-        directories = DirectoryCache(watch: watch, nodes: nodes)
+        directories = DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime = Locked(now)

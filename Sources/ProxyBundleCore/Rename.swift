@@ -70,6 +70,7 @@ extension Overlay {
                 if !source.placement.isDirectory { try? Whiteout.remove(hiding: newName, in: tofd) }
             }
         }
+        directories.added(newName, in: newParent)
         nodes.move(parent: parent, name: name, to: newParent, newName)
     }
 

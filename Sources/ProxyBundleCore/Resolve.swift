@@ -33,7 +33,8 @@ extension Overlay {
     /// Resolves `name` in the directory open as `dirs`: one `fstatat` per layer that has the
     /// directory, and a look for a whiteout only where the main bundle has the name.
     func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors) throws(Errno) -> Resolved {
-        try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
+        if let known = dirs.known, !known.mayHave(name) { throw Errno.noEntry }
+        return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
             var upperEntry: stat? = nil
             if dirs.upper >= 0 {
                 upperEntry = try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(dirs.upper, p) }
@@ -66,7 +67,10 @@ extension Overlay {
                 return Resolved(placement: Placement(inUpper: true, inLower: merges, isDirectory: true),
                                 attributes: reported(st, inUpper: true))
             }
-            guard let st = lowerEntry else { throw Errno.noEntry }
+            guard let st = lowerEntry else {
+                if upperEntry == nil { dirs.known?.missed(upper: dirs.upper, lower: dirs.lower) }
+                throw Errno.noEntry
+            }
             return Resolved(placement: Placement(inUpper: false, inLower: true, isDirectory: isDirectory(st)),
                             attributes: reported(st, inUpper: false))
         }
