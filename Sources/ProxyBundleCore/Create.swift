@@ -24,8 +24,7 @@ extension Overlay {
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
         if !isWritable { throw Errno.readOnly }
         let dirPath = try upperDirectory(parent)
-        let dir = try locate(parent)
-        if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
+        if (try? resolve(name, inNode: parent)) != nil { throw Errno(EEXIST) }
         // the reply describes the entry made, stat'ed through the same directory descriptor: a
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
         // reply of another file type makes the kernel fail the call with EIO
@@ -137,8 +136,7 @@ extension Overlay {
         if location.placement.isDirectory { throw Errno.notPermitted }
         let source = try copyUp(node)
         let dirPath = try upperDirectory(newParent)
-        let dir = try locate(newParent)
-        if (try? resolve(name, in: dir.path, dir.placement)) != nil { throw Errno(EEXIST) }
+        if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
             try upper.withEntry(source) { (sourcefd: Int32) throws(Errno) in
                 try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in

@@ -17,6 +17,15 @@ extension Overlay {
         try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, upper: upper, lower: lower))
     }
 
+    /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
+    /// `DirectoryCache`): for checks before a change, which itself goes by path.
+    func resolve(_ name: [UInt8], inNode parent: NodeID) throws(Errno) -> Resolved {
+        let located = nodes.version
+        let dir = try locate(parent)
+        guard dir.placement.isDirectory else { throw Errno.notDirectory }
+        return try resolve(name, in: directories.descriptors(parent, dir, located: located, upper: upper, lower: lower))
+    }
+
     /// Resolves a listed `item` in the directory `dirs` it was listed from, while nothing
     /// changed since: an entry of the main bundle (which the substitution neither has nor
     /// whites out) or a non-directory of the substitution is one `fstatat` away; a directory of

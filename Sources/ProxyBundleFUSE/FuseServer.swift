@@ -80,14 +80,20 @@ public final class FuseServer: Sendable {
         }
     }
 
+    /// Who made the request, with supplementary groups (for a permission check).
     func requester(_ req: fuse_req_t) -> Requester {
-        let context = fuse_req_ctx(req)
-        let uid = context?.pointee.uid ?? 0
-        let gid = context?.pointee.gid ?? 0
+        let owner = owner(req)
         var groups = [gid_t](repeating: 0, count: 64)
+        // read from /proc/PID/task/TID/status: six system calls, so only where groups matter
         let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
         groups.removeSubrange(max(0, min(Int(count), groups.count))...)
-        return Requester(uid: uid, gid: gid, groups: groups)
+        return Requester(uid: owner.uid, gid: owner.gid, groups: groups)
+    }
+
+    /// Who made the request, without supplementary groups: the owner of what it makes.
+    func owner(_ req: fuse_req_t) -> Requester {
+        let context = fuse_req_ctx(req)
+        return Requester(uid: context?.pointee.uid ?? 0, gid: context?.pointee.gid ?? 0, groups: [])
     }
 
     func log(failure error: Errno, in operation: StaticString) {

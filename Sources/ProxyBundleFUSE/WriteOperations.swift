@@ -16,7 +16,7 @@ enum WriteOperations {
                     return .created(server.entryParameters(try server.overlay.lookup(parent: parent, name: bytes(name))), info)
                 }
                 let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
-                                                     in: parent, owner: server.requester(req))
+                                                     in: parent, owner: server.owner(req))
                 info.pointee.fh = UInt64(made.fd ?? -1)
                 return .created(server.entryParameters(made.entry), info)
             }
@@ -151,7 +151,7 @@ enum WriteOperations {
                      _ name: UnsafePointer<CChar>?, _ parent: fuse_ino_t) {
         FuseServer.handle(req, operation) { server throws(Errno) in
             guard let req else { throw Errno.invalid }
-            let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.requester(req))
+            let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.owner(req))
             return .entry(server.entryParameters(made.entry))
         }
     }
