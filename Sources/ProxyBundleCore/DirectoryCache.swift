@@ -40,6 +40,15 @@ final class DirectoryDescriptors: Sendable {
         if lower >= 0 { Sys.close(lower) }
     }
 
+    /// The attributes of the directory in the upper or lower layer; nil if it was not there
+    /// when opened (a concurrent change raced the open). A method, so that these descriptors
+    /// stay alive (and open) during the call: a caller holding only a descriptor number may
+    /// see the last reference go, and the number closed or reused, before it is used.
+    func attributes(inUpper: Bool) throws(Errno) -> stat? {
+        let fd = inUpper ? upper : lower
+        return fd >= 0 ? try Sys.fstat(fd) : nil
+    }
+
     /// The directory's descriptor in `layer` (the root's own for the root); -1 when it is not
     /// `wanted` or not there.
     private static func open(_ path: LayerPath, in layer: Layer, _ wanted: Bool) throws(Errno) -> Int32 {
@@ -54,10 +63,11 @@ final class DirectoryDescriptors: Sendable {
 /// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
 /// since directories may have been replaced on disk, and when full.
 ///
-/// Only lookups use them, which read names and attributes. A directory moved away behind the
-/// daemon's back (even out of its layer) is still looked in until the next invalidation, as a
-/// local file system serves a directory a process has open; everything that opens, reads or
-/// changes an entry goes by its path from the layer's root, so it never follows such a move.
+/// Only reads of names and attributes use them: lookups, the checks before a change, and a
+/// directory's own attributes. A directory moved away behind the daemon's back (even out of
+/// its layer) is still looked in until the next invalidation, as a local file system serves a
+/// directory a process has open; everything that opens, reads or changes an entry goes by its
+/// path from the layer's root, so it never follows such a move.
 final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
     /// Told of every directory opened here, before any name is resolved in it.
@@ -81,16 +91,26 @@ final class DirectoryCache: Sendable {
     /// so what it opened serves this once but is neither kept nor watched for the node.
     func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64, upper: Layer,
                      lower: Layer) throws(Errno) -> DirectoryDescriptors {
-        if let cached = entries.withLock({ $0[id] }), cached.placement == location.placement { return cached }
+        if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower,
                                               knowsNames: knowsNames && nodes.version == located)
         guard nodes.version == located else { return opened }
         watch.watch(id, opened)
-        entries.withLock { entries in
+        // checked again under the lock that `removeAll` takes, after a change bumped the version
+        let kept = entries.withLock { entries -> Bool in
+            guard nodes.version == located else { return false }
             if entries.count >= DirectoryCache.limit { entries.removeAll(keepingCapacity: true) }
             entries[id] = opened
+            return true
         }
+        if !kept { watch.unwatch([id]) }
         return opened
+    }
+
+    /// The descriptors kept for directory node `id`, if they were opened with `placement`.
+    func cached(_ id: NodeID, _ placement: Placement) -> DirectoryDescriptors? {
+        guard let cached = entries.withLock({ $0[id] }), cached.placement == placement else { return nil }
+        return cached
     }
 
     /// `name` was made in directory node `id` through the mount.

@@ -47,6 +47,9 @@ extension Overlay {
         if let copy = try? upper.attributes(location.path) { recordShown(shown, forUpperInode: copy.st_ino) }
         nodes.update(node) { $0.inUpper = true; $0.inLower = false }
         nodes.markStale(under: node)
+        // the substitution's directories beneath were replaced by copies, while their nodes
+        // keep their placement: their descriptors would lead into the removed originals
+        directories.removeAll()
     }
 
     private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {

@@ -153,7 +153,7 @@ public final class Overlay: Sendable {
         if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return showingOpen(node, st) }
         do throws(Errno) {
             let location = try locate(node)
-            let st = try attributes(at: location.path, location.placement)
+            let st = try attributes(of: node, at: location)
             guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
                 // another kind of entry took the name (the kernel would mark the inode bad)
                 if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return showingOpen(node, st) }
@@ -165,6 +165,18 @@ public final class Overlay: Sendable {
             guard let st = nodes.openFileAttributes(of: node, detachedOnly: true) else { throw error }
             return showingOpen(node, st)
         }
+    }
+
+    /// A directory's attributes come through the descriptor kept for its lookups when there is
+    /// one (a read, like a lookup: see `DirectoryCache`), everything else's by path.
+    private func attributes(of node: NodeID, at location: NodeTable.Location) throws(Errno) -> stat {
+        let placement = location.placement
+        if cachesLookups, placement.isDirectory, let dirs = directories.cached(node, placement),
+           var st = try dirs.attributes(inUpper: placement.inUpper) {
+            st.st_ino = shownInode(st.st_ino, inUpper: placement.inUpper)
+            return st
+        }
+        return try attributes(at: location.path, placement)
     }
 
     func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {

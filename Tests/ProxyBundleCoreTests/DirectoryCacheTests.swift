@@ -29,4 +29,42 @@ final class DirectoryCacheTests: OverlayTestCase {
         XCTAssertEqual(try lookup(overlay, "c/x").attributes.st_size, 4, "a's own x")
         XCTAssertEqual(try lookup(overlay, "a/x").attributes.st_size, 14, "b's x")
     }
+
+    /// Materializing a directory replaces every substitution directory beneath it by a copy,
+    /// while their nodes keep their placement. Before the fix, b kept the descriptors of the
+    /// removed original: a name never looked up there was missing, and b's attributes were
+    /// those of a removed directory (size 0).
+    func testDescriptorsOfDirectoriesReplacedByMaterializingAreNotKept() throws {
+        try write(.main, "a/m", "main")
+        try write(.patch, "a/b/f", "looked up")
+        try write(.patch, "a/b/g", "never looked up")
+        let overlay = try makeCachingOverlay()
+        let b = try lookup(overlay, "a/b").node
+        _ = try lookup(overlay, "a/b/f")
+        let a = try lookup(overlay, "a").node
+        try overlay.rename(n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
+        XCTAssertEqual(try overlay.attributes(of: a).st_nlink, 3, "materialized")
+        XCTAssertEqual(try lookup(overlay, "c/b/g").attributes.st_size, 15)
+        XCTAssertEqual(try overlay.attributes(of: b).st_size, try lstatOf(.patch, "c/b").st_size)
+        XCTAssertGreaterThan(try overlay.attributes(of: b).st_size, 0)
+    }
+
+    /// A directory's attributes come through its kept descriptors; descriptors opened while
+    /// the substitution's copy was away (moved behind the daemon's back, or by a racing
+    /// rename) have none for that layer. Before the fix: EBADF (fstat of -1).
+    func testAttributesOfADirectoryAwayWhenItsDescriptorsWereOpenedComeByPath() throws {
+        try write(.main, "d/m", "main")
+        try write(.patch, "d/p", "patch")
+        let overlay = try makeCachingOverlay()
+        let d = try lookup(overlay, "d").node
+        let location = try overlay.nodes.location(of: d)
+        try rename(.patch, "d", "away")
+        let opened = try overlay.directories.descriptors(d, location, located: overlay.nodes.version,
+                                                         upper: overlay.upper, lower: overlay.lower)
+        XCTAssertEqual(opened.upper, -1, "fixture: opened while away")
+        try rename(.patch, "away", "d")
+        let st = try overlay.attributes(of: d)
+        XCTAssertEqual(fileType(st), S_IFDIR)
+        XCTAssertEqual(st.st_mtim.tv_nsec, try lstatOf(.patch, "d").st_mtim.tv_nsec)
+    }
 }
