@@ -45,7 +45,10 @@ let package = Package(
                 "CFuseShim",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ],
+            // lld packs the relative relocations (RELR, glibc 2.36): the 38,000 of a static Swift
+            // runtime took 0.9 MB to read, and stayed resident, at every start of the daemon
+            linkerSettings: [.unsafeFlags(["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"])]
         ),
         // Not part of the product: the racing client process of the mount tests' StressTests.
         .executableTarget(
