@@ -77,8 +77,9 @@ enum Daemon {
 }
 
 extension Daemon {
-    /// Starts `arguments` (a foreground mount) as a detached copy of this program in its own
-    /// session, and returns once it reports that it has mounted and the mount answers.
+    /// Starts `arguments` (the daemon image's, see `DaemonImage`) as a detached copy of this
+    /// program in its own session, and returns once it reports that it has mounted and the
+    /// mount answers.
     static func startDetached(_ arguments: [String], mountpoint: String) throws(Failure) {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }

@@ -11,6 +11,25 @@ enum LogDestination {
     case file(String)
     case syslog
 
+    /// As passed to the daemon image: `stderr`, `syslog` or `file:PATH`.
+    var argument: String {
+        switch self {
+        case .standardError: "stderr"
+        case .syslog: "syslog"
+        case .file(let path): "file:" + path
+        }
+    }
+
+    init?(argument: String) {
+        switch argument {
+        case "stderr": self = .standardError
+        case "syslog": self = .syslog
+        default:
+            guard argument.hasPrefix("file:") else { return nil }
+            self = .file(String(argument.dropFirst(5)))
+        }
+    }
+
     /// Checks that a log file can be written before anything is mounted.
     static func checkWritable(_ path: String) throws(Failure) {
         let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)

@@ -54,18 +54,10 @@ struct MountCommand: ParsableCommand {
         let plan = try MountPlan(main: main, mountpoint: mountpoint, substitution: substitution, options: parsed)
         let logFile = logFile.map(Paths.absolute)
         if let logFile { try LogDestination.checkWritable(logFile) }
-        if foreground {
-            let destination: LogDestination = logFile.map { .file($0) } ?? (syslog ? .syslog : .standardError)
-            try destination.bootstrap(level: logLevel)
-            let status = try Daemon.serve(plan, logger: Logger(label: "proxybundle"))
-            if status != 0 { throw ExitCode(status) }
-            return
-        }
-        var arguments = ["mount", plan.main, plan.mountpoint, "--substitution", plan.substitution, "--foreground",
-                         "--log-level", logLevel.rawValue]
-        arguments += logFile.map { ["--log-file", $0] } ?? ["--syslog"]
-        for list in options { arguments += ["-o", list] }
-        try Daemon.startDetached(arguments, mountpoint: plan.mountpoint)
+        let destination: LogDestination = logFile.map { .file($0) } ?? (syslog || !foreground ? .syslog : .standardError)
+        let daemon = DaemonImage.arguments(plan, options: options, level: logLevel, destination: destination)
+        if foreground { try DaemonImage.exec(daemon) }
+        try Daemon.startDetached(daemon, mountpoint: plan.mountpoint)
     }
 }
 

@@ -24,6 +24,10 @@ struct ProxyBundle: ParsableCommand {
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.
     static func main() {
+        let arguments = CommandLine.arguments
+        if arguments.count > 1 && arguments[1] == DaemonImage.marker {
+            Glibc.exit(DaemonImage.serve(Array(arguments.dropFirst(2))))
+        }
         do {
             var command = try parseAsRoot(MountHelper.arguments(Array(CommandLine.arguments.dropFirst())))
             try command.run()

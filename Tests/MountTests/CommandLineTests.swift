@@ -77,6 +77,11 @@ final class CommandLineTests: XCTestCase {
             (["mount", fx.main], "Missing expected argument"),
             (["mount", fx.main, fx.mountpoint, "--no-such-flag"], "Unknown option"),
             (["frobnicate"], "Unexpected argument"),
+            (["--serve-checked-mount"], "for proxybundle mount only"),
+            (["--serve-checked-mount", fx.main, fx.mountpoint, fx.substitution, "loud", "stderr"], "for proxybundle mount only"),
+            (["--serve-checked-mount", fx.main, fx.mountpoint, fx.substitution, "info", "stderr", "bogus"],
+             "unknown mount option 'bogus'"),
+            (["--serve-checked-mount", fx.root + "/missing", fx.mountpoint, fx.substitution, "info", "stderr"], "does not exist"),
         ]
         for (arguments, expect) in cases {
             let result = try proxybundle(arguments)
@@ -166,7 +171,7 @@ final class CommandLineTests: XCTestCase {
         try FileManager.default.contentsOfDirectory(atPath: "/proc").compactMap { entry -> pid_t? in
             guard let pid = pid_t(entry), let raw = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
             let words = raw.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
-            return words.contains("mount") && words.contains(fx.mountpoint) && words.contains("--foreground") ? pid : nil
+            return words.contains("--serve-checked-mount") && words.contains(fx.mountpoint) ? pid : nil
         }
     }
 

@@ -28,6 +28,21 @@ final class DaemonLifeTests: XCTestCase {
         return pid
     }
 
+    /// `mount --foreground` becomes the daemon by exec (same process) of a fresh image that
+    /// never ran the argument parser, and a detached mount spawns that image directly.
+    func testTheDaemonServesFromAFreshImageInTheProcessStarted() throws {
+        try fx.start()
+        let foreground = try String(contentsOfFile: "/proc/\(fx.daemon)/cmdline", encoding: .utf8).split(separator: "\0")
+        XCTAssertEqual(foreground.dropFirst().first, "--serve-checked-mount", "\(foreground)")
+        XCTAssertEqual(try daemonPID(), fx.daemon)
+        XCTAssertFalse(try Disk.read(fx.inMount(".stats")).isEmpty)
+        fx.tearDown()
+        fx = try MountFixture(name)
+        try mountDetached()
+        let detached = try String(contentsOfFile: "/proc/\(try daemonPID())/cmdline", encoding: .utf8).split(separator: "\0")
+        XCTAssertEqual(detached.dropFirst().first, "--serve-checked-mount", "\(detached)")
+    }
+
     /// Whether `pid` has exited (gone, or a zombie nobody reaped yet).
     private func hasExited(_ pid: pid_t) -> Bool {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),

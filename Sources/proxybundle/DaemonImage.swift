@@ -1,0 +1,49 @@
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon serves from a fresh image of this program, started with `exec` once `mount`
+/// has checked its arguments (same process, same pid). That image never runs the argument
+/// parser, whose reflection over the commands leaves about 3 MB of code and metadata
+/// resident for the life of a process.
+enum DaemonImage {
+    /// The first argument of the fresh image; not a command anyone types.
+    static let marker = "--serve-checked-mount"
+
+    /// The arguments (after the program's name) that start the daemon image serving `plan`
+    /// with the `-o` lists `options`.
+    static func arguments(_ plan: MountPlan, options: [String], level: Logger.Level,
+                          destination: LogDestination) -> [String] {
+        [marker, plan.main, plan.mountpoint, plan.substitution, level.rawValue, destination.argument] + options
+    }
+
+    /// Replaces this process with the daemon image started with `arguments`. Returns only by
+    /// throwing, when the image cannot be started.
+    static func exec(_ arguments: [String]) throws(Failure) -> Never {
+        let argv = (["proxybundle"] + arguments).map { strdup($0) } + [nil]
+        execv("/proc/self/exe", argv)
+        let error = errno
+        argv.forEach { free($0) }
+        throw Failure("cannot start the daemon: \(Paths.describe(error))")
+    }
+
+    /// The fresh image: checks the arguments again (nothing has been mounted meanwhile),
+    /// serves, and gives the exit status.
+    static func serve(_ arguments: [String]) -> Int32 {
+        do throws(Failure) {
+            guard arguments.count >= 5, let level = Logger.Level(rawValue: arguments[3]),
+                  let destination = LogDestination(argument: arguments[4]) else {
+                throw Failure("\(marker) is for proxybundle mount only")
+            }
+            let options = try MountOptions(Array(arguments.dropFirst(5)))
+            let plan = try MountPlan(main: arguments[0], mountpoint: arguments[1], substitution: arguments[2],
+                                     options: options)
+            try destination.bootstrap(level: level)
+            return try Daemon.serve(plan, logger: Logger(label: "proxybundle"))
+        } catch {
+            error.report()
+            return 1
+        }
+    }
+}
