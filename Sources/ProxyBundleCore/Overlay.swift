@@ -218,6 +218,13 @@ public final class Overlay: Sendable {
         return fd
     }
 
+    /// The kernel's inode of `node` cannot serve the file its name leads to now: the name is
+    /// taken away from the node, so that after an ESTALE the kernel looks it up again and gets
+    /// a new node (and inode).
+    public func detachName(of node: NodeID) {
+        nodes.detachName(of: node)
+    }
+
     /// The kernel closed its last use of `fd`, opened by `openFile` or `create` for `node`.
     public func release(_ node: NodeID, fd: Int32) {
         nodes.closed(node, fd: fd)

@@ -56,6 +56,7 @@ extension FuseServer {
         let cache = overlay.cacheStatistics
         let record = invalidations.withLock { $0 }
         let epoch = notifier.acceptsEpoch.withLock { $0 }
+        let opens = passthrough.statistics
         let about = description.map { "\($0.key): \($0.value.replacingNewlines)" }
         let lines = about + [
             "pid: \(getpid())",
@@ -71,6 +72,10 @@ extension FuseServer {
             "last_invalidation_names: \(record.last.names)",
             "last_invalidation_exact: \(record.last.exact ? "yes" : "no")",
             "kernel_epoch_notification: \(epoch.map { $0 ? "accepted" : "refused" } ?? "not tried")",
+            "passthrough: \(opens.usable ? "on" : "off")",
+            "passthrough_opens: \(opens.passthrough)",
+            "stale_opens: \(opens.stale)",
+            "cached_opens: \(opens.cached)",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }

@@ -44,6 +44,8 @@ public final class FuseServer: Sendable {
     let description: [(key: String, value: String)]
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.
     let started: Int
+    /// Reads and writes of open files straight to the layers' files, where the kernel allows.
+    let passthrough = Passthrough()
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
                 description: [(key: String, value: String)] = []) {

@@ -56,8 +56,9 @@ enum Operations {
                     try server.openControl(control, info)
                     return .opened(info)
                 }
-                info.pointee.fh = UInt64(try server.overlay.openFile(node, flags: info.pointee.flags))
-                info.pointee.keep_cache = server.timeouts.keepsContent ? 1 : 0
+                let fd = try server.overlay.openFile(node, flags: info.pointee.flags)
+                info.pointee.fh = UInt64(fd)
+                try server.serve(node, openAs: fd, info)
                 return .opened(info)
             }
         }
@@ -71,7 +72,9 @@ enum Operations {
         ops.release = { req, node, info in
             FuseServer.handle(req, "release") { server in
                 if let info, ControlFile(node: node) == nil {
-                    server.overlay.release(node, fd: Int32(truncatingIfNeeded: info.pointee.fh))
+                    let fd = Int32(truncatingIfNeeded: info.pointee.fh)
+                    server.passthrough.release(fd: fd)  // before the descriptor's number can be reused
+                    server.overlay.release(node, fd: fd)
                 }
                 return .ok
             }

@@ -44,6 +44,10 @@ public final class Session {
             throw Failure(description: "cannot mount on \(mountpoint) (is /dev/fuse accessible and the mountpoint an empty directory?)")
         }
         mounted = true
+        // PROXYBUNDLE_NO_PASSTHROUGH=1 keeps every open page-cached (the tests of that path use it)
+        if getenv("PROXYBUNDLE_NO_PASSTHROUGH") == nil, pb_session_ask_passthrough(session) == 0 {
+            userdata.takeUnretainedValue().passthrough.enable(fuseDevice: fuse_session_fd(session))
+        }
     }
 
     /// Serves requests until the file system is unmounted or SIGINT, SIGTERM or SIGHUP

@@ -40,6 +40,11 @@ enum Disk {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw TestFailure("open \(path): errno \(errno)") }
         defer { close(fd) }
+        return try readAll(fd, path)
+    }
+
+    /// What is left to read from `fd`, as text.
+    static func readAll(_ fd: Int32, _ path: String = "descriptor") throws -> String {
         var data: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {

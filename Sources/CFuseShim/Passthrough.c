@@ -1,0 +1,122 @@
+// FUSE passthrough (kernel 6.9 and later), which libfuse 3.14 cannot negotiate: the session's
+// I/O goes through these two functions, which amend two kinds of reply on their way to the
+// kernel. The INIT reply gets the passthrough flag and a stack depth; the reply to an OPEN or
+// CREATE gets FOPEN_PASSTHROUGH and the backing file's id, when the handler (on the same
+// thread, as libfuse's loop runs each request on the thread that read it) asked for it.
+#include "CFuseShim.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+// The parts of the kernel protocol used here (include/uapi/linux/fuse.h, 7.40).
+struct pb_in_header {
+    uint32_t len;
+    uint32_t opcode;
+    uint64_t unique;
+};
+struct pb_out_header {
+    uint32_t len;
+    int32_t error;
+    uint64_t unique;
+};
+struct pb_backing_map {
+    int32_t fd;
+    uint32_t flags;
+    uint64_t padding;
+};
+enum {
+    pb_FUSE_OPEN = 14,
+    pb_FUSE_INIT = 26,
+    pb_FUSE_CREATE = 35,
+    pb_FUSE_INIT_EXT = 1u << 30,
+    pb_FUSE_PASSTHROUGH_IN_FLAGS2 = 1u << 5,  // FUSE_PASSTHROUGH is bit 37 of the flags
+    pb_FOPEN_PASSTHROUGH = 1u << 7,
+    // offsets in fuse_init_out
+    pb_INIT_FLAGS = 12,
+    pb_INIT_FLAGS2 = 32,
+    pb_INIT_MAX_STACK_DEPTH = 36,
+    pb_INIT_SIZE = 64,
+    // offsets in fuse_open_out, and of fuse_open_out in a CREATE reply (after fuse_entry_out)
+    pb_OPEN_FLAGS = 8,
+    pb_OPEN_BACKING_ID = 12,
+    pb_OPEN_SIZE = 16,
+    pb_ENTRY_OUT_SIZE = 128,
+};
+#define pb_FUSE_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct pb_backing_map)
+#define pb_FUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
+
+static int passthrough_asked;
+static __thread uint64_t request_unique;
+static __thread uint32_t request_opcode;
+static __thread int32_t reply_backing_id;
+
+static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userdata) {
+    (void)userdata;
+    ssize_t count = read(fd, buffer, length);
+    reply_backing_id = 0;
+    request_opcode = 0;
+    if (count >= (ssize_t)sizeof(struct pb_in_header)) {
+        const struct pb_in_header *in = buffer;
+        request_unique = in->unique;
+        request_opcode = in->opcode;
+    }
+    return count;
+}
+
+static void put32(struct iovec *body, size_t offset, uint32_t value) {
+    *(uint32_t *)((char *)body->iov_base + offset) = value;
+}
+
+static uint32_t get32(struct iovec *body, size_t offset) {
+    return *(uint32_t *)((char *)body->iov_base + offset);
+}
+
+static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *userdata) {
+    (void)userdata;
+    if (count == 2 && iov[0].iov_len == sizeof(struct pb_out_header)) {
+        const struct pb_out_header *out = iov[0].iov_base;
+        struct iovec *body = &iov[1];
+        if (out->error == 0 && out->unique == request_unique && request_opcode != 0) {
+            if (request_opcode == pb_FUSE_INIT && passthrough_asked && body->iov_len >= pb_INIT_SIZE) {
+                put32(body, pb_INIT_FLAGS, get32(body, pb_INIT_FLAGS) | pb_FUSE_INIT_EXT);
+                put32(body, pb_INIT_FLAGS2, get32(body, pb_INIT_FLAGS2) | pb_FUSE_PASSTHROUGH_IN_FLAGS2);
+                put32(body, pb_INIT_MAX_STACK_DEPTH, 1);
+            } else if (reply_backing_id > 0 && (request_opcode == pb_FUSE_OPEN || request_opcode == pb_FUSE_CREATE)) {
+                size_t open = request_opcode == pb_FUSE_CREATE ? pb_ENTRY_OUT_SIZE : 0;
+                if (body->iov_len >= open + pb_OPEN_SIZE) {
+                    put32(body, open + pb_OPEN_FLAGS, get32(body, open + pb_OPEN_FLAGS) | pb_FOPEN_PASSTHROUGH);
+                    put32(body, open + pb_OPEN_BACKING_ID, (uint32_t)reply_backing_id);
+                }
+            }
+        }
+    }
+    ssize_t written;
+    do {
+        written = writev(fd, iov, count);
+    } while (written < 0 && errno == EINTR);
+    return written;
+}
+
+int pb_session_ask_passthrough(struct fuse_session *se) {
+    static const struct fuse_custom_io io = { .read = passthrough_read, .writev = passthrough_writev };
+    passthrough_asked = 1;
+    return fuse_session_custom_io(se, &io, fuse_session_fd(se));
+}
+
+int32_t pb_backing_open(int device, int fd) {
+    struct pb_backing_map map = { .fd = fd };
+    int id = ioctl(device, pb_FUSE_DEV_IOC_BACKING_OPEN, &map);
+    return id < 0 ? -errno : id;
+}
+
+int pb_backing_close(int device, int32_t id) {
+    uint32_t value = (uint32_t)id;
+    return ioctl(device, pb_FUSE_DEV_IOC_BACKING_CLOSE, &value) < 0 ? -errno : 0;
+}
+
+void pb_reply_with_backing(int32_t id) {
+    reply_backing_id = id;
+}
