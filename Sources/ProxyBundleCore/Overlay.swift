@@ -129,9 +129,7 @@ public final class Overlay: Sendable {
             if let listed, cachesLookups, listed.listing.version == resolvedAt {
                 found = try resolve(listed: listed.item, in: listed.listing.directories)
             } else {
-                let dir = try locate(parent)
-                guard dir.placement.isDirectory else { throw Errno.notDirectory }
-                found = try resolve(name, in: try directories.descriptors(parent, dir, located: resolvedAt, upper: upper, lower: lower))
+                found = try resolve(name, in: try descriptors(of: parent, located: resolvedAt))
             }
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),

@@ -20,10 +20,17 @@ extension Overlay {
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
     /// `DirectoryCache`): for checks before a change, which itself goes by path.
     func resolve(_ name: [UInt8], inNode parent: NodeID) throws(Errno) -> Resolved {
-        let located = nodes.version
+        try resolve(name, in: descriptors(of: parent, located: nodes.version))
+    }
+
+    /// The descriptors of directory node `parent`: those kept for it (which need no path, as
+    /// every invalidation drops them), or opened at its location. `located` is the table's
+    /// version before.
+    func descriptors(of parent: NodeID, located: UInt64) throws(Errno) -> DirectoryDescriptors {
+        if let placement = nodes.placement(of: parent), let kept = directories.cached(parent, placement) { return kept }
         let dir = try locate(parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        return try resolve(name, in: directories.descriptors(parent, dir, located: located, upper: upper, lower: lower))
+        return try directories.descriptors(parent, dir, located: located, upper: upper, lower: lower)
     }
 
     /// Resolves a listed `item` in the directory `dirs` it was listed from, while nothing
