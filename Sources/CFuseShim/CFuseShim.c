@@ -84,6 +84,10 @@ int pb_set_parent_death_signal(int sig) {
     return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
 }
 
+int pb_set_process_name(const char *name) {
+    return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 void pb_write_stderr(const char *text, size_t length) {
     while (length > 0) {
         ssize_t n = write(STDERR_FILENO, text, length);

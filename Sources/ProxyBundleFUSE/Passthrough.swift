@@ -93,8 +93,9 @@ final class Passthrough: Sendable {
             }
             let id = pb_backing_open(s.fuseDevice, fd)
             guard id > 0 else {
-                // refused for this file (a layer stacked too deep) or for every file
-                if id != -ELOOP { s.usable = false }
+                // refused for every file (no passthrough in this kernel, no privilege), or
+                // for this one (a layer stacked too deep, out of memory or descriptors)
+                if [-EPERM, -ENOTTY, -EOPNOTSUPP, -EINVAL].contains(id) { s.usable = false }
                 s.cachedOpens[node, default: 0] += 1
                 s.opens[fd] = (node, false)
                 return .cached

@@ -1,3 +1,4 @@
+import CFuseShim
 import Logging
 #if canImport(Glibc)
 import Glibc
@@ -31,6 +32,7 @@ enum DaemonImage {
     /// The fresh image: checks the arguments again (nothing has been mounted meanwhile),
     /// serves, and gives the exit status.
     static func serve(_ arguments: [String]) -> Int32 {
+        _ = pb_set_process_name("proxybundle")  // started as /proc/self/exe, it would show as "exe"
         do throws(Failure) {
             guard arguments.count >= 5, let level = Logger.Level(rawValue: arguments[3]),
                   let destination = LogDestination(argument: arguments[4]) else {

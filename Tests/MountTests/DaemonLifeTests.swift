@@ -34,6 +34,8 @@ final class DaemonLifeTests: XCTestCase {
         try fx.start()
         let foreground = try String(contentsOfFile: "/proc/\(fx.daemon)/cmdline", encoding: .utf8).split(separator: "\0")
         XCTAssertEqual(foreground.dropFirst().first, "--serve-checked-mount", "\(foreground)")
+        let name = try String(contentsOfFile: "/proc/\(fx.daemon)/comm", encoding: .utf8)
+        XCTAssertEqual(name, "proxybundle\n", "what ps shows (not exe)")
         XCTAssertEqual(try daemonPID(), fx.daemon)
         XCTAssertFalse(try Disk.read(fx.inMount(".stats")).isEmpty)
         fx.tearDown()

@@ -57,6 +57,8 @@ extern const int pb_SEEK_DATA;
 extern const int pb_SEEK_HOLE;
 // prctl(PR_SET_PDEATHSIG, sig)
 int pb_set_parent_death_signal(int sig);
+// prctl(PR_SET_NAME, name): the name ps and top show (at most 15 bytes).
+int pb_set_process_name(const char *name);
 // Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
 void pb_write_stderr(const char *text, size_t length);
 // pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.
