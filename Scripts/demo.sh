@@ -11,6 +11,9 @@
 # as an ordinary user (FUSE must be usable: /dev/fuse and fusermount3).
 # Exits non-zero with a message on stderr if any step fails or the merged
 # view differs from Examples/merged-view.txt.
+#
+# PROXYBUNDLE_BIN=PATH uses an already built binary (no bootstrap, no build;
+# the tests run the demo so).
 set -euo pipefail
 
 say()  { printf '\n==> %s\n' "$*"; }
@@ -32,24 +35,34 @@ shadowed="en.lproj/Localizable.strings"
 
 # --- prerequisites and build -------------------------------------------------
 
-say "Checking prerequisites (Scripts/bootstrap.sh)"
-[ -f "$root/Scripts/bootstrap.sh" ] || die "missing Scripts/bootstrap.sh"
-bash "$root/Scripts/bootstrap.sh" || die "Scripts/bootstrap.sh failed (see above)"
+build() {
+  say "Checking prerequisites (Scripts/bootstrap.sh)"
+  [ -f "$root/Scripts/bootstrap.sh" ] || die "missing Scripts/bootstrap.sh"
+  bash "$root/Scripts/bootstrap.sh" || die "Scripts/bootstrap.sh failed (see above)"
 
-if ! command -v swift >/dev/null 2>&1; then
-  if [ -x /opt/swift/usr/bin/swift ]; then
-    PATH="/opt/swift/usr/bin:$PATH"
-    export PATH
-  else
-    die "swift not found on PATH nor at /opt/swift/usr/bin/swift"
+  if ! command -v swift >/dev/null 2>&1; then
+    if [ -x /opt/swift/usr/bin/swift ]; then
+      PATH="/opt/swift/usr/bin:$PATH"
+      export PATH
+    else
+      die "swift not found on PATH nor at /opt/swift/usr/bin/swift"
+    fi
   fi
-fi
 
-say "Building (swift build)"
-swift build || die "swift build failed"
-bin_dir=$(swift build --show-bin-path) || die "swift build --show-bin-path failed"
-bin="$bin_dir/proxybundle"
-[ -x "$bin" ] || die "built executable not found at $bin"
+  say "Building (swift build)"
+  swift build || die "swift build failed"
+  local bin_dir
+  bin_dir=$(swift build --show-bin-path) || die "swift build --show-bin-path failed"
+  bin="$bin_dir/proxybundle"
+  [ -x "$bin" ] || die "built executable not found at $bin"
+}
+
+if [ -n "${PROXYBUNDLE_BIN:-}" ]; then
+  bin=$PROXYBUNDLE_BIN
+  [ -x "$bin" ] || die "PROXYBUNDLE_BIN=$bin is not an executable"
+else
+  build
+fi
 info "binary: $bin"
 
 [ -e /dev/fuse ] || die "/dev/fuse does not exist: FUSE is unavailable here (in a container, run it with --device /dev/fuse --cap-add SYS_ADMIN)"
@@ -177,8 +190,9 @@ layer_of() {
   fi
 }
 
-find "$mnt" -mindepth 1 -printf '%P\0' > "$work/listing.raw" \
-  || die "listing the mount with find failed"
+# the control files at the root (.invalidate, .stats) belong to the mount, not to the layers
+find "$mnt" -mindepth 1 \( -path "$mnt/.invalidate" -o -path "$mnt/.stats" \) -prune -o -printf '%P\0' \
+  > "$work/listing.raw" || die "listing the mount with find failed"
 entries=()
 mapfile -d '' -t entries < <(LC_ALL=C sort -z "$work/listing.raw")
 

@@ -1,0 +1,23 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// Scripts/demo.sh, the README's first command, with the built binary (no `swift build`, which
+/// would wait for the build lock `swift test` holds).
+final class DemoTests: XCTestCase {
+    private static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Scripts/demo.sh").path
+    }
+
+    /// Before the fix: the mount's control files (.invalidate, .stats) were listed with the
+    /// layers' entries, and the demo failed its comparison with Examples/merged-view.txt.
+    func testDemoShowsTheExpectedMergedViewAndUnmounts() throws {
+        let result = try Spawn.run("/bin/bash", [Self.script], environment: ["PROXYBUNDLE_BIN=\(MountFixture.binary)"],
+                                   seconds: 120)
+        XCTAssertEqual(result.status, 0, result.output + result.error)
+        XCTAssertTrue(result.output.contains("listing matches Examples/merged-view.txt"), result.output)
+        XCTAssertTrue(result.output.contains("Demo finished"), result.output)
+        XCTAssertFalse(MountTable.current().mounts.contains { $0.mountpoint.contains("proxybundle-demo") }, "left mounted")
+    }
+}
