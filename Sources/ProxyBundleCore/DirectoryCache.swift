@@ -40,10 +40,16 @@ final class DirectoryDescriptors: Sendable {
         if lower >= 0 { Sys.close(lower) }
     }
 
+    /// Whether every layer the placement names had the directory when it was opened (a
+    /// concurrent change or one behind the daemon's back may have taken it away).
+    var isComplete: Bool {
+        placement.inUpper == (upper >= 0) && placement.inLower == (lower >= 0)
+    }
+
     /// The attributes of the directory in the upper or lower layer; nil if it was not there
-    /// when opened (a concurrent change raced the open). A method, so that these descriptors
-    /// stay alive (and open) during the call: a caller holding only a descriptor number may
-    /// see the last reference go, and the number closed or reused, before it is used.
+    /// when opened. A method, so that these descriptors stay alive (and open) during the
+    /// call: a caller holding only a descriptor number may see the last reference go, and the
+    /// number closed or reused, before it is used.
     func attributes(inUpper: Bool) throws(Errno) -> stat? {
         let fd = inUpper ? upper : lower
         return fd >= 0 ? try Sys.fstat(fd) : nil
@@ -88,13 +94,16 @@ final class DirectoryCache: Sendable {
     /// The descriptors of directory node `id` at `location` (fresh), opened if needed.
     /// `located` is the node table's version before `location` was computed: if names
     /// changed since, the path may have led to another directory (a rename of an ancestor),
-    /// so what it opened serves this once but is neither kept nor watched for the node.
+    /// so what it opened serves this once but is neither kept nor watched for the node; so do
+    /// descriptors that miss a layer the placement names.
     func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64, upper: Layer,
                      lower: Layer) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower,
                                               knowsNames: knowsNames && nodes.version == located)
-        guard nodes.version == located else { return opened }
+        // a directory missing from a layer its placement names serves this once: kept, its
+        // names there would stay unseen (and its known names lack them) until an invalidation
+        guard nodes.version == located, opened.isComplete else { return opened }
         watch.watch(id, opened)
         // checked again under the lock that `removeAll` takes, after a change bumped the version
         let kept = entries.withLock { entries -> Bool in

@@ -64,46 +64,44 @@ final class Passthrough: Sendable {
 
     /// How the open of `node`, as the daemon's descriptor `fd`, is served.
     func open(_ node: NodeID, fd: Int32) -> Mode {
-        let mode = choose(node, fd: fd)
-        state.withLock { s in
-            switch mode {
-            case .passthrough: s.served.passthrough += 1
-            case .stale: s.served.stale += 1
-            case .cached: s.served.cached += 1
-            }
-        }
-        return mode
-    }
-
-    private func choose(_ node: NodeID, fd: Int32) -> Mode {
         var st = stat()
         let identity = fstat(fd, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil
         return state.withLock { s in
-            guard s.usable, let identity, s.cachedOpens[node, default: 0] == 0 else {
-                s.cachedOpens[node, default: 0] += 1
-                s.opens[fd] = (node, false)
-                return .cached
-            }
-            if var backing = s.backings[node] {
-                guard backing.device == identity.device && backing.inode == identity.inode else { return .stale }
-                backing.opens += 1
-                s.backings[node] = backing
+            let mode = Passthrough.mode(of: node, fd, identity, &s)
+            switch mode {
+            case .passthrough:
+                s.served.passthrough += 1
                 s.opens[fd] = (node, true)
-                return .passthrough(backing: backing.id)
-            }
-            let id = pb_backing_open(s.fuseDevice, fd)
-            guard id > 0 else {
-                // refused for every file (no passthrough in this kernel, no privilege), or
-                // for this one (a layer stacked too deep, out of memory or descriptors)
-                if [-EPERM, -ENOTTY, -EOPNOTSUPP, -EINVAL].contains(id) { s.usable = false }
+            case .stale:
+                s.served.stale += 1
+            case .cached:
+                s.served.cached += 1
                 s.cachedOpens[node, default: 0] += 1
                 s.opens[fd] = (node, false)
-                return .cached
             }
-            s.backings[node] = Backing(id: id, device: identity.device, inode: identity.inode, opens: 1)
-            s.opens[fd] = (node, true)
-            return .passthrough(backing: id)
+            return mode
         }
+    }
+
+    /// Chooses, registering or counting the node's backing file for a passthrough open.
+    private static func mode(of node: NodeID, _ fd: Int32, _ identity: (device: UInt64, inode: UInt64)?,
+                             _ s: inout State) -> Mode {
+        guard s.usable, let identity, s.cachedOpens[node] == nil else { return .cached }
+        if var backing = s.backings[node] {
+            guard backing.device == identity.device && backing.inode == identity.inode else { return .stale }
+            backing.opens += 1
+            s.backings[node] = backing
+            return .passthrough(backing: backing.id)
+        }
+        let id = pb_backing_open(s.fuseDevice, fd)
+        guard id > 0 else {
+            // refused for every file (no passthrough in this kernel, no privilege), or for
+            // this one (a layer stacked too deep, out of memory or descriptors)
+            if [-EPERM, -ENOTTY, -EOPNOTSUPP, -EINVAL].contains(id) { s.usable = false }
+            return .cached
+        }
+        s.backings[node] = Backing(id: id, device: identity.device, inode: identity.inode, opens: 1)
+        return .passthrough(backing: id)
     }
 
     /// The open served by the daemon's descriptor `fd` was released (or its reply was not

@@ -67,4 +67,20 @@ final class DirectoryCacheTests: OverlayTestCase {
         XCTAssertEqual(fileType(st), S_IFDIR)
         XCTAssertEqual(st.st_mtim.tv_nsec, try lstatOf(.patch, "d").st_mtim.tv_nsec)
     }
+
+    /// Descriptors that miss a layer the directory's placement names serve once and are not
+    /// kept. Before the fix they were: the names of that layer stayed unseen (d/p missing)
+    /// until an invalidation.
+    func testDescriptorsMissingALayerAreNotKept() throws {
+        try write(.main, "d/m", "main")
+        try write(.patch, "d/p", "patch")
+        let overlay = try makeCachingOverlay()
+        let d = try lookup(overlay, "d").node
+        let location = try overlay.nodes.location(of: d)
+        try rename(.patch, "d", "away")
+        _ = try overlay.directories.descriptors(d, location, located: overlay.nodes.version,
+                                                upper: overlay.upper, lower: overlay.lower)
+        try rename(.patch, "away", "d")
+        XCTAssertEqual(try lookup(overlay, "d/p").attributes.st_size, 5)
+    }
 }
