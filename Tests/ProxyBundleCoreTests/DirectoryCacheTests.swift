@@ -49,10 +49,9 @@ final class DirectoryCacheTests: OverlayTestCase {
         XCTAssertGreaterThan(try overlay.attributes(of: b).st_size, 0)
     }
 
-    /// A directory's attributes come through its kept descriptors; descriptors opened while
-    /// the substitution's copy was away (moved behind the daemon's back, or by a racing
-    /// rename) have none for that layer. Before the fix: EBADF (fstat of -1).
-    func testAttributesOfADirectoryAwayWhenItsDescriptorsWereOpenedComeByPath() throws {
+    /// d in both layers, its descriptors opened while the substitution's copy was away (moved
+    /// behind the daemon's back, or by a racing rename), which then came back.
+    private func overlayWithDescriptorsOpenedWhileAway() throws -> (Overlay, d: NodeID) {
         try write(.main, "d/m", "main")
         try write(.patch, "d/p", "patch")
         let overlay = try makeCachingOverlay()
@@ -63,6 +62,13 @@ final class DirectoryCacheTests: OverlayTestCase {
                                                          upper: overlay.upper, lower: overlay.lower)
         XCTAssertEqual(opened.upper, -1, "fixture: opened while away")
         try rename(.patch, "away", "d")
+        return (overlay, d)
+    }
+
+    /// A directory's attributes come through its kept descriptors, which have none for a
+    /// layer the directory was away from. Before the fix: EBADF (fstat of -1).
+    func testAttributesOfADirectoryAwayWhenItsDescriptorsWereOpenedComeByPath() throws {
+        let (overlay, d) = try overlayWithDescriptorsOpenedWhileAway()
         let st = try overlay.attributes(of: d)
         XCTAssertEqual(fileType(st), S_IFDIR)
         XCTAssertEqual(st.st_mtim.tv_nsec, try lstatOf(.patch, "d").st_mtim.tv_nsec)
@@ -72,15 +78,7 @@ final class DirectoryCacheTests: OverlayTestCase {
     /// kept. Before the fix they were: the names of that layer stayed unseen (d/p missing)
     /// until an invalidation.
     func testDescriptorsMissingALayerAreNotKept() throws {
-        try write(.main, "d/m", "main")
-        try write(.patch, "d/p", "patch")
-        let overlay = try makeCachingOverlay()
-        let d = try lookup(overlay, "d").node
-        let location = try overlay.nodes.location(of: d)
-        try rename(.patch, "d", "away")
-        _ = try overlay.directories.descriptors(d, location, located: overlay.nodes.version,
-                                                upper: overlay.upper, lower: overlay.lower)
-        try rename(.patch, "away", "d")
+        let (overlay, _) = try overlayWithDescriptorsOpenedWhileAway()
         XCTAssertEqual(try lookup(overlay, "d/p").attributes.st_size, 5)
     }
 }
