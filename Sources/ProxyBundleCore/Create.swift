@@ -118,14 +118,20 @@ extension Overlay {
         return st.st_mode & S_ISGID != 0 ? st.st_gid : owner.gid
     }
 
+    /// Marks `directory` opaque. Its times stay as they were: the marker is a file made inside
+    /// it, which would make its modification time now, where kernel overlayfs sets an
+    /// attribute (which changes none).
     static func markOpaque(_ directory: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {
         let dir = try Sys.openat2(dirfd, directory, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
                                   resolve: Layer.resolve)
         defer { Sys.close(dir) }
+        let before = try Sys.fstat(dir)
         try Whiteout.opaqueMarker.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
             let fd = try Sys.check { openat(dir, p, O_WRONLY | O_CREAT | pb_O_NOFOLLOW | pb_O_CLOEXEC, 0o644) }
             Sys.close(fd)
         }
+        var times = [before.st_atim, before.st_mtim]
+        _ = utimensat(dirfd, directory, &times, pb_AT_SYMLINK_NOFOLLOW)
     }
 
     /// A hard link `name` in `newParent` to `node`, which is copied up first.

@@ -19,6 +19,20 @@ final class RenameTests: XCTestCase {
         pb_renameat2(AT_FDCWD, fx.inMount(a), AT_FDCWD, fx.inMount(b), pb_RENAME_EXCHANGE)
     }
 
+    /// A directory moved onto a main-bundle name is marked opaque (a marker file inside it)
+    /// and keeps its modification time, as with kernel overlayfs (an attribute there). Before
+    /// the fix: the time of the rename (RandomOperationsTests, seeds 0xf and 0x12).
+    func testADirectoryMarkedOpaqueByARenameKeepsItsTimes() throws {
+        try Disk.write(fx.inPatch("moved/file"), "f")
+        try Disk.mkdir(fx.inMain("target"))
+        var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, fx.inPatch("moved"), &times, 0), 0)
+        try fx.start()
+        XCTAssertEqual(rename(fx.inMount("moved"), fx.inMount("target")), 0, "errno \(errno)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fx.inPatch("target/.wh..wh..opq")), "fixture: marked opaque")
+        XCTAssertEqual(Disk.lstat(fx.inMount("target"))?.st_mtim.tv_sec, 1_600_000_000)
+    }
+
     func testDirectoryWithMainContentMovesWhole() throws {
         try Disk.write(fx.inMain("res/a.txt"), "a")
         try Disk.write(fx.inMain("res/sub/b.txt"), "b")
