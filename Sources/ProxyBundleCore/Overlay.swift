@@ -192,9 +192,17 @@ public final class Overlay: Sendable {
 
     // MARK: files
 
-    /// Opens the file behind `node`; returns a descriptor the caller owns. Opening a
-    /// main-bundle file for writing (or with O_TRUNC) copies it up first.
-    public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> Int32 {
+    /// A file opened by `openFile`: the descriptor (the caller owns it) and which file of
+    /// its layer it is.
+    public struct OpenedFile: Sendable {
+        public var fd: Int32
+        public var device: UInt64
+        public var inode: UInt64
+    }
+
+    /// Opens the file behind `node`. Opening a main-bundle file for writing (or with O_TRUNC)
+    /// copies it up first.
+    public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
         var location = try locate(node)
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
@@ -208,12 +216,12 @@ public final class Overlay: Sendable {
         // a rename may have put a directory at the path since the kernel's lookup (a symlink
         // fails to open): its attributes for this inode would make the kernel mark the inode
         // bad (EIO); ESTALE makes the kernel look the name up again instead
-        guard location.kind == 0 || (try? Sys.fstat(fd)).map({ NodeTable.kind(of: $0.st_mode) }) == location.kind else {
+        guard let st = try? Sys.fstat(fd), location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
             Sys.close(fd)
             throw Errno.stale
         }
         nodes.opened(node, fd: fd)
-        return fd
+        return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
     /// The kernel's inode of `node` cannot serve the file its name leads to now: the name is

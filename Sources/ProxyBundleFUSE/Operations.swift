@@ -56,9 +56,9 @@ enum Operations {
                     try server.openControl(control, info)
                     return .opened(info)
                 }
-                let fd = try server.overlay.openFile(node, flags: info.pointee.flags)
-                info.pointee.fh = UInt64(fd)
-                try server.serve(node, openAs: fd, info)
+                let opened = try server.overlay.openFile(node, flags: info.pointee.flags)
+                info.pointee.fh = UInt64(opened.fd)
+                try server.serve(node, openAs: opened.fd, identity: (opened.device, opened.inode), info)
                 return .opened(info)
             }
         }

@@ -21,7 +21,7 @@ import ProxyBundleCore
 /// Without passthrough (an older kernel, no privilege) every open is page-cached, as before.
 final class Passthrough: Sendable {
     /// How an open is served.
-    enum Mode: Equatable {
+    enum Mode {
         case passthrough(backing: Int32)
         /// The node's inode passes through to another file.
         case stale
@@ -62,10 +62,11 @@ final class Passthrough: Sendable {
         state.withLock { ($0.usable, $0.served.passthrough, $0.served.stale, $0.served.cached) }
     }
 
-    /// How the open of `node`, as the daemon's descriptor `fd`, is served.
-    func open(_ node: NodeID, fd: Int32) -> Mode {
+    /// How the open of `node`, as the daemon's descriptor `fd` of the layer's file `identity`
+    /// (taken from `fd` when not given), is served.
+    func open(_ node: NodeID, fd: Int32, identity given: (device: UInt64, inode: UInt64)?) -> Mode {
         var st = stat()
-        let identity = fstat(fd, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil
+        let identity = given ?? (fstat(fd, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil)
         return state.withLock { s in
             let mode = Passthrough.mode(of: node, fd, identity, &s)
             switch mode {
@@ -128,11 +129,13 @@ final class Passthrough: Sendable {
 }
 
 extension FuseServer {
-    /// Sets up the reply to the open of `node` as the daemon's descriptor `fd`: passthrough to
-    /// the layer's file, or the page cache (kept across opens while cached). ESTALE (with `fd`
-    /// closed) when the node's inode passes through to another file.
-    func serve(_ node: NodeID, openAs fd: Int32, _ info: UnsafeMutablePointer<fuse_file_info>) throws(Errno) {
-        switch passthrough.open(node, fd: fd) {
+    /// Sets up the reply to the open of `node` as the daemon's descriptor `fd` (of the layer's
+    /// file `identity`, if known): passthrough to the layer's file, or the page cache (kept
+    /// across opens while cached). ESTALE (with `fd` closed) when the node's inode passes
+    /// through to another file.
+    func serve(_ node: NodeID, openAs fd: Int32, identity: (device: UInt64, inode: UInt64)?,
+               _ info: UnsafeMutablePointer<fuse_file_info>) throws(Errno) {
+        switch passthrough.open(node, fd: fd, identity: identity) {
         case .passthrough(let backing):
             pb_reply_with_backing(backing)
         case .stale:

@@ -18,7 +18,7 @@ enum WriteOperations {
                 let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
                                                      in: parent, owner: server.owner(req))
                 info.pointee.fh = UInt64(made.fd ?? -1)
-                if let fd = made.fd { try server.serve(made.entry.node, openAs: fd, info) }
+                if let fd = made.fd { try server.serve(made.entry.node, openAs: fd, identity: nil, info) }
                 return .created(server.entryParameters(made.entry), info)
             }
         }

@@ -111,7 +111,7 @@ final class AttributeTests: OverlayTestCase {
     func testOpenedDescriptorIsReadOnly() throws {
         try write(.main, "m", "main")
         let overlay = try makeOverlay()
-        let fd = try overlay.openFile(try lookup(overlay, "m").node, flags: O_RDONLY)
+        let fd = try overlay.openFile(try lookup(overlay, "m").node, flags: O_RDONLY).fd
         defer { close(fd) }
         let flags = fcntl(fd, F_GETFL)
         XCTAssertEqual(flags & O_ACCMODE, O_RDONLY)
@@ -149,7 +149,7 @@ final class AttributeTests: OverlayTestCase {
     func testOpenWithCreateFlagsOpensTheExistingFile() throws {
         try write(.main, "m", "main")
         let overlay = try makeOverlay()
-        let fd = try overlay.openFile(try lookup(overlay, "m").node, flags: O_RDONLY | O_CREAT | O_EXCL)
+        let fd = try overlay.openFile(try lookup(overlay, "m").node, flags: O_RDONLY | O_CREAT | O_EXCL).fd
         defer { close(fd) }
         XCTAssertEqual(try readAll(fd), "main")
     }

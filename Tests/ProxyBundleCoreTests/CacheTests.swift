@@ -336,7 +336,7 @@ final class CacheTests: OverlayTestCase {
         try write(.main, "a", "main")
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
-        let fd = try overlay.openFile(a.node, flags: O_WRONLY | O_TRUNC)
+        let fd = try overlay.openFile(a.node, flags: O_WRONLY | O_TRUNC).fd
         let bytes = n("changed")
         XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }, 7)
         overlay.release(a.node, fd: fd)
@@ -480,7 +480,7 @@ final class CacheTests: OverlayTestCase {
         try write(.patch, "open", "old")
         let overlay = try makeCachingOverlay()
         let old = try lookup(overlay, "open")
-        let fd = try overlay.openFile(old.node, flags: O_RDONLY)
+        let fd = try overlay.openFile(old.node, flags: O_RDONLY).fd
         defer { overlay.release(old.node, fd: fd) }
         try replaceOnDisk(.patch, "open", "replaced")
         let result = try overlay.invalidate()

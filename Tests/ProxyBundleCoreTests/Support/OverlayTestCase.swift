@@ -198,7 +198,7 @@ class OverlayTestCase: XCTestCase {
 
     /// Opens `node` read-only through the overlay and reads the whole file.
     func readContent(_ overlay: Overlay, _ node: NodeID) throws -> String {
-        let fd = try overlay.openFile(node, flags: O_RDONLY)
+        let fd = try overlay.openFile(node, flags: O_RDONLY).fd
         defer { close(fd) }
         return try readAll(fd)
     }
