@@ -3,6 +3,7 @@
 // kernel. The INIT reply gets the passthrough flag and a stack depth; the reply to an OPEN or
 // CREATE gets FOPEN_PASSTHROUGH and the backing file's id, when the handler (on the same
 // thread, as libfuse's loop runs each request on the thread that read it) asked for it.
+// Before each read, a worker may poll for a while (Spin.c).
 #include "CFuseShim.h"
 
 #include <errno.h>
@@ -55,6 +56,7 @@ static __thread int32_t reply_backing_id;
 
 static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userdata) {
     (void)userdata;
+    pb_spin_until_readable(fd);
     ssize_t count = read(fd, buffer, length);
     reply_backing_id = 0;
     request_opcode = 0;
@@ -100,9 +102,9 @@ static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *us
     return written;
 }
 
-int pb_session_ask_passthrough(struct fuse_session *se) {
+int pb_session_use_io(struct fuse_session *se, int ask_passthrough) {
     static const struct fuse_custom_io io = { .read = passthrough_read, .writev = passthrough_writev };
-    passthrough_asked = 1;
+    passthrough_asked = ask_passthrough;
     return fuse_session_custom_io(se, &io, fuse_session_fd(se));
 }
 

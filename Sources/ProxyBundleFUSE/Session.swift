@@ -45,14 +45,17 @@ public final class Session {
         }
         mounted = true
         // PROXYBUNDLE_NO_PASSTHROUGH=1 keeps every open page-cached (the tests of that path use it)
-        if getenv("PROXYBUNDLE_NO_PASSTHROUGH") == nil, pb_session_ask_passthrough(session) == 0 {
+        let passthrough = getenv("PROXYBUNDLE_NO_PASSTHROUGH") == nil
+        if pb_session_use_io(session, passthrough ? 1 : 0) == 0, passthrough {
             userdata.takeUnretainedValue().passthrough.enable(fuseDevice: fuse_session_fd(session))
         }
     }
 
     /// Serves requests until the file system is unmounted or SIGINT, SIGTERM or SIGHUP
-    /// arrives; then unmounts. Returns 0 on a clean end.
-    public func run(maxThreads: UInt32 = 16) -> Int32 {
+    /// arrives; then unmounts. Returns 0 on a clean end. A worker that has answered a request
+    /// polls for the next one up to `spinMicroseconds` before it sleeps.
+    public func run(maxThreads: UInt32 = 16, spinMicroseconds: UInt32 = 20) -> Int32 {
+        pb_spin_set_limit(spinMicroseconds)
         let handlers = fuse_set_signal_handlers(session)
         let result = pb_session_loop_mt(session, maxThreads, 4)
         if handlers == 0 { fuse_remove_signal_handlers(session) }

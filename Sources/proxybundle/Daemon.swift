@@ -29,7 +29,7 @@ enum Daemon {
             logger.info("mounted \(plan.main) with \(plan.substitution) on \(plan.mountpoint)")
             if let ready { report("ready", to: ready) }
             _ = chdir("/")
-            let status = session.run(maxThreads: plan.options.maxThreads)
+            let status = session.run(maxThreads: plan.options.maxThreads, spinMicroseconds: plan.options.spin)
             logger.info("unmounted \(plan.mountpoint)")
             return status
         } catch {

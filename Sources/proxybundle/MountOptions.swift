@@ -5,6 +5,8 @@ struct MountOptions {
     var fuse: [String] = []
     var timeouts = CacheTimeouts.standard
     var maxThreads: UInt32 = 16
+    /// Microseconds a worker polls for the next request before it sleeps (0: never).
+    var spin: UInt32 = 20
     var substitution: String?
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
@@ -22,13 +24,14 @@ struct MountOptions {
     static let mountCommandFlags: Set<String> = [
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
-    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "substitution", "nocache", "ro"]
+    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "nocache", "ro"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
         attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
-        EROFS; .invalidate still works), rw (the default), max_threads=N, substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
+        EROFS; .invalidate still works), rw (the default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
+        request before sleeping; default 20, 0 never polls), substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
 
@@ -51,6 +54,9 @@ struct MountOptions {
         case ("max_threads", let v?):
             guard let n = UInt32(v), n >= 1, n <= 256 else { throw Failure("max_threads takes a whole number from 1 to 256, not '\(v)'") }
             maxThreads = n
+        case ("spin", let v?):
+            guard let n = UInt32(v), n <= 1000 else { throw Failure("spin takes a number of microseconds from 0 to 1000, not '\(v)'") }
+            spin = n
         case ("substitution", let v?): substitution = v
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true

@@ -72,6 +72,8 @@ final class CommandLineTests: XCTestCase {
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.root + "/plainfile/patch"], "cannot be used: Not a directory"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "bogus"], "unknown mount option 'bogus'"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "entry_timeout=soon"], "entry_timeout"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "spin=soon"], "spin takes a number of microseconds"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "spin=1001"], "spin takes a number of microseconds"),
             (["unmount", fx.mountpoint], "is not mounted"),
             (["mount", fx.main, "/proc", "--substitution", fx.substitution], "already a mount point"),
             (["mount", fx.main], "Missing expected argument"),
@@ -161,7 +163,7 @@ final class CommandLineTests: XCTestCase {
         }
         let mount = try proxybundle(["mount", "--help"])
         for word in ["--substitution", "--foreground", "--log-file", "--log-level", "--syslog", "entry_timeout", "allow_other",
-                     "auto_unmount", "fsname", "nocache", "max_threads", "MAIN".lowercased()] {
+                     "auto_unmount", "fsname", "nocache", "max_threads", "spin=", "MAIN".lowercased()] {
             XCTAssertTrue(mount.output.lowercased().contains(word.lowercased()), "mount --help lacks \(word)")
         }
     }

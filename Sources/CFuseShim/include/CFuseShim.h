@@ -1,6 +1,7 @@
 // Thin C helpers for what Swift cannot reach directly: libfuse macros and versioned
 // symbols, GNU-only constants, and raw system calls without a glibc wrapper.
-// No logic lives here, except the passthrough amendments of Passthrough.c.
+// No logic lives here, except the passthrough amendments of Passthrough.c and the polling
+// of Spin.c.
 #ifndef PROXYBUNDLE_CFUSESHIM_H
 #define PROXYBUNDLE_CFUSESHIM_H
 
@@ -15,15 +16,20 @@ struct fuse_session *pb_session_new(int argc, char **argv,
 // The multi-threaded loop with its config (versioned symbol behind a macro).
 int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned max_idle);
 
-// FUSE passthrough, which libfuse 3.14 cannot negotiate (Passthrough.c, the one place with
-// logic here). After mounting, before serving: the INIT reply will ask for passthrough.
-int pb_session_ask_passthrough(struct fuse_session *se);
+// The session's own I/O (Passthrough.c and Spin.c, the places with logic here), installed
+// after mounting, before serving. With `ask_passthrough`, the INIT reply asks for FUSE
+// passthrough, which libfuse 3.14 cannot negotiate.
+int pb_session_use_io(struct fuse_session *se, int ask_passthrough);
 // Registers open file `fd` as a backing file with the FUSE device: its id (> 0) or -errno.
 int32_t pb_backing_open(int device, int fd);
 // Drops a backing id (open files that use it keep it). 0 or -errno.
 int pb_backing_close(int device, int32_t id);
 // The OPEN or CREATE reply this thread sends next is a passthrough open of backing `id`.
 void pb_reply_with_backing(int32_t id);
+
+// Workers poll for the next request up to this long before sleeping (0: never; Spin.c).
+void pb_spin_set_limit(unsigned microseconds);
+void pb_spin_until_readable(int fd);
 
 // Sends a notification libfuse 3.14 does not wrap: a FUSE out-header with `code` and no
 // body (FUSE_NOTIFY_INC_EPOCH = 8 on kernels from 6.16). Returns 0 or -errno.

@@ -1,0 +1,62 @@
+import Foundation
+import XCTest
+
+/// Workers poll for the next request before sleeping (`-o spin=`), which saves a wake-up per
+/// request when a caller issues them back to back. Polling must cost nothing when nobody
+/// calls, and almost nothing when callers pause longer than the poll lasts.
+final class SpinTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+    override func tearDown() { fx?.tearDown() }
+
+    /// Processor time of the daemon (all its threads), in clock ticks.
+    private func processorTicks() throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(fx.daemon)/stat", encoding: .utf8)
+        guard let close = stat.lastIndex(of: ")") else { throw TestFailure("no ) in \(stat)") }
+        // after the command: state, ppid, ... utime is the 12th field, stime the 13th
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else {
+            throw TestFailure("cannot read times from \(stat)")
+        }
+        return user + system
+    }
+
+    /// Looks up `count` names nobody has, `pause` microseconds apart: one request each.
+    private func lookUpMissingNames(_ count: Int, prefix: String, pause: useconds_t = 0) {
+        for index in 0..<count {
+            XCTAssertEqual(Disk.lstatError(fx.inMount("\(prefix)\(index)")), ENOENT)
+            if pause > 0 { usleep(pause) }
+        }
+    }
+
+    func testTheMountAnswersWithPollingOffAndAtItsLongest() throws {
+        for spin in ["0", "1000"] {
+            try fx.start(["-o", "spin=\(spin)"])
+            lookUpMissingNames(100, prefix: "missing-\(spin)-")
+            try Disk.write(fx.inMount("made-\(spin)"), "content")
+            XCTAssertEqual(try Disk.read(fx.inPatch("made-\(spin)")), "content")
+            XCTAssertEqual(fx.stop(), 0, "spin=\(spin)")
+        }
+    }
+
+    func testAnIdleDaemonUsesNoProcessorTime() throws {
+        try fx.start(["-o", "spin=1000"])
+        lookUpMissingNames(500, prefix: "burst-")
+        usleep(100_000)
+        let before = try processorTicks()
+        usleep(1_000_000)
+        let used = try processorTicks() - before
+        XCTAssertLessThanOrEqual(used, 2, "ticks of processor time in an idle second")
+    }
+
+    /// Requests 4 ms apart never arrive within a 1 ms poll. Without backing off, every one of
+    /// 200 requests would be followed by 1 ms of polling: 20 ticks.
+    func testPollingBacksOffWhenRequestsArriveFarApart() throws {
+        try fx.start(["-o", "spin=1000"])
+        let before = try processorTicks()
+        lookUpMissingNames(200, prefix: "paced-", pause: 4_000)
+        let used = try processorTicks() - before
+        XCTAssertLessThan(used, 8, "ticks of processor time for 200 paced lookups")
+    }
+}
