@@ -20,12 +20,12 @@ struct fuse_session *pb_session_new(int argc, char **argv,
     return se;
 }
 
-int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads) {
+int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned max_idle) {
     struct fuse_loop_config *config = fuse_loop_cfg_create();
     if (config == NULL) return -ENOMEM;
     fuse_loop_cfg_set_clone_fd(config, 0);
     fuse_loop_cfg_set_max_threads(config, max_threads);
-    // idle workers are never ended (libfuse's default): one may be the reader (Reader.c)
+    fuse_loop_cfg_set_idle_threads(config, max_idle);
     int res = fuse_session_loop_mt(se, config);
     fuse_loop_cfg_destroy(config);
     return res;

@@ -3,8 +3,7 @@
 // kernel. The INIT reply gets the passthrough flag and a stack depth; the reply to an OPEN or
 // CREATE gets FOPEN_PASSTHROUGH and the backing file's id, when the handler (on the same
 // thread, as libfuse's loop runs each request on the thread that read it) asked for it.
-// Before each read, a worker waits for its turn to read (Reader.c) and may poll for a while
-// (Spin.c).
+// Before each read, a worker may poll for a while (Spin.c).
 #include "CFuseShim.h"
 
 #include <errno.h>
@@ -31,8 +30,6 @@ struct pb_backing_map {
 };
 enum {
     pb_FUSE_OPEN = 14,
-    pb_FUSE_RELEASE = 18,
-    pb_FUSE_RELEASEDIR = 29,
     pb_FUSE_INIT = 26,
     pb_FUSE_CREATE = 35,
     pb_FUSE_INIT_EXT = 1u << 30,
@@ -59,7 +56,6 @@ static __thread int32_t reply_backing_id;
 
 static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userdata) {
     (void)userdata;
-    pb_reader_wait_for_turn();
     pb_spin_until_readable(fd);
     ssize_t count = read(fd, buffer, length);
     reply_backing_id = 0;
@@ -69,7 +65,6 @@ static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userd
         request_unique = in->unique;
         request_opcode = in->opcode;
     }
-    pb_reader_got_request(request_opcode == pb_FUSE_RELEASE || request_opcode == pb_FUSE_RELEASEDIR);
     return count;
 }
 

@@ -1,9 +1,9 @@
 // Waiting for the next request by polling the FUSE device briefly before sleeping in read().
 // A request that finds a worker asleep pays for waking it (a third of a round trip here);
 // a caller that issues requests back to back (a lookup per path, an open per file) finds the
-// worker that just answered it still polling. One worker polls at a time (the reader, see
-// Reader.c), and a poll that ends without a request makes the next ones skip polling (1, 3,
-// 7 ... up to 63 reads), so a daemon whose callers pause burns almost nothing.
+// worker that just answered it still polling. One worker polls at a time, and a poll that
+// ends without a request makes the next ones skip polling (1, 3, 7 ... up to 63 reads), so a
+// daemon whose callers pause burns almost nothing.
 #include "CFuseShim.h"
 
 #include <poll.h>

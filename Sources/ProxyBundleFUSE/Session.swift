@@ -57,7 +57,7 @@ public final class Session {
     public func run(maxThreads: UInt32 = 16, spinMicroseconds: UInt32 = 20) -> Int32 {
         pb_spin_set_limit(spinMicroseconds)
         let handlers = fuse_set_signal_handlers(session)
-        let result = pb_session_loop_mt(session, maxThreads)
+        let result = pb_session_loop_mt(session, maxThreads, 4)
         if handlers == 0 { fuse_remove_signal_handlers(session) }
         if mounted {
             fuse_session_unmount(session)

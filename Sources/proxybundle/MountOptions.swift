@@ -30,8 +30,8 @@ struct MountOptions {
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
         attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
-        EROFS; .invalidate still works), rw (the default), max_threads=N, spin=MICROSECONDS (how long the reading worker polls for \
-        the next request before sleeping; default 20, 0 never polls), substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
+        EROFS; .invalidate still works), rw (the default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
+        request before sleeping; default 20, 0 never polls), substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
 

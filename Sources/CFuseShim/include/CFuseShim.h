@@ -1,7 +1,7 @@
 // Thin C helpers for what Swift cannot reach directly: libfuse macros and versioned
 // symbols, GNU-only constants, and raw system calls without a glibc wrapper.
-// No logic lives here, except the session's I/O: the passthrough amendments of
-// Passthrough.c, the polling of Spin.c and the one reader of Reader.c.
+// No logic lives here, except the passthrough amendments of Passthrough.c and the polling
+// of Spin.c.
 #ifndef PROXYBUNDLE_CFUSESHIM_H
 #define PROXYBUNDLE_CFUSESHIM_H
 
@@ -14,7 +14,7 @@
 struct fuse_session *pb_session_new(int argc, char **argv,
                                     const struct fuse_lowlevel_ops *ops, void *userdata);
 // The multi-threaded loop with its config (versioned symbol behind a macro).
-int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads);
+int pb_session_loop_mt(struct fuse_session *se, unsigned max_threads, unsigned max_idle);
 
 // The session's own I/O (Passthrough.c and Spin.c, the places with logic here), installed
 // after mounting, before serving. With `ask_passthrough`, the INIT reply asks for FUSE
@@ -27,10 +27,6 @@ int pb_backing_close(int device, int32_t id);
 // The OPEN or CREATE reply this thread sends next is a passthrough open of backing `id`.
 void pb_reply_with_backing(int32_t id);
 
-// One worker reads at a time (Reader.c): the read hook waits for its turn before reading
-// and reports a request after (`nobody_waits`: a release, whose caller went on).
-void pb_reader_wait_for_turn(void);
-void pb_reader_got_request(int nobody_waits);
 // Workers poll for the next request up to this long before sleeping (0: never; Spin.c).
 void pb_spin_set_limit(unsigned microseconds);
 void pb_spin_until_readable(int fd);
