@@ -33,18 +33,25 @@ extension Overlay {
         if location.placement.inUpper { return location.path }
         _ = try upperDirectory(location.parent)
         let st = try lower.attributes(location.path)
-        try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
-            try copyEntry(st, at: location.path, from: lower, to: temporary, in: work, withData: withData)
+        var copy: ino_t = 0
+        let placed = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            copy = try copyEntry(st, at: location.path, from: lower, to: temporary, in: work, withData: withData)
         }
-        recordOrigin(st.st_ino, forCopyAt: location.path)
+        if placed {
+            recordOrigin(st.st_ino, forCopyInode: copy)
+        } else {
+            recordOrigin(st.st_ino, forCopyAt: location.path)  // a concurrent copy-up's
+        }
         nodes.update(node) { $0.inUpper = true; $0.inLower = false }
         return location.path
     }
 
     /// Copies the non-directory at `path` of `layer` (attributes `st`) to `name` in `dirfd`:
-    /// its data (unless `withData` is false), then mode, owner, xattrs and times.
+    /// its data (unless `withData` is false), then mode, owner, xattrs and times. Returns the
+    /// copy's inode number.
+    @discardableResult
     func copyEntry(_ st: stat, at path: LayerPath, from layer: Layer, to name: UnsafePointer<CChar>, in dirfd: Int32,
-                   withData: Bool = true) throws(Errno) {
+                   withData: Bool = true) throws(Errno) -> ino_t {
         switch st.st_mode & S_IFMT {
         case S_IFREG:
             let source = try layer.open(path, flags: O_RDONLY)
@@ -52,7 +59,8 @@ extension Overlay {
             let copy = try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
             defer { Sys.close(copy) }
             if withData { try Sys.copyData(from: source, to: copy, size: st.st_size) }
-            try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
+            try Sys.applyMetadata(st, toOpenFile: copy, from: source)
+            return try Sys.fstat(copy).st_ino
         case S_IFLNK:
             let target = try layer.readLink(path)
             try target.withCStringCopy { (t: UnsafePointer<CChar>) throws(Errno) in
@@ -63,27 +71,31 @@ extension Overlay {
             _ = try Sys.check { mknodat(dirfd, name, st.st_mode, st.st_rdev) }
             try Sys.applyMetadata(st, to: name, in: dirfd, from: nil)
         }
+        return try Sys.lstatat(dirfd, name).st_ino
     }
 
     /// Builds an entry under a temporary name in the work directory with `build`, then renames
-    /// it to `path` in the substitution unless something is already there (a concurrent copy-up).
+    /// it to `path` in the substitution unless something is already there (a concurrent
+    /// copy-up). Returns whether the entry built is the one in place.
+    @discardableResult
     private func placeCopy(at path: LayerPath,
-                           _ build: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) {
+                           _ build: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) -> Bool {
         let work = try workspace()
         let temporary = work.temporaryName()
-        try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
+        return try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) -> Bool in
             do throws(Errno) {
                 try build(work.fd, tmp)
-                try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
+                return try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
                     // a copy-up shows no change in its directory: its times are put back
                     let times = try Sys.fstat(dirfd)
-                    try path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
-                        if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) != 0 {
-                            guard errno == EEXIST else { throw Errno.current }
-                            try? Workspace.removeTree(temporary, in: work.fd)
-                        }
+                    let placed = try path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                        if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) == 0 { return true }
+                        guard errno == EEXIST else { throw Errno.current }
+                        try? Workspace.removeTree(temporary, in: work.fd)
+                        return false
                     }
                     Sys.restoreTimes(times, of: dirfd)
+                    return placed
                 }
             } catch {
                 try? Workspace.removeTree(temporary, in: work.fd)
@@ -102,46 +114,52 @@ extension Sys {
     }
 
     /// Copies `size` bytes, keeping holes: only the data segments are copied (with
-    /// copy_file_range, which may share blocks; else read and write), then the size is set.
+    /// copy_file_range, which may share blocks; else read and write), then the size is set if
+    /// the data did not reach it.
     static func copyData(from source: Int32, to destination: Int32, size: off_t) throws(Errno) {
         var offset: off_t = 0
+        var copied: off_t = 0  // where the copy's data ends
         while offset < size {
             let dataStart = lseek(source, offset, pb_SEEK_DATA)
             if dataStart < 0 {
                 if errno == ENXIO { break }  // only a hole remains
-                try copyRange(source, destination, from: offset, to: size)
+                copied = try copyRange(source, destination, from: offset, to: size)
                 break
             }
             var dataEnd = lseek(source, dataStart, pb_SEEK_HOLE)
             if dataEnd < 0 { dataEnd = size }
-            try copyRange(source, destination, from: dataStart, to: min(dataEnd, size))
+            copied = try copyRange(source, destination, from: dataStart, to: min(dataEnd, size))
             offset = dataEnd
         }
-        _ = try check { ftruncate(destination, size) }
+        // a trailing hole, or a source that ended early
+        if copied != size { _ = try check { ftruncate(destination, size) } }
     }
 
-    private static func copyRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) {
+    /// Copies bytes `start..<end`; returns where the copy stopped (`end`, or earlier at the
+    /// source's end).
+    private static func copyRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) -> off_t {
         var input = Int64(start)
         var output = Int64(start)
         while input < Int64(end) {
             let count = pb_copy_file_range(source, &input, destination, &output, Int(Int64(end) - input))
             if count > 0 { continue }
-            if count == 0 { return }
+            if count == 0 { break }
             if errno == EINTR { continue }
             if [EXDEV, EINVAL, ENOSYS, EOPNOTSUPP].contains(errno) {
                 return try readWriteRange(source, destination, from: off_t(input), to: end)
             }
             throw Errno.current
         }
+        return off_t(output)
     }
 
-    private static func readWriteRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) {
+    private static func readWriteRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) -> off_t {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset = start
         while offset < end {
             let want = Int(min(off_t(buffer.count), end - offset))
             let count = try checkSize { pread(source, &buffer, want, offset) }
-            if count == 0 { return }
+            if count == 0 { return offset }
             var written = 0
             while written < count {
                 let done = written
@@ -151,6 +169,7 @@ extension Sys {
             }
             offset += off_t(count)
         }
+        return offset
     }
 
     /// Gives the entry `name` in `dirfd` the owner, mode, extended attributes and times of
@@ -163,6 +182,22 @@ extension Sys {
         if let source { try copyExtendedAttributes(from: source, to: name, in: dirfd) }
         var times = [st.st_atim, st.st_mtim]
         _ = try check { utimensat(dirfd, name, &times, pb_AT_SYMLINK_NOFOLLOW) }
+    }
+
+    /// The same for a regular file open as `fd`, through its descriptor (xattrs from `source`).
+    static func applyMetadata(_ st: stat, toOpenFile fd: Int32, from source: Int32) throws(Errno) {
+        _ = fchown(fd, st.st_uid, st.st_gid)
+        _ = try check { fchmod(fd, st.st_mode & 0o7777) }
+        let names = (try? listxattr(fd: source)) ?? []
+        for attribute in names.split(separator: 0) {
+            try Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                guard let value = try? getxattr(fd: source, name: key) else { return }
+                // attributes the file system or our privileges refuse are skipped
+                _ = CFuseShim.fsetxattr(fd, key, value, value.count, 0)
+            }
+        }
+        var times = [st.st_atim, st.st_mtim]
+        _ = try check { futimens(fd, &times) }
     }
 
     private static func copyExtendedAttributes(from source: Int32, to name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {

@@ -73,7 +73,8 @@ extension Overlay {
                     }
                 }
                 guard child.placement.isDirectory else {
-                    return try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
+                    try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
+                    return
                 }
                 _ = try Sys.check { mkdirat(dirfd, name, 0o700) }
                 let sub = try Sys.openat2(dirfd, name, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,

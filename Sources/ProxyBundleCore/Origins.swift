@@ -47,7 +47,12 @@ extension Overlay {
     /// The copy at `path` of the substitution shows `origin` (a main-bundle entry's own number).
     func recordOrigin(_ origin: ino_t, forCopyAt path: LayerPath) {
         guard let st = try? upper.attributes(path) else { return }
-        recordShown(inodes.number(origin, inUpper: false), forUpperInode: st.st_ino)
+        recordOrigin(origin, forCopyInode: st.st_ino)
+    }
+
+    /// The same, for the substitution's inode `copy` (a rename keeps a file's inode).
+    func recordOrigin(_ origin: ino_t, forCopyInode copy: ino_t) {
+        recordShown(inodes.number(origin, inUpper: false), forUpperInode: copy)
     }
 
     /// The substitution's inode `ino` shows `shown` (a number as the mount reported it).

@@ -78,6 +78,21 @@ final class WritePathTests: XCTestCase {
         XCTAssertEqual(try ContentHash.of(fx.inMount("sparse")), try ContentHash.of(fx.inMain("sparse")))
     }
 
+    /// Data, then a hole to the end: the copy's size comes from truncating, not from its data.
+    func testATrailingHoleKeepsItsSizeOnCopyUp() throws {
+        let fd = open(fx.inMain("trailing"), O_WRONLY | O_CREAT, 0o644)
+        XCTAssertEqual(pwrite(fd, "head", 4, 0), 4)
+        XCTAssertEqual(ftruncate(fd, 64 << 20), 0)
+        close(fd)
+        try Disk.write(fx.inMain("plain"), "no hole")
+        try fx.start()
+        XCTAssertEqual(chmod(fx.inMount("trailing"), 0o600), 0)
+        XCTAssertEqual(chmod(fx.inMount("plain"), 0o600), 0)
+        XCTAssertEqual(Disk.lstat(fx.inPatch("trailing"))?.st_size, 64 << 20)
+        XCTAssertEqual(try ContentHash.of(fx.inMount("trailing")), try ContentHash.of(fx.inMain("trailing")))
+        XCTAssertEqual(try Disk.read(fx.inPatch("plain")), "no hole")
+    }
+
     func testUnlinkWritesAWhiteoutAndRecreatingRemovesIt() throws {
         try Disk.write(fx.inMain("a"), "main a")
         try Disk.write(fx.inMain("b"), "main b")
