@@ -188,14 +188,7 @@ extension Sys {
     static func applyMetadata(_ st: stat, toOpenFile fd: Int32, from source: Int32) throws(Errno) {
         _ = fchown(fd, st.st_uid, st.st_gid)
         _ = try check { fchmod(fd, st.st_mode & 0o7777) }
-        let names = (try? listxattr(fd: source)) ?? []
-        for attribute in names.split(separator: 0) {
-            try Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                guard let value = try? getxattr(fd: source, name: key) else { return }
-                // attributes the file system or our privileges refuse are skipped
-                _ = CFuseShim.fsetxattr(fd, key, value, value.count, 0)
-            }
-        }
+        try copyExtendedAttributes(from: source, toOpenFile: fd)
         var times = [st.st_atim, st.st_mtim]
         _ = try check { futimens(fd, &times) }
     }
@@ -203,14 +196,16 @@ extension Sys {
     private static func copyExtendedAttributes(from source: Int32, to name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {
         let target = try check { openat(dirfd, name, O_RDONLY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
         defer { close(target) }
+        try copyExtendedAttributes(from: source, toOpenFile: target)
+    }
+
+    private static func copyExtendedAttributes(from source: Int32, toOpenFile target: Int32) throws(Errno) {
         let names = (try? listxattr(fd: source)) ?? []
         for attribute in names.split(separator: 0) {
             try Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                 guard let value = try? getxattr(fd: source, name: key) else { return }
-                try withProcPath(target) { (path: UnsafePointer<CChar>) throws(Errno) in
-                    // attributes the file system or our privileges refuse are skipped
-                    _ = CFuseShim.setxattr(path, key, value, value.count, 0)
-                }
+                // attributes the file system or our privileges refuse are skipped
+                _ = CFuseShim.fsetxattr(target, key, value, value.count, 0)
             }
         }
     }
