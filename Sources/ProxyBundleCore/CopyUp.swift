@@ -49,7 +49,6 @@ extension Overlay {
     /// Copies the non-directory at `path` of `layer` (attributes `st`) to `name` in `dirfd`:
     /// its data (unless `withData` is false), then mode, owner, xattrs and times. Returns the
     /// copy's inode number.
-    @discardableResult
     func copyEntry(_ st: stat, at path: LayerPath, from layer: Layer, to name: UnsafePointer<CChar>, in dirfd: Int32,
                    withData: Bool = true) throws(Errno) -> ino_t {
         switch st.st_mode & S_IFMT {

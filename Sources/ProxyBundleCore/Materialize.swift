@@ -67,13 +67,9 @@ extension Overlay {
                     }
                 }
                 // the copy keeps showing the number the entry had
-                defer {
-                    if let copy = try? Sys.lstatat(dirfd, name) {
-                        recordShown(shownInode(st.st_ino, inUpper: child.placement.inUpper), forUpperInode: copy.st_ino)
-                    }
-                }
+                let shown = shownInode(st.st_ino, inUpper: child.placement.inUpper)
                 guard child.placement.isDirectory else {
-                    try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
+                    recordShown(shown, forUpperInode: try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd))
                     return
                 }
                 _ = try Sys.check { mkdirat(dirfd, name, 0o700) }
@@ -84,6 +80,7 @@ extension Overlay {
                 let source = try serving.open(childPath, flags: O_RDONLY | pb_O_DIRECTORY)
                 defer { Sys.close(source) }
                 try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
+                recordShown(shown, forUpperInode: try Sys.fstat(sub).st_ino)
             }
         }
     }

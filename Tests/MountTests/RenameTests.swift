@@ -126,4 +126,24 @@ extension RenameTests {
         XCTAssertEqual(try Disk.read(fx.inMount("zeta2/new")), "hello")
         XCTAssertEqual(Disk.lstat(fx.inMount("linked"))?.st_ino, Disk.lstat(fx.inMount("zeta2/new"))?.st_ino)
     }
+
+    /// Moving a directory with main-bundle content copies it; every entry of the copy goes on
+    /// showing the inode number it had (files, symlinks, directories at any depth) while the
+    /// daemon runs.
+    func testRenamedDirectoryKeepsTheInodeNumbersOfItsEntries() throws {
+        try Disk.write(fx.inMain("m/a"), "a")
+        try Disk.write(fx.inMain("m/sub/b"), "b")
+        try Disk.symlink(fx.inMain("m/l"), to: "a")
+        try fx.start()
+        let names = ["", "/a", "/sub", "/sub/b", "/l"]
+        let before = names.map { Disk.lstat(fx.inMount("m" + $0))?.st_ino }
+        XCTAssertEqual(rename(fx.inMount("m"), fx.inMount("m2")), 0, "errno \(errno)")
+        XCTAssertEqual(names.map { Disk.lstat(fx.inMount("m2" + $0))?.st_ino }, before)
+        // the same numbers from the daemon, not from the kernel's inodes kept by the rename
+        let fd = open(fx.inMount(".invalidate"), O_WRONLY | O_TRUNC)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(write(fd, "/\n", 2), 2)
+        close(fd)
+        XCTAssertEqual(names.map { Disk.lstat(fx.inMount("m2" + $0))?.st_ino }, before, "after invalidating every cache")
+    }
 }
