@@ -26,7 +26,7 @@ extension NodeTable {
                 s.hits += 1
                 return .absent
             }
-            if let id = s.children[key], let location = try? NodeTable.location(of: id, in: s), location.isFresh {
+            if let id = s.child(key), let location = try? NodeTable.location(of: id, in: s), location.isFresh {
                 s.hits += 1
                 s.nodes[id]?.addLookup()
                 return .found(id, location)
@@ -62,7 +62,7 @@ extension NodeTable {
                 node.freshIn = s.generation
                 s.nodes[id] = node
             } else if id != rootNodeID {
-                NodeTable.unlink(ChildKey(parent: node.parent, name: node.name), from: &s)
+                NodeTable.unlink(ChildKey(parent: node.parent, name: node.name.bytes), from: &s)
             }
         }
     }
@@ -73,7 +73,7 @@ extension NodeTable {
         state.withLock { s in
             guard id != rootNodeID, let node = s.nodes[id] else { return }
             s.version &+= 1
-            NodeTable.unlink(ChildKey(parent: node.parent, name: node.name), from: &s)
+            NodeTable.unlink(ChildKey(parent: node.parent, name: node.name.bytes), from: &s)
         }
     }
 
@@ -82,13 +82,13 @@ extension NodeTable {
         state.withLock { s in
             guard id != rootNodeID, let node = s.nodes[id] else { return }
             s.version &+= 1
-            NodeTable.unlink(ChildKey(parent: node.parent, name: node.name), from: &s)
+            NodeTable.unlink(ChildKey(parent: node.parent, name: node.name.bytes), from: &s)
         }
     }
 
     /// The parent and name of a node, for resolving it again.
     func nameOf(_ id: NodeID) -> (parent: NodeID, name: [UInt8], fresh: Bool)? {
-        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name, s.isFresh(id, $0)) } }
+        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name.bytes, s.isFresh(id, $0)) } }
     }
 
     /// What an invalidation touched, for the kernel's caches: the names (positive and
@@ -114,7 +114,7 @@ extension NodeTable {
             s.nodes[rootNodeID]?.placement = rootPlacement
             guard let subtree, !rootChanged else {
                 if listingNames {
-                    result.entries = s.children.keys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
+                    result.entries = s.childKeys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
                 }
                 s.absent.removeAll()
                 s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
@@ -129,7 +129,7 @@ extension NodeTable {
                 let key = ChildKey(parent: parent, name: name)
                 result.entries.append((parent, name))
                 s.absent.remove(key)
-                current = s.children[key]
+                current = s.child(key)
                 if let id = current { along.append(id) }
             }
             result.nodes = along.filter { id in s.nodes[id].map { NodeTable.outlivesEntry(id, $0, in: s) } ?? false }
@@ -139,7 +139,7 @@ extension NodeTable {
             let (outliving, inside) = NodeTable.markStale(beneath: [top], in: &s)
             result.nodes += outliving
             if listingNames {
-                result.entries += s.children.keys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
+                result.entries += s.childKeys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
             }
             let dropped = s.absent.filter { inside.contains($0.parent) }
             s.absent.subtract(dropped)

@@ -16,7 +16,7 @@ extension NodeTable {
                 unwatched[id] = answer
                 return answer
             }
-            for key in s.children.keys where isUnwatched(key.parent) {
+            for key in s.childKeys where isUnwatched(key.parent) {
                 changes.append(LayerWatch.Change(directory: key.parent, name: key.name, structural: true))
             }
             for key in s.absent where isUnwatched(key.parent) {
@@ -36,7 +36,7 @@ extension NodeTable {
                     continue
                 }
                 let key = ChildKey(parent: change.directory, name: change.name)
-                let child = s.children[key].flatMap { id in s.nodes[id].map { (id, $0) } }
+                let child = s.child(key).flatMap { id in s.nodes[id].map { (id, $0) } }
                 guard change.structural else {
                     if let (id, _) = child { nodes.insert(id) }
                     continue
@@ -58,7 +58,7 @@ extension NodeTable {
                 // the kernel drops what lies beneath a name it drops; a directory whose
                 // opaque marker changed keeps its own name, so its names go one by one
                 for key in absentBeneath where wholeDirectories.contains(key.parent) { entries.insert(key) }
-                for key in s.children.keys where wholeDirectories.contains(key.parent) { entries.insert(key) }
+                for key in s.childKeys where wholeDirectories.contains(key.parent) { entries.insert(key) }
             }
             let result = Invalidation(entries: entries.map { ($0.parent, $0.name) }, nodes: Array(nodes))
             return (result, Array(roots))

@@ -29,12 +29,11 @@ public struct Placement: Equatable, Sendable {
 /// resolving it again, and names found missing are remembered as absent (see
 /// NodeTable+Cache.swift).
 final class NodeTable: Sendable {
-    /// Kept small (40 bytes; every cached name has one): what few nodes need lives in
-    /// `State.extras`.
+    /// Kept small (64 bytes, a short name included; every cached name has one): what few
+    /// nodes need lives in `State.extras`. The fields are in the order that packs them.
     struct Node {
         /// `detachedParent` once the node's name was removed
         var parent: NodeID
-        var name: [UInt8]
         /// Which file a non-directory is (its reported inode number; 0 when unknown): after an
         /// invalidation, a name that now leads to another file gets a new node.
         var identity: UInt64 = 0
@@ -43,12 +42,24 @@ final class NodeTable: Sendable {
         /// The invalidation generation in which the name was last resolved: the node is fresh
         /// while that is the table's current one (the root always is).
         var freshIn: UInt32 = 0
+        var name: NodeName
         var placement: Placement
         /// Whether `State.extras` has an entry for this node.
         var hasExtras = false
         /// The file type (`NodeTable.kind(of:)`): the kernel marks an inode bad when its
         /// type changes, so a name that now leads to another type gets another node.
         var kind: UInt8 = 0
+
+        init(parent: NodeID, name: [UInt8], identity: UInt64 = 0, lookups: UInt32, freshIn: UInt32 = 0,
+             placement: Placement, kind: UInt8 = 0) {
+            self.parent = parent
+            self.name = NodeName(name)
+            self.identity = identity
+            self.lookups = lookups
+            self.freshIn = freshIn
+            self.placement = placement
+            self.kind = kind
+        }
 
         mutating func addLookup() {
             if lookups < UInt32.max { lookups += 1 }
@@ -79,7 +90,10 @@ final class NodeTable: Sendable {
     struct State {
         var nodes = NodeStore()
         var extras: [NodeID: Extras] = [:]
-        var children: [ChildKey: NodeID] = [:]
+        /// The nodes by their own parent and name (see NodeTable+Names.swift).
+        var named = ChildIndex()
+        /// Hard links' other names.
+        var aliasNames: [ChildKey: NodeID] = [:]
         /// Substitution files with more than one link, by identity: every name of one file is
         /// the same node (one kernel inode, so one page cache and one set of attributes), also
         /// when the names are found separately.
@@ -147,7 +161,7 @@ final class NodeTable: Sendable {
         guard let node = s.nodes[id] else { throw Errno.stale }
         if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
         do {
-            return try location(of: id, node, named: ChildKey(parent: node.parent, name: node.name), in: s)
+            return try location(of: id, node, named: ChildKey(parent: node.parent, name: node.name.bytes), in: s)
         } catch {
             // a hard link's other names: the kernel keeps the directories of the names it
             // holds, not necessarily of this one
@@ -160,23 +174,24 @@ final class NodeTable: Sendable {
     }
 
     private static func location(of id: NodeID, _ node: Node, named key: ChildKey, in s: State) throws(Errno) -> Location {
-        var names: [[UInt8]] = [key.name]
+        var ancestors: [NodeName] = []
         var length = key.name.count
         var fresh = s.isFresh(id, node)
         var current = key.parent
         while current != rootNodeID {
             guard let ancestor = s.nodes[current] else { throw Errno.stale }
-            names.append(ancestor.name)
+            ancestors.append(ancestor.name)
             length += ancestor.name.count + 1
             fresh = fresh && s.isFresh(current, ancestor)
             current = ancestor.parent
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(length)
-        for name in names.reversed() {
-            if !bytes.isEmpty { bytes.append(UInt8(ascii: "/")) }
-            bytes.append(contentsOf: name)
+        for name in ancestors.reversed() {
+            name.withBytes { bytes.append(contentsOf: $0) }
+            bytes.append(UInt8(ascii: "/"))
         }
+        bytes.append(contentsOf: key.name)
         return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: key.parent, isFresh: fresh,
                         kind: node.kind)
     }
@@ -197,7 +212,7 @@ final class NodeTable: Sendable {
             let current = resolvedAt == nil || resolvedAt == s.version
             let shared = current && placement.inUpper && !placement.isDirectory && linkCount > 1 && identity != 0
             if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
-            if let id = s.children[key], var node = s.nodes[id] {
+            if let id = s.child(key), var node = s.nodes[id] {
                 let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
                 if same {
@@ -216,7 +231,7 @@ final class NodeTable: Sendable {
             s.nextID += 1
             s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
                                placement: placement, kind: kind)
-            s.children[key] = id
+            s.setChild(key, id)
             if shared { s.linked[identity] = id }
             return id
         }
@@ -231,16 +246,15 @@ final class NodeTable: Sendable {
             s.linked[identity] = nil
             return nil
         }
-        if s.children[key] != id {
-            if s.children[key] != nil { NodeTable.unlink(key, from: &s) }
-            s.children[key] = id
+        if s.child(key) != id {
+            if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
             if node.parent == NodeTable.detachedParent {
-                node.parent = key.parent
-                node.name = key.name
+                s.rename(id, to: key)
             } else {
                 s.changeExtras(of: id) { $0.aliases.append(key) }
-                node = s.nodes[id] ?? node
             }
+            s.setChild(key, id)
+            node = s.nodes[id] ?? node
         }
         node.addLookup()
         node.freshIn = s.generation
@@ -250,19 +264,18 @@ final class NodeTable: Sendable {
 
     /// Takes `key` away from its node (the node lives on, unreachable by that name).
     static func unlink(_ key: ChildKey, from s: inout State) {
-        guard let id = s.children.removeValue(forKey: key), var node = s.nodes[id] else { return }
+        guard let id = s.removeChild(key), let node = s.nodes[id] else { return }
         var extras = s.extras(of: id, node)
         if let index = extras.aliases.firstIndex(of: key) {
             extras.aliases.remove(at: index)
         } else if let next = extras.aliases.popLast() {
             // another hard link carries the node on
-            node.parent = next.parent
-            node.name = next.name
+            _ = s.removeChild(next)
+            s.rename(id, to: next)
+            s.setChild(next, id)
         } else {
-            node.parent = NodeTable.detachedParent
-            node.name = NodeTable.deletedName
+            s.rename(id, to: ChildKey(parent: NodeTable.detachedParent, name: NodeTable.deletedName))
         }
-        s.nodes[id] = node
         if node.hasExtras { s.changeExtras(of: id) { $0 = extras } }
     }
 
@@ -279,11 +292,11 @@ final class NodeTable: Sendable {
                 s.nodes[id] = node
                 return
             }
+            s.unindex(id, node)
+            for alias in s.extras(of: id, node).aliases where s.aliasNames[alias] == id { s.aliasNames[alias] = nil }
             s.nodes[id] = nil
             if node.hasExtras { s.extras[id] = nil }
             if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
-            let key = ChildKey(parent: node.parent, name: node.name)
-            if s.children[key] == id { s.children[key] = nil }
         }
     }
 
@@ -322,9 +335,10 @@ final class NodeTable: Sendable {
             guard let node = s.nodes[id] else { return }
             s.nodes[id]?.addLookup()
             if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
-            if s.children[key] != id {
-                s.children[key] = id
+            if s.child(key) != id {
+                if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
                 s.changeExtras(of: id) { $0.aliases.append(key) }
+                s.setChild(key, id)
             }
         }
     }
@@ -361,9 +375,10 @@ final class NodeTable: Sendable {
             s.version &+= 1
             s.absent.remove(new)
             // renaming a name onto another name of the same file changes nothing (POSIX)
-            if s.children[new] != nil && s.children[new] == s.children[old] { return }
-            if s.children[new] != nil { NodeTable.unlink(new, from: &s) }
-            guard let id = s.children.removeValue(forKey: old) else { return }
+            let target = s.child(new)
+            if target != nil && target == s.child(old) { return }
+            if target != nil { NodeTable.unlink(new, from: &s) }
+            guard let id = s.removeChild(old) else { return }
             NodeTable.rename(id, from: old, to: new, in: &s)
         }
     }
@@ -375,8 +390,8 @@ final class NodeTable: Sendable {
             let one = ChildKey(parent: parent, name: name)
             let other = ChildKey(parent: newParent, name: newName)
             s.version &+= 1
-            let first = s.children.removeValue(forKey: one)
-            let second = s.children.removeValue(forKey: other)
+            let first = s.removeChild(one)
+            let second = s.removeChild(other)
             if let first { NodeTable.rename(first, from: one, to: other, in: &s) }
             if let second { NodeTable.rename(second, from: other, to: one, in: &s) }
         }
@@ -384,15 +399,13 @@ final class NodeTable: Sendable {
 
     /// Gives node `id` the name `new` in place of `old` (its own name or a hard link's).
     private static func rename(_ id: NodeID, from old: ChildKey, to new: ChildKey, in s: inout State) {
-        guard var node = s.nodes[id] else { return }
+        guard let node = s.nodes[id] else { return }
         if let index = s.extras(of: id, node).aliases.firstIndex(of: old) {
             s.changeExtras(of: id) { $0.aliases[index] = new }
         } else {
-            node.parent = new.parent
-            node.name = new.name
-            s.nodes[id] = node
+            s.rename(id, to: new)
         }
-        s.children[new] = id
+        s.setChild(new, id)
     }
 
     /// The parent of nodes whose name was removed: a path through it fails with ESTALE.

@@ -1,0 +1,56 @@
+/// The names that lead to nodes: a node's own name through the `ChildIndex`, which keeps no
+/// copy of it, and hard links' other names in `aliasNames`. The table changes them only
+/// through these, which keep the index's rule: a node leaves it before its name changes.
+extension NodeTable.State {
+    /// The node `key` leads to.
+    func child(_ key: NodeTable.ChildKey) -> NodeID? {
+        named.find(key.parent, key.name, in: nodes)?.id ?? aliasNames[key]
+    }
+
+    /// `key` now leads to node `id` (and no longer to any other node).
+    mutating func setChild(_ key: NodeTable.ChildKey, _ id: NodeID) {
+        _ = removeChild(key)
+        if let node = nodes[id], node.parent == key.parent, node.name.matches(key.name) {
+            named.insert(id, hash: ChildIndex.hash(key.parent, key.name))
+        } else {
+            aliasNames[key] = id
+        }
+    }
+
+    /// Takes `key` away from the node it leads to, and returns that node.
+    mutating func removeChild(_ key: NodeTable.ChildKey) -> NodeID? {
+        if let (slot, id) = named.find(key.parent, key.name, in: nodes) {
+            named.remove(at: slot)
+            return id
+        }
+        return aliasNames.removeValue(forKey: key)
+    }
+
+    /// Gives node `id` (which has no name in the index) the parent and name of `key`; the
+    /// caller then links `key` to it.
+    mutating func rename(_ id: NodeID, to key: NodeTable.ChildKey) {
+        guard var node = nodes[id] else { return }
+        unindex(id, node)
+        node.parent = key.parent
+        node.name = NodeName(key.name)
+        nodes[id] = node
+    }
+
+    /// Takes node `id`'s own name out of the index (before it changes or the node goes).
+    mutating func unindex(_ id: NodeID, _ node: NodeTable.Node) {
+        let hash = node.name.withBytes { ChildIndex.hash(node.parent, $0) }
+        if let slot = named.slot(of: id, hash: hash) { named.remove(at: slot) }
+    }
+
+    /// Every name that leads to a node.
+    var childKeys: [NodeTable.ChildKey] {
+        var keys: [NodeTable.ChildKey] = []
+        keys.reserveCapacity(named.count + aliasNames.count)
+        for id in named.all {
+            if let node = nodes[id] { keys.append(NodeTable.ChildKey(parent: node.parent, name: node.name.bytes)) }
+        }
+        keys.append(contentsOf: aliasNames.keys)
+        return keys
+    }
+
+}

@@ -1,0 +1,86 @@
+@testable import ProxyBundleCore
+import XCTest
+
+final class ChildIndexTests: XCTestCase {
+    /// Random insertions, removals and renames, checked after every step against a dictionary
+    /// keyed by parent and name: the index finds exactly what the dictionary holds, also
+    /// across its growth and after removals that move entries back.
+    func testIndexAgreesWithADictionaryThroughRandomChanges() {
+        var generator = SplitMix(seed: 0x5eed)
+        var state = NodeTable.State()
+        var expected: [NodeTable.ChildKey: NodeID] = [:]
+        var nextID: NodeID = 16
+        // few parents and short names, so that names collide and probe chains form
+        func randomKey() -> NodeTable.ChildKey {
+            let length = Int(generator.next() % 40)  // short and long names
+            let name = (0..<max(length, 1)).map { _ in UInt8(0x61 + generator.next() % 3) }
+            return NodeTable.ChildKey(parent: 1 + generator.next() % 4, name: name)
+        }
+        for step in 0..<20_000 {
+            let key = randomKey()
+            switch generator.next() % 4 {
+            case 0, 1:
+                // a new node named key (what the key led to before no longer has it)
+                if let old = expected[key] { _ = state.removeChild(key); state.rename(old, to: detached) }
+                let id = nextID
+                nextID += 1
+                state.nodes[id] = NodeTable.Node(parent: key.parent, name: key.name, lookups: 1,
+                                                 placement: Placement(inUpper: true, inLower: false, isDirectory: false))
+                state.setChild(key, id)
+                expected[key] = id
+            case 2:
+                XCTAssertEqual(state.removeChild(key), expected.removeValue(forKey: key), "step \(step)")
+            default:
+                // rename: a node takes the key's name
+                guard let (oldKey, id) = expected.randomElement(using: &generator) else { continue }
+                guard oldKey != key else { continue }
+                if let other = expected[key] { _ = state.removeChild(key); state.rename(other, to: detached); expected[key] = nil }
+                XCTAssertEqual(state.removeChild(oldKey), id)
+                expected[oldKey] = nil
+                state.rename(id, to: key)
+                state.setChild(key, id)
+                expected[key] = id
+            }
+            if step % 499 == 0 || step > 19_950 {
+                for (key, id) in expected { XCTAssertEqual(state.child(key), id, "step \(step)") }
+                XCTAssertEqual(state.named.count, expected.count)
+                XCTAssertEqual(Set(state.childKeys), Set(expected.keys))
+            }
+            XCTAssertNil(state.child(NodeTable.ChildKey(parent: 99, name: key.name)))
+        }
+        XCTAssertGreaterThan(expected.count, 1000, "the index grew several times")
+    }
+
+    private let detached = NodeTable.ChildKey(parent: NodeTable.detachedParent, name: NodeTable.deletedName)
+
+    /// A name that is not the node's own (a hard link's other name) is found too, and goes
+    /// with its removal.
+    func testOtherNamesOfANodeAreFound() {
+        var state = NodeTable.State()
+        let own = NodeTable.ChildKey(parent: 1, name: Array("a".utf8))
+        let other = NodeTable.ChildKey(parent: 1, name: Array("b".utf8))
+        state.nodes[20] = NodeTable.Node(parent: 1, name: own.name, lookups: 1,
+                                         placement: Placement(inUpper: true, inLower: false, isDirectory: false))
+        state.setChild(own, 20)
+        state.setChild(other, 20)
+        XCTAssertEqual(state.child(own), 20)
+        XCTAssertEqual(state.child(other), 20)
+        XCTAssertEqual(state.named.count, 1)
+        XCTAssertEqual(state.removeChild(other), 20)
+        XCTAssertNil(state.child(other))
+        XCTAssertEqual(state.child(own), 20)
+    }
+}
+
+/// A small deterministic random number generator for repeatable tests.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
