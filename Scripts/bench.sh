@@ -10,7 +10,7 @@
 #   --quick            --scale 0.05 and one round (under a minute)
 #   --rounds N         rounds, interleaved across implementations; medians are reported (default 3)
 #   --only LIST        any of: kernel, proxybundle, fuse-overlayfs, unionfs-fuse, mergerfs
-#   --binary PATH      the proxybundle binary (or PROXYBUNDLE_BIN); default: swift build -c release --static-swift-stdlib
+#   --binary PATH      the proxybundle binary (or PROXYBUNDLE_BIN); default: swift build -c release -Xswiftc -static-executable
 #   --out DIR          results (results.md, results.json, samples.tsv, logs); default under --cache
 #   --memory-names N   only measure proxybundle's memory per cached name, walking N names
 #   --cache DIR        datasets, helper and scratch space (default /var/tmp/proxybundle-bench)
@@ -85,9 +85,9 @@ has_impl kernel && ! grep -qw overlay /proc/filesystems && { modprobe overlay 2>
 
 if has_impl proxybundle; then
   if [ -z "$binary" ]; then
-    say "building proxybundle (swift build -c release --static-swift-stdlib)"
+    say "building proxybundle (swift build -c release -Xswiftc -static-executable)"
     export PATH=/opt/swift/usr/bin:$PATH
-    (cd "$REPO" && timeout 3600 swift build -c release --static-swift-stdlib >&2) || die "swift build failed"
+    (cd "$REPO" && timeout 3600 swift build -c release -Xswiftc -static-executable >&2) || die "swift build failed"
     binary=$REPO/.build/release/proxybundle
   fi
   [ -x "$binary" ] || die "proxybundle binary $binary is not executable"

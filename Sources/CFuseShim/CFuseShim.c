@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <malloc.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +83,10 @@ const int pb_SEEK_HOLE = SEEK_HOLE;
 
 int pb_set_parent_death_signal(int sig) {
     return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
+}
+
+int pb_use_one_malloc_arena(void) {
+    return mallopt(M_ARENA_MAX, 1);
 }
 
 int pb_set_process_name(const char *name) {

@@ -63,6 +63,8 @@ extern const int pb_SEEK_DATA;
 extern const int pb_SEEK_HOLE;
 // prctl(PR_SET_PDEATHSIG, sig)
 int pb_set_parent_death_signal(int sig);
+// mallopt(M_ARENA_MAX, 1): every thread allocates from the one main arena.
+int pb_use_one_malloc_arena(void);
 // prctl(PR_SET_NAME, name): the name ps and top show (at most 15 bytes).
 int pb_set_process_name(const char *name);
 // Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
