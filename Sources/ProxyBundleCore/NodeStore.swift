@@ -51,6 +51,15 @@ struct NodeStore {
         }
     }
 
+    /// Calls `body` with every node, in no particular order.
+    func forEach(_ body: (NodeID, borrowing NodeTable.Node) -> Void) {
+        for (index, page) in pages {
+            for slot in 0..<NodeStore.pageSize where page.slots[slot].lookups > 0 {
+                body(index * NodeID(NodeStore.pageSize) + NodeID(slot), page.slots[slot])
+            }
+        }
+    }
+
     /// Every node, in no particular order.
     var all: [(id: NodeID, node: NodeTable.Node)] {
         var result: [(id: NodeID, node: NodeTable.Node)] = []

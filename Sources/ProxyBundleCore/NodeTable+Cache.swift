@@ -139,7 +139,7 @@ extension NodeTable {
             let (outliving, inside) = NodeTable.markStale(beneath: [top], in: &s)
             result.nodes += outliving
             if listingNames {
-                result.entries += s.childKeys.filter { inside.contains($0.parent) }.map { ($0.parent, $0.name) }
+                result.entries += s.childKeys(in: inside.contains).map { ($0.parent, $0.name) }
             }
             let dropped = s.absent.filter { inside.contains($0.parent) }
             s.absent.subtract(dropped)

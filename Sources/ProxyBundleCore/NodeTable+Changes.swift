@@ -16,7 +16,7 @@ extension NodeTable {
                 unwatched[id] = answer
                 return answer
             }
-            for key in s.childKeys where isUnwatched(key.parent) {
+            for key in s.childKeys(in: isUnwatched) {
                 changes.append(LayerWatch.Change(directory: key.parent, name: key.name, structural: true))
             }
             for key in s.absent where isUnwatched(key.parent) {
@@ -58,7 +58,7 @@ extension NodeTable {
                 // the kernel drops what lies beneath a name it drops; a directory whose
                 // opaque marker changed keeps its own name, so its names go one by one
                 for key in absentBeneath where wholeDirectories.contains(key.parent) { entries.insert(key) }
-                for key in s.childKeys where wholeDirectories.contains(key.parent) { entries.insert(key) }
+                for key in s.childKeys(in: wholeDirectories.contains) { entries.insert(key) }
             }
             let result = Invalidation(entries: entries.map { ($0.parent, $0.name) }, nodes: Array(nodes))
             return (result, Array(roots))

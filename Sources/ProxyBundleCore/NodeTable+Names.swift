@@ -43,14 +43,20 @@ extension NodeTable.State {
     }
 
     /// Every name that leads to a node.
-    var childKeys: [NodeTable.ChildKey] {
+    var childKeys: [NodeTable.ChildKey] { childKeys { _ in true } }
+
+    /// The names that lead to nodes in the directories `isWanted` accepts (a name's bytes are
+    /// copied out of its node only when its directory is wanted). A node's own name is in the
+    /// index unless the node was detached (see `rename(_:to:)`: the table takes a name out of
+    /// the index only to give the node another), so the nodes are read in place, page by page.
+    func childKeys(in isWanted: (NodeID) -> Bool) -> [NodeTable.ChildKey] {
         var keys: [NodeTable.ChildKey] = []
-        keys.reserveCapacity(named.count + aliasNames.count)
-        for id in named.all {
-            if let node = nodes[id] { keys.append(NodeTable.ChildKey(parent: node.parent, name: node.name.bytes)) }
+        nodes.forEach { id, node in
+            if id != rootNodeID, node.parent != NodeTable.detachedParent, isWanted(node.parent) {
+                keys.append(NodeTable.ChildKey(parent: node.parent, name: node.name.bytes))
+            }
         }
-        keys.append(contentsOf: aliasNames.keys)
+        for key in aliasNames.keys where isWanted(key.parent) { keys.append(key) }
         return keys
     }
-
 }
