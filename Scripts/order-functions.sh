@@ -8,8 +8,8 @@
 # It builds a copy of HEAD with one change for profiling only: valgrind 3.19 does not know
 # openat2, so that copy falls back to openat when openat2 fails with ENOSYS. The copy serves a
 # small generated tree under callgrind while a workload of common operations runs through it;
-# the functions callgrind saw, most instructions first, are the list. Names missing from a later
-# build are skipped by the linker, and functions missing from the list keep their usual place.
+# the functions callgrind saw are the list. Names missing from a later build are skipped by
+# the linker, and functions missing from the list keep their usual place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
@@ -74,12 +74,15 @@ PY
 umount "$mnt"
 for _ in $(seq 300); do [ -s "$work/callgrind.out" ] && ! pgrep -f "$work/proxybundle" >/dev/null && break; sleep 0.1; done
 
-# functions of the daemon itself (not of valgrind's preloads), most instructions first
+# functions of the daemon itself (not of valgrind's preloads), sorted by name so that a new
+# list differs from the old only by what the code changed (any order packs them as tightly)
 awk '
   /^ob=/ { ob = substr($0, 4) }
   /^fn=/ { fn = substr($0, 4); own[fn] = (ob ~ /\/proxybundle$/) }
   /^(cob|cfn|calls)=/ { skip = ($0 ~ /^calls=/); next }
   /^[0-9+-]/ { if (skip) { skip = 0; next } if (fn != "" && own[fn]) cost[fn] += $2 }
-  END { for (f in cost) if (f !~ /^0x/) printf "%d %s\n", cost[f], f }
-' "$work/callgrind.out" | sort -rn | cut -d' ' -f2- > "$repo/Sources/proxybundle/function-order.txt"
+  END { for (f in cost) if (f !~ /^0x/) print f }
+' "$work/callgrind.out" | LC_ALL=C sort > "$repo/Sources/proxybundle/function-order.txt"
+# the build does not see the list as an input: relink
+rm -f "$repo"/.build/*/proxybundle "$repo"/.build/*/*/proxybundle
 echo "wrote $(wc -l < "$repo/Sources/proxybundle/function-order.txt") functions to Sources/proxybundle/function-order.txt"
