@@ -78,9 +78,6 @@ struct ChildIndex {
         count -= 1
     }
 
-    /// Every node in the index.
-    var all: some Sequence<NodeID> { ids.lazy.filter { $0 != 0 } }
-
     private mutating func place(_ id: NodeID, _ hash: UInt32) {
         let mask = ids.count - 1
         var slot = Int(hash) & mask

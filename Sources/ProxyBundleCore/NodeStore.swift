@@ -59,16 +59,4 @@ struct NodeStore {
             }
         }
     }
-
-    /// Every node, in no particular order.
-    var all: [(id: NodeID, node: NodeTable.Node)] {
-        var result: [(id: NodeID, node: NodeTable.Node)] = []
-        result.reserveCapacity(count)
-        for (index, page) in pages {
-            for (slot, node) in page.slots.enumerated() where node.lookups > 0 {
-                result.append((index * NodeID(NodeStore.pageSize) + NodeID(slot), node))
-            }
-        }
-        return result
-    }
 }

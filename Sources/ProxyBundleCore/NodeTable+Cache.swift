@@ -118,7 +118,9 @@ extension NodeTable {
                 }
                 s.absent.removeAll()
                 s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
-                result.nodes = s.nodes.all.filter { NodeTable.outlivesEntry($0.id, $0.node, in: s) }.map(\.id)
+                s.nodes.forEach { id, node in
+                    if NodeTable.outlivesEntry(id, node, in: s) { result.nodes.append(id) }
+                }
                 return result
             }
             // the names along the path
@@ -167,10 +169,15 @@ extension NodeTable {
                           forgettingIdentities: Bool = false) -> (outliving: [NodeID], inside: Set<NodeID>) {
         var inside = tops
         var outliving: [NodeID] = []
-        for (id, node) in s.nodes.all where !tops.contains(id) && NodeTable.isInside(id, s, &inside) {
+        var beneath: [NodeID] = []
+        s.nodes.forEach { id, node in
+            guard !tops.contains(id), NodeTable.isInside(id, s, &inside) else { return }
+            beneath.append(id)
+            if NodeTable.outlivesEntry(id, node, in: s) { outliving.append(id) }
+        }
+        for id in beneath {
             s.nodes[id]?.freshIn = 0
             if forgettingIdentities { s.nodes[id]?.identity = 0 }
-            if NodeTable.outlivesEntry(id, node, in: s) { outliving.append(id) }
         }
         return (outliving, inside)
     }

@@ -45,7 +45,10 @@ final class NodeSizeTests: XCTestCase {
         store[257] = nil
         XCTAssertEqual(store.count, ids.count - 2)
         XCTAssertNil(store[256])
-        XCTAssertEqual(Set(store.all.map(\.id)), Set(ids).subtracting([256, 257]))
+        var seen: [NodeID] = []
+        store.forEach { id, _ in seen.append(id) }
+        XCTAssertEqual(Set(seen), Set(ids).subtracting([256, 257]))
+        XCTAssertEqual(seen.count, Set(seen).count, "each node once")
         store[300] = node("reuses an emptied page")
         XCTAssertEqual(store[300]?.name.bytes, Array("reuses an emptied page".utf8))
         XCTAssertNil(store[256])
