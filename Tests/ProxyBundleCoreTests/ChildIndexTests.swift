@@ -87,3 +87,36 @@ struct SplitMix: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+final class NodeTableNameTests: XCTestCase {
+    private let file = Placement(inUpper: true, inLower: false, isDirectory: false)
+
+    /// A forgotten node leaves no name behind, hard links' other names included.
+    func testAForgottenNodeLeavesNoNameBehind() {
+        let table = NodeTable(root: Placement(inUpper: true, inLower: true, isDirectory: true))
+        let id = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8, identity: 7,
+                                resolvedAt: nil)
+        table.addAlias(id, parent: rootNodeID, name: Array("b".utf8))
+        table.forget(id, count: 2)
+        table.state.withLock { s in
+            XCTAssertEqual(s.named.count, 0)
+            XCTAssertTrue(s.aliasNames.isEmpty, "the link's name still leads to the forgotten node")
+            XCTAssertNil(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))))
+        }
+    }
+
+    /// A hard link made onto a name the table still gives another node takes the name from it.
+    func testALinkTakesItsNameFromTheNodeThatHadIt() throws {
+        let table = NodeTable(root: Placement(inUpper: true, inLower: true, isDirectory: true))
+        let target = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8,
+                                    identity: 7, resolvedAt: nil)
+        let other = table.remember(parent: rootNodeID, name: Array("b".utf8), placement: file, kind: 8,
+                                   identity: 9, resolvedAt: nil)
+        table.addAlias(target, parent: rootNodeID, name: Array("b".utf8))
+        XCTAssertThrowsError(try table.location(of: other), "the old node still claims the name")
+        XCTAssertEqual(try table.location(of: target).path.bytes, Array("a".utf8))
+        table.state.withLock { s in
+            XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))), target)
+        }
+    }
+}
