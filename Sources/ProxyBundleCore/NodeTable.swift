@@ -161,23 +161,26 @@ final class NodeTable: Sendable {
         guard let node = s.nodes[id] else { throw Errno.stale }
         if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
         do {
-            return try location(of: id, node, named: ChildKey(parent: node.parent, name: node.name.bytes), in: s)
+            return try location(of: id, node, parent: node.parent, name: node.name, in: s)
         } catch {
             // a hard link's other names: the kernel keeps the directories of the names it
             // holds, not necessarily of this one
             guard node.hasExtras else { throw error }
             for alias in s.extras(of: id, node).aliases {
-                if let found = try? location(of: id, node, named: alias, in: s) { return found }
+                if let found = try? location(of: id, node, parent: alias.parent, name: NodeName(alias.name), in: s) {
+                    return found
+                }
             }
             throw error
         }
     }
 
-    private static func location(of id: NodeID, _ node: Node, named key: ChildKey, in s: State) throws(Errno) -> Location {
+    private static func location(of id: NodeID, _ node: Node, parent: NodeID, name: NodeName,
+                                 in s: State) throws(Errno) -> Location {
         var ancestors: [NodeName] = []
-        var length = key.name.count
+        var length = name.count
         var fresh = s.isFresh(id, node)
-        var current = key.parent
+        var current = parent
         while current != rootNodeID {
             guard let ancestor = s.nodes[current] else { throw Errno.stale }
             ancestors.append(ancestor.name)
@@ -187,12 +190,12 @@ final class NodeTable: Sendable {
         }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(length)
-        for name in ancestors.reversed() {
-            name.withBytes { bytes.append(contentsOf: $0) }
+        for directory in ancestors.reversed() {
+            directory.withBytes { bytes.append(contentsOf: $0) }
             bytes.append(UInt8(ascii: "/"))
         }
-        bytes.append(contentsOf: key.name)
-        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: key.parent, isFresh: fresh,
+        name.withBytes { bytes.append(contentsOf: $0) }
+        return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: parent, isFresh: fresh,
                         kind: node.kind)
     }
 
