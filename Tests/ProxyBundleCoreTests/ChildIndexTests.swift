@@ -6,7 +6,7 @@ final class ChildIndexTests: XCTestCase {
     /// keyed by parent and name: the index finds exactly what the dictionary holds, also
     /// across its growth and after removals that move entries back.
     func testIndexAgreesWithADictionaryThroughRandomChanges() {
-        var generator = SplitMix(seed: 0x5eed)
+        var generator = SeededNumbers(seed: 0x5eed)
         var state = NodeTable.State()
         var expected: [NodeTable.ChildKey: NodeID] = [:]
         var nextID: NodeID = 16
@@ -75,16 +75,13 @@ final class ChildIndexTests: XCTestCase {
     }
 }
 
-/// A small deterministic random number generator for repeatable tests.
-struct SplitMix: RandomNumberGenerator {
+/// Repeatable pseudo-random numbers (Knuth's 64-bit linear congruential generator, high bits).
+struct SeededNumbers: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return state ^ (state >> 29)
     }
 }
 
