@@ -23,10 +23,9 @@ struct ChildIndex {
         name.withUnsafeBytes { hash(parent, $0) }
     }
 
-    /// The node named `name` in `parent`, and its slot.
-    func find(_ parent: NodeID, _ name: [UInt8], in nodes: NodeStore) -> (slot: Int, id: NodeID)? {
+    /// The node named `name` in `parent` (whose hash is `hash`), and its slot.
+    func find(_ parent: NodeID, _ name: [UInt8], hash: UInt32, in nodes: NodeStore) -> (slot: Int, id: NodeID)? {
         guard count > 0 else { return nil }
-        let hash = ChildIndex.hash(parent, name)
         let mask = ids.count - 1
         var slot = Int(hash) & mask
         while ids[slot] != 0 {

@@ -4,26 +4,43 @@
 extension NodeTable.State {
     /// The node `key` leads to.
     func child(_ key: NodeTable.ChildKey) -> NodeID? {
-        named.find(key.parent, key.name, in: nodes)?.id ?? aliasNames[key]
+        child(key, hash: ChildIndex.hash(key.parent, key.name))
+    }
+
+    /// The node `key`, whose index hash is `hash`, leads to.
+    func child(_ key: NodeTable.ChildKey, hash: UInt32) -> NodeID? {
+        if let (_, id) = named.find(key.parent, key.name, hash: hash, in: nodes) { return id }
+        return aliasNames.isEmpty ? nil : aliasNames[key]
     }
 
     /// `key` now leads to node `id` (and no longer to any other node).
     mutating func setChild(_ key: NodeTable.ChildKey, _ id: NodeID) {
-        _ = removeChild(key)
+        let hash = ChildIndex.hash(key.parent, key.name)
+        _ = removeChild(key, hash: hash)
         if let node = nodes[id], node.parent == key.parent, node.name.matches(key.name) {
-            named.insert(id, hash: ChildIndex.hash(key.parent, key.name))
+            named.insert(id, hash: hash)
         } else {
             aliasNames[key] = id
         }
     }
 
+    /// Indexes new node `id` under its own name, whose hash is `hash` and which leads to no
+    /// node: a lookup that makes a node hashes its name once, where `setChild` looks again.
+    mutating func indexNew(_ id: NodeID, hash: UInt32) {
+        named.insert(id, hash: hash)
+    }
+
     /// Takes `key` away from the node it leads to, and returns that node.
     mutating func removeChild(_ key: NodeTable.ChildKey) -> NodeID? {
-        if let (slot, id) = named.find(key.parent, key.name, in: nodes) {
+        removeChild(key, hash: ChildIndex.hash(key.parent, key.name))
+    }
+
+    private mutating func removeChild(_ key: NodeTable.ChildKey, hash: UInt32) -> NodeID? {
+        if let (slot, id) = named.find(key.parent, key.name, hash: hash, in: nodes) {
             named.remove(at: slot)
             return id
         }
-        return aliasNames.removeValue(forKey: key)
+        return aliasNames.isEmpty ? nil : aliasNames.removeValue(forKey: key)
     }
 
     /// Gives node `id` (which has no name in the index) the parent and name of `key`; the

@@ -215,7 +215,8 @@ final class NodeTable: Sendable {
             let current = resolvedAt == nil || resolvedAt == s.version
             let shared = current && placement.inUpper && !placement.isDirectory && linkCount > 1 && identity != 0
             if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
-            if let id = s.child(key), var node = s.nodes[id] {
+            let hash = ChildIndex.hash(parent, name)
+            if let id = s.child(key, hash: hash), var node = s.nodes[id] {
                 let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
                 if same {
@@ -234,7 +235,7 @@ final class NodeTable: Sendable {
             s.nextID += 1
             s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
                                placement: placement, kind: kind)
-            s.setChild(key, id)
+            s.indexNew(id, hash: hash)
             if shared { s.linked[identity] = id }
             return id
         }
