@@ -66,8 +66,7 @@ extension Overlay {
     private static func make(_ entry: NewEntry, _ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Int32? {
         switch entry {
         case .file(let mode, let flags):
-            let access = flags & O_ACCMODE
-            let passed = (flags & ~(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY)) | access
+            let passed = flags & pb_O_PASSED & ~O_TRUNC
             return try Sys.check { openat(dirfd, name, passed | O_CREAT | O_EXCL | pb_O_NOFOLLOW | pb_O_CLOEXEC, mode & 0o7777) }
         case .directory(let mode):
             _ = try Sys.check { mkdirat(dirfd, name, mode & 0o7777) }

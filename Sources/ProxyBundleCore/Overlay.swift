@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFuseShim
 
 /// The merged view of a main bundle (lower layer, only ever read) shadowed by a
 /// substitution directory (upper layer). Operations are named after the FUSE requests that
@@ -211,8 +212,7 @@ public final class Overlay: Sendable {
             location = try locate(node)
         }
         if writes && work == nil { throw Errno.readOnly }
-        let passed = flags & ~(O_CREAT | O_EXCL | O_NOCTTY)
-        let fd = try layer(serving: location.placement).open(location.path, flags: passed)
+        let fd = try layer(serving: location.placement).open(location.path, flags: flags & pb_O_PASSED)
         // a rename may have put a directory at the path since the kernel's lookup (a symlink
         // fails to open): its attributes for this inode would make the kernel mark the inode
         // bad (EIO); ESTALE makes the kernel look the name up again instead

@@ -210,7 +210,43 @@ final class RealToolsTests: XCTestCase {
         XCTAssertEqual(Disk.lstatError(fx.inMain("project/.git")), ENOENT)
     }
 
+    // MARK: running programs from the mount
+
+    /// The kernel opens a program it executes with a flag of its own (__FMODE_EXEC) among the
+    /// open flags it hands the daemon; passed on to openat2, which refuses unknown flags, it
+    /// made every exec through the mount fail with EINVAL.
+    func testProgramsAndScriptsRunFromTheMountBeforeAndAfterCopyUp() throws {
+        try makeMainTree()
+        let program = "/usr/bin/env"
+        XCTAssertEqual(Disk.lstat(program).map { $0.st_mode & S_IFMT }, S_IFREG)
+        try copyFile(program, to: fx.inMain("bin/env"), mode: 0o755)
+        try fx.start()
+        for stage in ["from the main bundle", "after a copy-up"] {
+            let ran = try Spawn.run(fx.inMount("bin/env"), ["printf", "env ran"])
+            XCTAssertEqual(ran.status, 0, "\(stage): \(ran.error)")
+            XCTAssertEqual(ran.output, "env ran", stage)
+            let script = try Spawn.run(fx.inMount("tree/sub/run.sh"), [])
+            XCTAssertEqual(script.status, 0, "\(stage): \(script.error)")
+            XCTAssertEqual(script.output, "run\n", stage)
+            // appending leaves both runnable (an ELF file may have trailing bytes)
+            for path in ["bin/env", "tree/sub/run.sh"] where stage == "from the main bundle" {
+                let fd = open(fx.inMount(path), O_WRONLY | O_APPEND)
+                XCTAssertGreaterThanOrEqual(fd, 0, path)
+                XCTAssertEqual(write(fd, "\n", 1), 1, path)
+                close(fd)
+            }
+        }
+        XCTAssertNotNil(Disk.lstat(fx.inPatch("bin/env")), "the program was copied up")
+    }
+
     // MARK: helpers
+
+    private func copyFile(_ source: String, to target: String, mode: mode_t) throws {
+        guard let data = FileManager.default.contents(atPath: source) else { throw TestFailure("cannot read \(source)") }
+        try Disk.makeParent(target)
+        guard FileManager.default.createFile(atPath: target, contents: data) else { throw TestFailure("cannot write \(target)") }
+        guard chmod(target, mode) == 0 else { throw TestFailure("chmod \(target): errno \(errno)") }
+    }
 
     /// Runs /usr/bin/NAME; a non-zero exit fails the test with the command and its stderr.
     @discardableResult

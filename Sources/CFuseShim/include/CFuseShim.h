@@ -40,6 +40,9 @@ extern const int pb_O_PATH;
 extern const int pb_O_NOFOLLOW;
 extern const int pb_O_DIRECTORY;
 extern const int pb_O_CLOEXEC;
+// The open flags of a request that are passed on to the layer's file. The kernel's request
+// also carries flags of its own (__FMODE_EXEC when it runs the file), which openat2 refuses.
+extern const int pb_O_PASSED;
 extern const int pb_AT_EMPTY_PATH;
 extern const int pb_AT_SYMLINK_NOFOLLOW;
 extern const long pb_UTIME_NOW;
