@@ -54,6 +54,36 @@ extension Overlay {
         return try attributes(of: node)
     }
 
+    /// Clears the set-user-ID bit of regular file `node`, and its set-group-ID bit where the
+    /// kernel would for a write by `writer` (the file is group-executable, or the writer is
+    /// neither root nor in the file's group). The kernel leaves this to the daemon under
+    /// FUSE_HANDLE_KILLPRIV_V2 when a file is written, truncated or given away. Returns the new
+    /// attributes, or nil when there was nothing to clear.
+    public func clearSetIDBits(_ node: NodeID, openFile fd: Int32?, writer: () -> Requester) throws(Errno) -> stat? {
+        let st: stat
+        if let fd { st = try attributes(of: node, openFile: fd) } else { st = try attributes(of: node) }
+        guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: writer) else { return nil }
+        var changes = AttributeChanges()
+        changes.mode = mode
+        return try setAttributes(node, changes, openFile: fd)
+    }
+
+    /// The permission bits of `st` without the set-ID bits a write by `writer` clears; nil when
+    /// it clears none.
+    static func withoutSetIDBits(_ st: stat, writer: () -> Requester) -> mode_t? {
+        let old = st.st_mode & 0o7777
+        var mode = old & ~S_ISUID
+        if old & S_ISGID != 0 {
+            if old & S_IXGRP != 0 {
+                mode &= ~S_ISGID
+            } else {
+                let w = writer()
+                if w.uid != 0 && w.gid != st.st_gid && !w.groups.contains(st.st_gid) { mode &= ~S_ISGID }
+            }
+        }
+        return mode == old ? nil : mode
+    }
+
     public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
         if work == nil { throw Errno.readOnly }
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CFuse3
+import CFuseShim
 import ProxyBundleCore
 
 /// The requests on the control files (`.invalidate`, `.stats`; see `ControlFile`). Their
@@ -76,6 +77,8 @@ extension FuseServer {
             "passthrough_opens: \(opens.passthrough)",
             "stale_opens: \(opens.stale)",
             "cached_opens: \(opens.cached)",
+            "setid_bits_cleared_by: \(pb_daemon_clears_setid() != 0 ? "daemon" : "kernel")",
+            "extended_attribute_reads: \(extendedAttributeReads.withLock { $0 })",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CFuse3
+import CFuseShim
 import Logging
 import ProxyBundleCore
 
@@ -46,6 +47,9 @@ public final class FuseServer: Sendable {
     let started: Int
     /// Reads and writes of open files straight to the layers' files, where the kernel allows.
     let passthrough = Passthrough()
+    /// GETXATTR requests answered, for `.stats` (the kernel asks for security.capability before
+    /// a write unless the daemon clears set-ID bits itself).
+    let extendedAttributeReads = Locked<UInt64>(0)
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
                 description: [(key: String, value: String)] = []) {
@@ -90,6 +94,22 @@ public final class FuseServer: Sendable {
         let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
         groups.removeSubrange(max(0, min(Int(count), groups.count))...)
         return Requester(uid: owner.uid, gid: owner.gid, groups: groups)
+    }
+
+    /// The writer whose write, truncation or change of owner clears set-ID bits (root when
+    /// unknown, which clears fewer).
+    func writer(_ req: fuse_req_t?) -> Requester {
+        req.map { requester($0) } ?? Requester(uid: 0, gid: 0, groups: [])
+    }
+
+    /// Where the kernel asked for it (an OPEN with O_TRUNC, a WRITE through the daemon, by a
+    /// writer without CAP_FSETID), clears the set-ID bits of the file open as `fd` before it
+    /// changes; the kernel's copy of its mode is dropped, as this reply does not carry one.
+    func clearSetIDBitsBeforeWrite(_ req: fuse_req_t?, _ node: NodeID, _ fd: Int32) throws(Errno) {
+        guard pb_request_clears_setid() != 0 else { return }
+        if try overlay.clearSetIDBits(node, openFile: fd, writer: { writer(req) }) != nil {
+            notifier.invalidateAttributes(of: node)
+        }
     }
 
     /// Who made the request, without supplementary groups: the owner of what it makes.

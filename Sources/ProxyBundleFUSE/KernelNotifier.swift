@@ -37,6 +37,12 @@ final class KernelNotifier: Sendable {
         _ = name.withCStringCopy { fuse_lowlevel_notify_inval_entry(se, parent, $0, name.count) }
     }
 
+    /// Drops the kernel's attributes of `node` only (its pages stay).
+    func invalidateAttributes(of node: NodeID) {
+        guard let se = session.withLock({ $0 }) else { return }
+        _ = fuse_lowlevel_notify_inval_inode(se, node, -1, 0)
+    }
+
     /// Drops the kernel's attributes of `node` and every cached page (file data, symlink
     /// target, directory listing).
     func invalidateNode(_ node: NodeID) {

@@ -57,6 +57,12 @@ enum Operations {
                     return .opened(info)
                 }
                 let opened = try server.overlay.openFile(node, flags: info.pointee.flags)
+                do throws(Errno) {
+                    try server.clearSetIDBitsBeforeWrite(req, node, opened.fd)
+                } catch {
+                    server.overlay.release(node, fd: opened.fd)
+                    throw error
+                }
                 info.pointee.fh = UInt64(opened.fd)
                 try server.serve(node, openAs: opened.fd, identity: (opened.device, opened.inode), info)
                 return .opened(info)
@@ -117,6 +123,7 @@ enum Operations {
         }
         ops.getxattr = { req, node, name, size in
             FuseServer.handle(req, "getxattr") { server throws(Errno) in
+                server.extendedAttributeReads.withLock { $0 += 1 }
                 let value = try server.overlay.extendedAttribute(node, name: bytes(name))
                 return try Operations.sized(value, size)
             }

@@ -62,8 +62,12 @@ enum WriteOperations {
                 }
                 let changes = AttributeRequest.changes(attributes.pointee, toSet)
                 let fd = info.map { Int32(truncatingIfNeeded: $0.pointee.fh) }
-                return .attributes(try server.overlay.setAttributes(node, changes, openFile: fd),
-                                   timeout: server.timeouts.attribute)
+                var result = try server.overlay.setAttributes(node, changes, openFile: fd)
+                if pb_request_clears_setid() != 0,
+                   let cleared = try server.overlay.clearSetIDBits(node, openFile: fd, writer: { server.writer(req) }) {
+                    result = cleared
+                }
+                return .attributes(result, timeout: server.timeouts.attribute)
             }
         }
         ops.write = { req, node, buffer, size, offset, info in
@@ -74,6 +78,7 @@ enum WriteOperations {
                     return try server.writeControl(control, data)
                 }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
+                try server.clearSetIDBitsBeforeWrite(req, node, fd)
                 let count = pwrite(fd, buffer, size, offset)
                 if count < 0 { throw Errno.current }
                 return .written(count)
@@ -85,6 +90,7 @@ enum WriteOperations {
                 if let control = ControlFile(node: node) {
                     return try server.writeControl(control, try WriteOperations.gather(source))
                 }
+                try server.clearSetIDBitsBeforeWrite(req, node, Int32(truncatingIfNeeded: info.pointee.fh))
                 var destination = fuse_bufvec()
                 destination.count = 1
                 destination.buf.size = fuse_buf_size(source)

@@ -54,30 +54,4 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(try Disk.readAll(reader), "main", "the open reader keeps the main bundle's file")
         XCTAssertEqual(try count("stale_opens"), 1)
     }
-
-    /// Writes and truncations by a user without CAP_FSETID clear set-user-ID and set-group-ID,
-    /// as on kernel overlayfs, also when files pass through (the kernel clears them before
-    /// writing). `FUSE_HANDLE_KILLPRIV_V2` (one GETXATTR per inode instead of one per write)
-    /// would leave them set: the daemon never sees a passthrough write.
-    func testWritesAndTruncationsByAnotherUserClearSetIDBits() throws {
-        XCTAssertEqual(chmod(fx.root, 0o755), 0)
-        let files = [fx.inMain("main-written"), fx.inMain("main-truncated"), fx.inPatch("patch-written"),
-                     fx.inPatch("patch-truncated")]
-        for path in files {
-            try Disk.write(path, "data")
-            XCTAssertEqual(chown(path, 65534, 65534), 0)
-            XCTAssertEqual(chmod(path, 0o6777), 0)  // after chown, which clears the bits
-        }
-        try fx.start(["-o", "allow_other"])
-        let m = fx.mountpoint
-        let commands = "echo more >> \(m)/main-written && echo more >> \(m)/patch-written"
-            + " && truncate -s 2 \(m)/main-truncated && truncate -s 2 \(m)/patch-truncated"
-        let result = try Spawn.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh",
-                                                        "-c", commands], seconds: 10)
-        XCTAssertEqual(result.status, 0, result.error)
-        for name in ["main-written", "patch-written", "main-truncated", "patch-truncated"] {
-            XCTAssertEqual(Disk.lstat(fx.inMount(name)).map { $0.st_mode & 0o7777 }, 0o777, name)
-            XCTAssertEqual(Disk.lstat(fx.inPatch(name)).map { $0.st_mode & 0o7777 }, 0o777, name)
-        }
-    }
 }

@@ -26,6 +26,12 @@ int32_t pb_backing_open(int device, int fd);
 int pb_backing_close(int device, int32_t id);
 // The OPEN or CREATE reply this thread sends next is a passthrough open of backing `id`.
 void pb_reply_with_backing(int32_t id);
+// Under FUSE_HANDLE_KILLPRIV_V2 (asked for where the kernel offers it, from Linux 5.11) the
+// kernel leaves clearing set-user-ID and set-group-ID bits on write, truncate and chown to the
+// daemon, and in return stops asking for security.capability before every write of a file.
+// Whether that was agreed; and whether the request being handled on this thread asks for it.
+int pb_daemon_clears_setid(void);
+int pb_request_clears_setid(void);
 
 // Workers poll for the next request up to this long before sleeping (0: never; Spin.c).
 void pb_spin_set_limit(unsigned microseconds);
