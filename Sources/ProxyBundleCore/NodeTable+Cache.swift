@@ -68,17 +68,8 @@ extension NodeTable {
     }
 
     /// Takes `id`'s name away from it: the kernel, told ESTALE, looks the name up again and
-    /// gets a new node.
+    /// gets a new node. Also what becomes of a stale node whose name no longer resolves.
     func detachName(of id: NodeID) {
-        state.withLock { s in
-            guard id != rootNodeID, let node = s.nodes[id] else { return }
-            s.version &+= 1
-            NodeTable.unlink(ChildKey(parent: node.parent, name: node.name.bytes), from: &s)
-        }
-    }
-
-    /// A stale node whose name no longer resolves: it is detached.
-    func refreshMissing(_ id: NodeID) {
         state.withLock { s in
             guard id != rootNodeID, let node = s.nodes[id] else { return }
             s.version &+= 1

@@ -81,7 +81,7 @@ extension Overlay {
         do {
             found = try resolve(name, in: dir.path, dir.placement)
         } catch let error where error.code == ENOENT || error.code == ENOTDIR {
-            nodes.refreshMissing(id)
+            nodes.detachName(of: id)
             throw Errno.stale
         }
         nodes.refresh(id, placement: found.placement, kind: NodeTable.kind(of: found.attributes.st_mode),
