@@ -72,19 +72,20 @@ extension Overlay {
     /// substitution's, then the main bundle's that are neither shadowed nor whited out.
     func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> [DirectoryListing.Item] {
         var items: [DirectoryListing.Item] = []
-        var shown = Set<[UInt8]>()
-        var hidden = Set<[UInt8]>()
+        var shown = Set<HashedName>()
+        var hidden = Set<HashedName>()
         var opaque = false
         if placement.inUpper {
             let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try upper.entries(path) } ?? []
+            shown.reserveCapacity(entries.count)
             for entry in entries {
                 if entry.isWhiteoutDevice {
-                    hidden.insert(entry.name)
+                    hidden.insert(HashedName(entry.name))
                 } else if Whiteout.hasPrefix(entry.name) {
                     if entry.name == Whiteout.opaqueMarker { opaque = true }
-                    if let name = Whiteout.hiddenName(entry.name) { hidden.insert(name) }
+                    if let name = Whiteout.hiddenName(entry.name) { hidden.insert(HashedName(name)) }
                 } else {
-                    shown.insert(entry.name)
+                    shown.insert(HashedName(entry.name))
                     items.append(.init(name: entry.name, type: entry.type,
                                        inode: UInt64(shownInode(ino_t(entry.inode), inUpper: true)), fromUpper: true))
                 }
@@ -94,11 +95,24 @@ extension Overlay {
             let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try lower.entries(path) } ?? []
             for entry in entries {
                 if entry.isWhiteoutDevice || Whiteout.hasPrefix(entry.name) { continue }
-                if shown.contains(entry.name) || hidden.contains(entry.name) { continue }
+                let name = HashedName(entry.name)
+                if shown.contains(name) || hidden.contains(name) { continue }
                 items.append(.init(name: entry.name, type: entry.type,
                                    inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: false))))
             }
         }
         return items
+    }
+}
+
+/// A name as a set member, hashed in one call: `[UInt8]`'s own hash feeds the hasher one byte
+/// at a time, which was 5% of the daemon's time listing a large merged directory.
+struct HashedName: Hashable {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }
