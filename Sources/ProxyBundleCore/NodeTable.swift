@@ -370,6 +370,18 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// Runs `body` with one of the node's open descriptors and its placement when every name of
+    /// the node was removed; nil when the node has a name (or no open file). The table stays
+    /// locked meanwhile: a concurrent release closes the descriptor, and its number may then
+    /// belong to another file.
+    func withDetachedOpenFile<T>(of id: NodeID, _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
+        try state.withLock { (s: inout State) throws(Errno) -> T? in
+            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent,
+                  let fd = s.extras(of: id, node).openFiles.first else { return nil }
+            return try body(fd, node.placement)
+        }
+    }
+
     /// The node named `name` in `parent` is now `newName` in `newParent` (after rename).
     /// Whatever the new name referred to before is detached.
     func move(parent: NodeID, name: [UInt8], to newParent: NodeID, _ newName: [UInt8]) {

@@ -244,7 +244,7 @@ public final class Overlay: Sendable {
     }
 
     /// Attributes read from an open file of `node`, with the inode number the mount shows.
-    private func showingOpen(_ node: NodeID, _ st: stat) -> stat {
+    func showingOpen(_ node: NodeID, _ st: stat) -> stat {
         var st = st
         st.st_ino = shownInode(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
         return st
@@ -255,18 +255,30 @@ public final class Overlay: Sendable {
     public func extendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         if ControlFile(node: node) != nil { throw Errno.noData }
-        let location = try locate(node)
-        let layer = layer(serving: location.placement)
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
-            try layer.extendedAttribute(location.path, name: p)
+            // a file whose every name was removed is read through a descriptor open on it
+            if let value = try nodes.withDetachedOpenFile(of: node, { (fd: Int32, _: Placement) throws(Errno) -> [UInt8] in
+                try Sys.getxattr(fd: fd, name: p)
+            }) {
+                return value
+            }
+            let location = try locate(node)
+            return try layer(serving: location.placement).extendedAttribute(location.path, name: p)
         }
     }
 
     /// The node's attribute names, NUL-separated, without the overlay's private ones.
     public func extendedAttributeNames(_ node: NodeID) throws(Errno) -> [UInt8] {
         if ControlFile(node: node) != nil { return [] }
-        let location = try locate(node)
-        let all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+        let all: [UInt8]
+        if let names = try nodes.withDetachedOpenFile(of: node, { (fd: Int32, _: Placement) throws(Errno) -> [UInt8] in
+            try Sys.listxattr(fd: fd)
+        }) {
+            all = names
+        } else {
+            let location = try locate(node)
+            all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+        }
         var shown: [UInt8] = []
         for name in all.split(separator: 0) {
             if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { continue }

@@ -18,9 +18,17 @@ extension Overlay {
         public init() {}
     }
 
-    /// Applies `changes` to `node` (through `fd` when the file is open) and returns the new attributes.
+    /// Applies `changes` to `node` (through `fd` when the file is open) and returns the new
+    /// attributes. A file whose every name was removed while open is changed through an open
+    /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
     public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         if work == nil { throw Errno.readOnly }
+        if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
+            try Overlay.apply(changes, toOpenFile: fd ?? open)
+            return try Sys.fstat(fd ?? open)
+        }) {
+            return showingOpen(node, st)
+        }
         let path = try copyUp(node, withData: changes.size != 0)
         try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
@@ -52,6 +60,38 @@ extension Overlay {
         }
         if let fd { return try attributes(of: node, openFile: fd) }
         return try attributes(of: node)
+    }
+
+    /// `changes` made through open file `fd`, in the order `setAttributes` makes them by path.
+    private static func apply(_ changes: AttributeChanges, toOpenFile fd: Int32) throws(Errno) {
+        if let size = changes.size { _ = try Sys.check { ftruncate(fd, size) } }
+        if changes.uid != nil || changes.gid != nil {
+            _ = try Sys.check { fchown(fd, changes.uid ?? uid_t.max, changes.gid ?? gid_t.max) }
+        }
+        if let mode = changes.mode { _ = try Sys.check { fchmod(fd, mode & 0o7777) } }
+        if changes.accessTime != nil || changes.modificationTime != nil {
+            let omit = timespec(tv_sec: 0, tv_nsec: pb_UTIME_OMIT)
+            var times = [changes.accessTime ?? omit, changes.modificationTime ?? omit]
+            _ = try Sys.check { futimens(fd, &times) }
+        }
+    }
+
+    /// Runs `body` with a descriptor open on `node` when every name of it was removed (nil when
+    /// it has a name). Only a substitution file may be changed so: a main-bundle file stays as
+    /// it is (ESTALE; kernel overlayfs fails such a change too).
+    private func withRemovedFile<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T? {
+        try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) -> T in
+            guard placement.inUpper else { throw Errno.stale }
+            return try body(fd)
+        }
+    }
+
+    /// Runs `body` with a descriptor of the substitution's entry of `node` (copied up first): an
+    /// O_PATH one of its path, or one open on it when every name of it was removed.
+    private func withUpperEntry<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+        if let result = try withRemovedFile(node, body) { return result }
+        let path = try copyUp(node)
+        return try upper.withEntry(path, body)
     }
 
     /// Clears the set-user-ID bit of regular file `node`, and its set-group-ID bit where the
@@ -87,8 +127,7 @@ extension Overlay {
     public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
         if work == nil { throw Errno.readOnly }
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
-        let path = try copyUp(node)
-        try upper.withEntry(path) { (fd: Int32) throws(Errno) in
+        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CFuseShim.setxattr(proc, key, value, value.count, flags) }
@@ -100,8 +139,7 @@ extension Overlay {
     public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
         if work == nil { throw Errno.readOnly }
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
-        let path = try copyUp(node)
-        try upper.withEntry(path) { (fd: Int32) throws(Errno) in
+        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CFuseShim.removexattr(proc, key) }
