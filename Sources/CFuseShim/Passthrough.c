@@ -5,6 +5,7 @@
 // thread, as libfuse's loop runs each request on the thread that read it) asked for it.
 // The INIT reply also takes on FUSE_HANDLE_KILLPRIV_V2 where the kernel offers it (see
 // pb_request_clears_setid), and each request read is checked for the bits of that contract.
+// A TMPFILE request is handed to libfuse as the CREATE it is shaped like.
 // Before each read, a worker may poll for a while (Spin.c).
 #include "CFuseShim.h"
 
@@ -36,6 +37,7 @@ enum {
     pb_FUSE_WRITE = 16,
     pb_FUSE_INIT = 26,
     pb_FUSE_CREATE = 35,
+    pb_FUSE_TMPFILE = 51,
     pb_FUSE_HANDLE_KILLPRIV = 1u << 19,
     pb_FUSE_HANDLE_KILLPRIV_V2 = 1u << 28,
     pb_FUSE_INIT_EXT = 1u << 30,
@@ -71,6 +73,7 @@ static int passthrough_asked;
 static uint32_t kernel_init_flags;
 static int clears_setid;
 static __thread int request_clears_setid;
+static __thread int request_makes_tmpfile;
 static __thread uint64_t request_unique;
 static __thread uint32_t request_opcode;
 static __thread int32_t reply_backing_id;
@@ -102,8 +105,15 @@ static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userd
     reply_backing_id = 0;
     request_opcode = 0;
     request_clears_setid = 0;
+    request_makes_tmpfile = 0;
     if (count >= (ssize_t)sizeof(struct pb_in_header)) {
-        const struct pb_in_header *in = buffer;
+        struct pb_in_header *in = buffer;
+        // libfuse 3.14 knows no TMPFILE, whose request and reply are a CREATE's (fuse_create_in
+        // and the name "/"; fuse_entry_out and fuse_open_out): the create handler takes it
+        if (in->opcode == pb_FUSE_TMPFILE) {
+            in->opcode = pb_FUSE_CREATE;
+            request_makes_tmpfile = 1;
+        }
         request_unique = in->unique;
         request_opcode = in->opcode;
         if (in->opcode == pb_FUSE_INIT) kernel_init_flags = body32(buffer, count, pb_INIT_IN_FLAGS);
@@ -172,6 +182,10 @@ int pb_backing_close(int device, int32_t id) {
 
 int pb_request_clears_setid(void) {
     return request_clears_setid;
+}
+
+int pb_request_makes_tmpfile(void) {
+    return request_makes_tmpfile;
 }
 
 int pb_daemon_clears_setid(void) {

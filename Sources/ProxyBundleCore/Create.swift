@@ -137,6 +137,7 @@ extension Overlay {
     public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
+        if try linkUnnamed(node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(of: node)) }
         let location = try locate(node)
         if location.placement.isDirectory { throw Errno.notPermitted }
         let source = try copyUp(node)

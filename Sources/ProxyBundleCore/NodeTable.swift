@@ -330,6 +330,38 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// A new node without a name (an O_TMPFILE file), with one kernel reference.
+    func rememberUnnamed(placement: Placement, kind: UInt8, identity: UInt64) -> NodeID {
+        state.withLock { s in
+            let id = s.nextID
+            s.nextID += 1
+            s.nodes[id] = Node(parent: NodeTable.detachedParent, name: NodeTable.deletedName, identity: identity,
+                               lookups: 1, freshIn: s.generation, placement: placement, kind: kind)
+            return id
+        }
+    }
+
+    /// Whether node `id` has no name: every name was removed, or it never had one.
+    func isUnnamed(_ id: NodeID) -> Bool {
+        state.withLock { $0.nodes[id]?.parent == NodeTable.detachedParent }
+    }
+
+    /// Node `id`, which had no name, is now `name` in `parent` (an O_TMPFILE file linked), with
+    /// one more kernel reference.
+    func give(_ id: NodeID, name: [UInt8], in parent: NodeID) {
+        state.withLock { s in
+            let key = ChildKey(parent: parent, name: name)
+            s.version &+= 1
+            s.absent.remove(key)
+            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent else { return }
+            if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
+            s.rename(id, to: key)
+            s.setChild(key, id)
+            s.nodes[id]?.addLookup()
+            if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
+        }
+    }
+
     /// One more kernel reference to `id`, now also known as `name` in `parent` (a hard link).
     func addAlias(_ id: NodeID, parent: NodeID, name: [UInt8]) {
         state.withLock { s in

@@ -11,6 +11,13 @@ enum WriteOperations {
         ops.create = { req, parent, name, mode, info in
             FuseServer.handle(req, "create") { server throws(Errno) in
                 guard let req, let info else { throw Errno.invalid }
+                if pb_request_makes_tmpfile() != 0 {
+                    let made = try server.overlay.createUnnamed(mode: mode, flags: info.pointee.flags, in: parent,
+                                                                owner: server.owner(req))
+                    info.pointee.fh = UInt64(made.fd)
+                    try server.serve(made.entry.node, openAs: made.fd, identity: nil, info)
+                    return .created(server.entryParameters(made.entry), info)
+                }
                 if let control = ControlFile(name: bytes(name), in: parent) {
                     try server.openControl(control, info, creating: true)
                     return .created(server.entryParameters(try server.overlay.lookup(parent: parent, name: bytes(name))), info)

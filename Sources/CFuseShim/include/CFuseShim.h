@@ -32,6 +32,8 @@ void pb_reply_with_backing(int32_t id);
 // Whether that was agreed; and whether the request being handled on this thread asks for it.
 int pb_daemon_clears_setid(void);
 int pb_request_clears_setid(void);
+// Whether the CREATE being handled on this thread is an O_TMPFILE open (a TMPFILE request).
+int pb_request_makes_tmpfile(void);
 
 // Workers poll for the next request up to this long before sleeping (0: never; Spin.c).
 void pb_spin_set_limit(unsigned microseconds);
@@ -49,6 +51,7 @@ extern const int pb_O_CLOEXEC;
 // The open flags of a request that are passed on to the layer's file. The kernel's request
 // also carries flags of its own (__FMODE_EXEC when it runs the file), which openat2 refuses.
 extern const int pb_O_PASSED;
+extern const int pb_O_TMPFILE;
 extern const int pb_AT_EMPTY_PATH;
 extern const int pb_AT_SYMLINK_NOFOLLOW;
 extern const long pb_UTIME_NOW;
