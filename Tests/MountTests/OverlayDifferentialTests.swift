@@ -427,6 +427,18 @@ enum KernelOverlay {
         }
     }
 
+    /// A writable overlay of the fixture's main bundle at `mountpoint`, with `upper` (made empty
+    /// if missing) and a work directory beside the mountpoint. Skips the test when overlayfs
+    /// cannot be mounted here.
+    static func mountWritable(_ fx: MountFixture, at mountpoint: String, upper: String) throws {
+        let work = mountpoint + "-work"
+        for directory in [mountpoint, upper, work] where Disk.lstat(directory) == nil { try Disk.mkdir(directory) }
+        let options = "lowerdir=\(fx.main),upperdir=\(upper),workdir=\(work)"
+        guard Glibc.mount("overlay", mountpoint, "overlay", 0, options) == 0 else {
+            throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(errno)))")
+        }
+    }
+
     /// `.wh.NAME` -> character device 0/0 `NAME`; `.wh..wh..opq` -> `trusted.overlay.opaque=y`.
     /// Each directory's times are put back afterwards, so directory mtimes can be compared.
     /// Names in `keep` are left alone (to prove the comparison notices).

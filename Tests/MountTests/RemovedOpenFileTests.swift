@@ -13,12 +13,9 @@ final class RemovedOpenFileTests: XCTestCase {
         defer { fx.tearDown() }
         try Disk.write(fx.inMain("copied"), "from the main bundle")
         try Disk.write(fx.inMain("kept"), "from the main bundle")
-        let kernel = fx.root + "/kernel", upper = fx.root + "/kernel-upper", work = fx.root + "/kernel-work"
-        for directory in [kernel, upper, work] { try Disk.mkdir(directory) }
+        let kernel = fx.root + "/kernel"
         defer { Unmounter.force(kernel) }
-        guard mount("overlay", kernel, "overlay", 0, "lowerdir=\(fx.main),upperdir=\(upper),workdir=\(work)") == 0 else {
-            throw XCTSkip("kernel overlayfs unavailable: \(String(cString: strerror(errno)))")
-        }
+        try KernelOverlay.mountWritable(fx, at: kernel, upper: fx.root + "/kernel-upper")
         try fx.start()
         let mine = try exercise(fx.mountpoint), theirs = try exercise(kernel)
         XCTAssertEqual(mine, theirs)

@@ -50,16 +50,11 @@ final class SetIDBitsTests: XCTestCase {
         defer { fx.tearDown() }
         XCTAssertEqual(chmod(fx.root, 0o755), 0)
         let names = try makeFiles(fx)
-        let kernel = fx.root + "/kernel", kernelUpper = fx.root + "/kernel-upper", work = fx.root + "/kernel-work"
+        let kernel = fx.root + "/kernel", kernelUpper = fx.root + "/kernel-upper"
         let copy = try Spawn.run("/bin/cp", ["-a", fx.substitution, kernelUpper])
         XCTAssertEqual(copy.status, 0, copy.error)
-        try Disk.mkdir(work)
-        try Disk.mkdir(kernel)
         defer { Unmounter.force(kernel) }
-        let options = "lowerdir=\(fx.main),upperdir=\(kernelUpper),workdir=\(work)"
-        guard mount("overlay", kernel, "overlay", 0, options) == 0 else {
-            throw XCTSkip("kernel overlayfs unavailable: \(String(cString: strerror(errno)))")
-        }
+        try KernelOverlay.mountWritable(fx, at: kernel, upper: kernelUpper)
         fx.environment = environment
         try fx.start(["-o", "allow_other"])
         for root in [fx.mountpoint, kernel] {
