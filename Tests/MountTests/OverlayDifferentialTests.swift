@@ -439,6 +439,16 @@ enum KernelOverlay {
         }
     }
 
+    /// Starts the fixture's mount and a writable kernel overlay of the same main bundle (with an
+    /// empty upper directory), runs `exercise` on the root of each, and returns what each gave.
+    static func onBoth(_ fx: MountFixture, _ exercise: (String) throws -> [String]) throws -> (mine: [String], theirs: [String]) {
+        let kernel = fx.root + "/kernel"
+        defer { Unmounter.force(kernel) }
+        try mountWritable(fx, at: kernel, upper: fx.root + "/kernel-upper")
+        try fx.start()
+        return (try exercise(fx.mountpoint), try exercise(kernel))
+    }
+
     /// `.wh.NAME` -> character device 0/0 `NAME`; `.wh..wh..opq` -> `trusted.overlay.opaque=y`.
     /// Each directory's times are put back afterwards, so directory mtimes can be compared.
     /// Names in `keep` are left alone (to prove the comparison notices).

@@ -13,11 +13,7 @@ final class RemovedOpenFileTests: XCTestCase {
         defer { fx.tearDown() }
         try Disk.write(fx.inMain("copied"), "from the main bundle")
         try Disk.write(fx.inMain("kept"), "from the main bundle")
-        let kernel = fx.root + "/kernel"
-        defer { Unmounter.force(kernel) }
-        try KernelOverlay.mountWritable(fx, at: kernel, upper: fx.root + "/kernel-upper")
-        try fx.start()
-        let mine = try exercise(fx.mountpoint), theirs = try exercise(kernel)
+        let (mine, theirs) = try KernelOverlay.onBoth(fx, exercise)
         XCTAssertEqual(mine, theirs)
         XCTAssertTrue(theirs.contains("new fchmod ok"), "\(theirs)")  // the comparison covers changes that work
         XCTAssertTrue(theirs.contains("kept fchmod failed"), "\(theirs)")  // and changes refused

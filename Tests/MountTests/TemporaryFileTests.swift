@@ -11,11 +11,7 @@ final class TemporaryFileTests: XCTestCase {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
         try Disk.write(fx.inMain("d/x"), "from the main bundle")
-        let kernel = fx.root + "/kernel"
-        defer { Unmounter.force(kernel) }
-        try KernelOverlay.mountWritable(fx, at: kernel, upper: fx.root + "/kernel-upper")
-        try fx.start()
-        let mine = try exercise(fx.mountpoint), theirs = try exercise(kernel)
+        let (mine, theirs) = try KernelOverlay.onBoth(fx, exercise)
         XCTAssertEqual(mine, theirs)
         XCTAssertTrue(theirs.contains("link named 0"), "\(theirs)")  // the comparison covers a link that works
         XCTAssertEqual(try Disk.read(fx.inPatch("d/named")), "unnamed data+more")
