@@ -30,7 +30,7 @@ extension Overlay {
         // reply of another file type makes the kernel fail the call with EIO
         var (fd, made) = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
             let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
-            let group = try Overlay.group(for: owner, in: dirfd)
+            let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
             return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> (Int32?, stat) in
                 let fd = try Overlay.make(entry, p, in: dirfd)
                 do throws(Errno) {
@@ -112,9 +112,8 @@ extension Overlay {
     }
 
     /// The group of a new entry: the directory's if it is set-group-ID (BSD semantics), else the owner's.
-    private static func group(for owner: Requester, in dirfd: Int32) throws(Errno) -> gid_t {
-        let st = try Sys.fstat(dirfd)
-        return st.st_mode & S_ISGID != 0 ? st.st_gid : owner.gid
+    static func group(for owner: Requester, under directory: stat) -> gid_t {
+        directory.st_mode & S_ISGID != 0 ? directory.st_gid : owner.gid
     }
 
     /// Marks `directory` opaque. Its times stay as they were: the marker is a file made inside

@@ -251,19 +251,25 @@ final class NodeTable: Sendable {
             return nil
         }
         if s.child(key) != id {
-            if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
-            if node.parent == NodeTable.detachedParent {
-                s.rename(id, to: key)
-            } else {
-                s.changeExtras(of: id) { $0.aliases.append(key) }
-            }
-            s.setChild(key, id)
+            NodeTable.attach(key, to: id, node, in: &s)
             node = s.nodes[id] ?? node
         }
         node.addLookup()
         node.freshIn = s.generation
         s.nodes[id] = node
         return id
+    }
+
+    /// `key` now leads to node `id` (whose state is `node`), taken from any node it led to: a
+    /// node with no name takes it as its own name, another keeps it as one more.
+    private static func attach(_ key: ChildKey, to id: NodeID, _ node: Node, in s: inout State) {
+        if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
+        if node.parent == NodeTable.detachedParent {
+            s.rename(id, to: key)
+        } else {
+            s.changeExtras(of: id) { $0.aliases.append(key) }
+        }
+        s.setChild(key, id)
     }
 
     /// Takes `key` away from its node (the node lives on, unreachable by that name).
@@ -346,23 +352,8 @@ final class NodeTable: Sendable {
         state.withLock { $0.nodes[id]?.parent == NodeTable.detachedParent }
     }
 
-    /// Node `id`, which had no name, is now `name` in `parent` (an O_TMPFILE file linked), with
-    /// one more kernel reference.
-    func give(_ id: NodeID, name: [UInt8], in parent: NodeID) {
-        state.withLock { s in
-            let key = ChildKey(parent: parent, name: name)
-            s.version &+= 1
-            s.absent.remove(key)
-            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent else { return }
-            if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
-            s.rename(id, to: key)
-            s.setChild(key, id)
-            s.nodes[id]?.addLookup()
-            if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
-        }
-    }
-
-    /// One more kernel reference to `id`, now also known as `name` in `parent` (a hard link).
+    /// One more kernel reference to `id`, now also known as `name` in `parent` (a hard link, or
+    /// the first name of an O_TMPFILE file).
     func addAlias(_ id: NodeID, parent: NodeID, name: [UInt8]) {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
@@ -371,11 +362,7 @@ final class NodeTable: Sendable {
             guard let node = s.nodes[id] else { return }
             s.nodes[id]?.addLookup()
             if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
-            if s.child(key) != id {
-                if s.child(key) != nil { NodeTable.unlink(key, from: &s) }
-                s.changeExtras(of: id) { $0.aliases.append(key) }
-                s.setChild(key, id)
-            }
+            if s.child(key) != id { NodeTable.attach(key, to: id, node, in: &s) }
         }
     }
 
@@ -395,11 +382,7 @@ final class NodeTable: Sendable {
     /// the node was removed), read while the table is locked: a concurrent release closes the
     /// descriptor, and its number may then belong to another file.
     func openFileAttributes(of id: NodeID, detachedOnly: Bool) -> stat? {
-        state.withLock { s in
-            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent,
-                  let fd = s.extras(of: id, node).openFiles.first else { return nil }
-            return try? Sys.fstat(fd)
-        }
+        (try? withOpenFile(of: id, detachedOnly: detachedOnly) { (fd: Int32, _: Placement) throws(Errno) in try Sys.fstat(fd) }) ?? nil
     }
 
     /// Runs `body` with one of the node's open descriptors and its placement when every name of
@@ -407,8 +390,15 @@ final class NodeTable: Sendable {
     /// locked meanwhile: a concurrent release closes the descriptor, and its number may then
     /// belong to another file.
     func withDetachedOpenFile<T>(of id: NodeID, _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
+        try withOpenFile(of: id, detachedOnly: true, body)
+    }
+
+    /// Runs `body` with one of the node's open descriptors (`detachedOnly`: only if every name
+    /// of the node was removed), the table locked as for `withDetachedOpenFile`.
+    private func withOpenFile<T>(of id: NodeID, detachedOnly: Bool,
+                                 _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
         try state.withLock { (s: inout State) throws(Errno) -> T? in
-            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent,
+            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent,
                   let fd = s.extras(of: id, node).openFiles.first else { return nil }
             return try body(fd, node.placement)
         }

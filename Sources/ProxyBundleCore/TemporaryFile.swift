@@ -20,10 +20,8 @@ extension Overlay {
         let fd = try Sys.check { openat(work.fd, ".", opened, mode & 0o7777) }
         var made: stat
         do throws(Errno) {
-            // the group of a set-group-ID directory, as for a name made in it; chown clears the
-            // set-ID bits, which are put back
-            let group = directory.st_mode & S_ISGID != 0 ? directory.st_gid : owner.gid
-            _ = fchown(fd, owner.uid, group)
+            // chown clears the set-ID bits, which are put back
+            _ = fchown(fd, owner.uid, Overlay.group(for: owner, under: directory))
             if mode & (S_ISUID | S_ISGID) != 0 { _ = fchmod(fd, mode & 0o7777) }
             made = try Sys.fstat(fd)
         } catch {
@@ -58,7 +56,7 @@ extension Overlay {
         }
         guard linked != nil else { throw Errno.noEntry }
         directories.added(name, in: newParent)
-        nodes.give(node, name: name, in: newParent)
+        nodes.addAlias(node, parent: newParent, name: name)
         return true
     }
 }
