@@ -50,6 +50,8 @@ public final class FuseServer: Sendable {
     /// GETXATTR requests answered, for `.stats` (the kernel asks for security.capability before
     /// a write unless the daemon clears set-ID bits itself).
     let extendedAttributeReads = Locked<UInt64>(0)
+    /// Which listings carry attributes with their entries.
+    let listingReaders = ListingReaders()
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
                 description: [(key: String, value: String)] = []) {

@@ -15,7 +15,8 @@ enum Operations {
         }
         ops.lookup = { req, parent, name in
             FuseServer.handle(req, "lookup") { server throws(Errno) in
-                try server.lookupReply(parent: parent, name: bytes(name))
+                server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent)
+                return try server.lookupReply(parent: parent, name: bytes(name))
             }
         }
         ops.forget = { req, node, count in
@@ -93,7 +94,8 @@ enum Operations {
                 info.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(handle).toOpaque()))
                 if server.timeouts.keepsContent {
                     info.pointee.cache_readdir = 1
-                    info.pointee.keep_cache = 1
+                    let keeps = server.listingReaders.keepsCachedListing(thread: Operations.thread(req), directory: node)
+                    info.pointee.keep_cache = keeps ? 1 : 0
                 }
                 return .opened(info)
             }
@@ -103,9 +105,12 @@ enum Operations {
                 .bytes(DirectoryPacker.pack(req, try Operations.listing(info, server), size: size, offset: offset, server: nil))
             }
         }
-        ops.readdirplus = { req, _, size, offset, info in
+        ops.readdirplus = { req, node, size, offset, info in
             FuseServer.handle(req, "readdirplus") { server throws(Errno) in
-                .bytes(DirectoryPacker.pack(req, try Operations.listing(info, server), size: size, offset: offset, server: server))
+                let listing = try Operations.listing(info, server)
+                let attributes = server.listingReaders.attributes(thread: Operations.thread(req), directory: node, offset: offset)
+                return .bytes(DirectoryPacker.pack(req, listing, size: size, offset: offset, server: server,
+                                                   attributes: attributes))
             }
         }
         ops.releasedir = { req, _, info in
@@ -152,6 +157,11 @@ enum Operations {
     static func listing(_ info: UnsafeMutablePointer<fuse_file_info>?, _ server: FuseServer) throws(Errno) -> DirectoryListing {
         guard let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) else { throw Errno.invalid }
         return try Unmanaged<DirectoryHandle>.fromOpaque(pointer).takeUnretainedValue().listing(server.overlay)
+    }
+
+    /// The thread that made the request.
+    static func thread(_ req: fuse_req_t?) -> pid_t {
+        req.flatMap { fuse_req_ctx($0)?.pointee.pid } ?? 0
     }
 
     /// xattr replies: the size alone when asked with size 0, ERANGE when it does not fit.
