@@ -72,20 +72,21 @@ extension Overlay {
     /// substitution's, then the main bundle's that are neither shadowed nor whited out.
     func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> [DirectoryListing.Item] {
         var items: [DirectoryListing.Item] = []
-        var shown = Set<HashedName>()
-        var hidden = Set<HashedName>()
+        // names the substitution shows or whites out: the main bundle's are not listed
+        var taken = Set<HashedName>()
         var opaque = false
         if placement.inUpper {
             let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try upper.entries(path) } ?? []
-            shown.reserveCapacity(entries.count)
+            taken.reserveCapacity(entries.count)
+            items.reserveCapacity(entries.count)
             for entry in entries {
                 if entry.isWhiteoutDevice {
-                    hidden.insert(HashedName(entry.name))
+                    taken.insert(HashedName(entry.name))
                 } else if Whiteout.hasPrefix(entry.name) {
                     if entry.name == Whiteout.opaqueMarker { opaque = true }
-                    if let name = Whiteout.hiddenName(entry.name) { hidden.insert(HashedName(name)) }
+                    if let name = Whiteout.hiddenName(entry.name) { taken.insert(HashedName(name)) }
                 } else {
-                    shown.insert(HashedName(entry.name))
+                    taken.insert(HashedName(entry.name))
                     items.append(.init(name: entry.name, type: entry.type,
                                        inode: UInt64(shownInode(ino_t(entry.inode), inUpper: true)), fromUpper: true))
                 }
@@ -93,10 +94,10 @@ extension Overlay {
         }
         if placement.inLower && !opaque {
             let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try lower.entries(path) } ?? []
+            items.reserveCapacity(items.count + entries.count)
             for entry in entries {
                 if entry.isWhiteoutDevice || Whiteout.hasPrefix(entry.name) { continue }
-                let name = HashedName(entry.name)
-                if shown.contains(name) || hidden.contains(name) { continue }
+                if !taken.isEmpty && taken.contains(HashedName(entry.name)) { continue }
                 items.append(.init(name: entry.name, type: entry.type,
                                    inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: false))))
             }

@@ -43,7 +43,7 @@ extension Overlay {
         guard nodes.isUnnamed(node) else { return false }
         let dirPath = try upperDirectory(newParent)
         if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
-        let linked = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
+        let linked: Void? = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
             guard placement.inUpper else { throw Errno.noEntry }
             try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
                 try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in

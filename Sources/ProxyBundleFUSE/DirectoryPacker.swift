@@ -14,42 +14,53 @@ enum DirectoryPacker {
         var buffer = [UInt8](repeating: 0, count: size)
         var used = 0
         var index = max(0, Int(offset))
-        var samples = Samples(taken: attributes == .allButSamples ? [] : [.directory, .other])
+        var samples = Samples(taking: attributes == .allButSamples)
         buffer.withUnsafeMutableBytes { raw in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: CChar.self) else { return }
-            while index < listing.items.count {
-                let item = listing.items[index]
-                let next = off_t(index + 1)
-                let added = item.name.withCStringCopy { name -> Int? in
-                    if let server {
-                        let withAttributes = attributes != .none && !samples.take(item)
-                        return addPlus(req, item, name, base + used, size - used, next, listing,
-                                       withAttributes ? server : nil)
+            listing.items.withUnsafeBufferPointer { items in
+                while index < items.count {
+                    let next = off_t(index + 1)
+                    let added = items[index].name.withCStringCopy { name -> Int? in
+                        if let server {
+                            let withAttributes = attributes != .none && !samples.take(items[index])
+                            return addPlus(req, items[index], name, base + used, size - used, next, listing,
+                                           withAttributes ? server : nil)
+                        }
+                        var st = stat()
+                        st.st_ino = ino_t(items[index].inode)
+                        st.st_mode = mode_t(items[index].type) << 12
+                        let needed = fuse_add_direntry(req, base + used, size - used, name, &st, next)
+                        return needed <= size - used ? needed : nil
                     }
-                    var st = stat()
-                    st.st_ino = ino_t(item.inode)
-                    st.st_mode = mode_t(item.type) << 12
-                    let needed = fuse_add_direntry(req, base + used, size - used, name, &st, next)
-                    return needed <= size - used ? needed : nil
+                    guard let added else { break }
+                    used += added
+                    index += 1
                 }
-                guard let added else { break }
-                used += added
-                index += 1
             }
         }
         buffer.removeSubrange(used...)
         return buffer
     }
 
-    /// The entries left without attributes in a first batch, one of each kind.
+    /// The entries left without attributes in a first batch: one directory, one other entry.
     private struct Samples {
-        enum Kind { case directory, other }
-        var taken: Set<Kind>
+        var directoryTaken: Bool
+        var otherTaken: Bool
+
+        init(taking: Bool) {
+            directoryTaken = !taking
+            otherTaken = !taking
+        }
 
         /// Whether `item` is a sample (and so goes without attributes).
         mutating func take(_ item: DirectoryListing.Item) -> Bool {
-            if taken.count == 2 || DirectoryListing.isDotOrDotDot(item.name) { return false }
-            return taken.insert(item.type == UInt8(DT_DIR) ? .directory : .other).inserted
+            if directoryTaken && otherTaken || DirectoryListing.isDotOrDotDot(item.name) { return false }
+            if item.type == UInt8(DT_DIR) {
+                defer { directoryTaken = true }
+                return !directoryTaken
+            }
+            defer { otherTaken = true }
+            return !otherTaken
         }
     }
 
@@ -59,17 +70,30 @@ enum DirectoryPacker {
     private static func addPlus(_ req: fuse_req_t?, _ item: DirectoryListing.Item, _ name: UnsafePointer<CChar>,
                                 _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, _ next: off_t,
                                 _ listing: DirectoryListing, _ server: FuseServer?) -> Int? {
-        let needed = fuse_add_direntry_plus(req, nil, 0, name, nil, next)
-        if needed > room { return nil }
         var entry = fuse_entry_param()
-        if DirectoryListing.isDotOrDotDot(item.name) || server == nil {
+        var found: Overlay.Entry?
+        if let server, !DirectoryListing.isDotOrDotDot(item.name) {
+            // looked up (a kernel reference) only once the entry is known to fit
+            if plusSize(nameLength: item.name.count) > room { return nil }
+            guard let entry = try? server.overlay.lookup(listed: item, in: listing) else { return 0 }
+            found = entry
+        }
+        if let found, let server {
+            entry = server.entryParameters(found)
+        } else {
             // no lookup: the kernel counts no references for these
             entry.attr.st_ino = ino_t(item.inode)
             entry.attr.st_mode = mode_t(item.type) << 12
-        } else {
-            guard let server, let found = try? server.overlay.lookup(listed: item, in: listing) else { return 0 }
-            entry = server.entryParameters(found)
         }
-        return fuse_add_direntry_plus(req, buffer, room, name, &entry, next)
+        let needed = fuse_add_direntry_plus(req, buffer, room, name, &entry, next)
+        if needed <= room { return needed }
+        if let found, let server { server.overlay.forget(found.node, count: 1) }
+        return nil
+    }
+
+    /// The bytes a readdirplus entry takes: a `fuse_entry_out` (128), the dirent's header (24)
+    /// and the name, padded to 8.
+    private static func plusSize(nameLength: Int) -> Int {
+        (128 + 24 + nameLength + 7) & ~7
     }
 }
