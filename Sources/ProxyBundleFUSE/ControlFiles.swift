@@ -58,7 +58,8 @@ extension FuseServer {
         let record = invalidations.withLock { $0 }
         let epoch = notifier.acceptsEpoch.withLock { $0 }
         let opens = passthrough.statistics
-        let listings = listingReaders.figures
+        let readers = listingReaders.figures
+        let listed = listings.figures
         let about = description.map { "\($0.key): \($0.value.replacingNewlines)" }
         let lines = about + [
             "pid: \(getpid())",
@@ -80,8 +81,10 @@ extension FuseServer {
             "cached_opens: \(opens.cached)",
             "setid_bits_cleared_by: \(pb_daemon_clears_setid() != 0 ? "daemon" : "kernel")",
             "extended_attribute_reads: \(extendedAttributeReads.withLock { $0 })",
-            "lookups: \(listings.lookups)",
-            "listing_users: \(listings.users.joined(separator: ","))",
+            "lookups: \(readers.lookups)",
+            "listing_users: \(readers.users.joined(separator: ","))",
+            "directory_opens: \(listed.opens)",
+            "listings_taken: \(listed.taken)",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }

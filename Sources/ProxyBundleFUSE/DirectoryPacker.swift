@@ -6,20 +6,21 @@ import ProxyBundleCore
 
 /// Packs a directory listing into a readdir or readdirplus reply buffer.
 enum DirectoryPacker {
-    /// Entries from `offset` on that fit in `size` bytes. With a server, a readdirplus buffer:
-    /// each entry given `attributes` is looked up (one more kernel reference) only once it is
-    /// known to fit.
-    static func pack(_ req: fuse_req_t?, _ listing: DirectoryListing, size: Int, offset: off_t,
-                     server: FuseServer?, attributes: ListingReaders.Attributes = .all) -> [UInt8] {
+    /// The entries from `position` on that fit in `size` bytes, and whether the listing was
+    /// read to its end (this reply is empty: the reader asked past its last entry). With a server, a readdirplus buffer: each entry given `attributes` is looked up
+    /// (one more kernel reference) only once it is known to fit.
+    static func pack(_ req: fuse_req_t?, _ position: ListingStore.Position, size: Int, server: FuseServer?,
+                     attributes: ListingReaders.Attributes = .all) -> (bytes: [UInt8], ends: Bool) {
+        let listing = position.listing
         var buffer = [UInt8](repeating: 0, count: size)
         var used = 0
-        var index = max(0, Int(offset))
+        var index = max(0, position.index)
         var samples = Samples(taking: attributes == .allButSamples)
         buffer.withUnsafeMutableBytes { raw in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: CChar.self) else { return }
             listing.items.withUnsafeBufferPointer { items in
                 while index < items.count {
-                    let next = off_t(index + 1)
+                    let next = position.offset(after: index)
                     let added = items[index].name.withCStringCopy { name -> Int? in
                         if let server {
                             let withAttributes = attributes != .none && !samples.take(items[index])
@@ -39,7 +40,7 @@ enum DirectoryPacker {
             }
         }
         buffer.removeSubrange(used...)
-        return buffer
+        return (buffer, position.index >= listing.items.count)
     }
 
     /// The entries left without attributes in a first batch: one directory, one other entry.

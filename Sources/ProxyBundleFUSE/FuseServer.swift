@@ -52,6 +52,8 @@ public final class FuseServer: Sendable {
     let extendedAttributeReads = Locked<UInt64>(0)
     /// Which listings carry attributes with their entries.
     let listingReaders = ListingReaders()
+    /// The listings being read.
+    let listings = ListingStore()
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
                 description: [(key: String, value: String)] = []) {

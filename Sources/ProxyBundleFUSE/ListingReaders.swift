@@ -35,7 +35,7 @@ final class ListingReaders: Sendable {
         /// Listings given without some attributes to threads of programs not known yet, most
         /// recent last.
         var watched: [(thread: pid_t, directory: NodeID)] = []
-        /// Directories whose listing the kernel may cache with names alone past its first batch.
+        /// Directories being listed with names alone past the first batch.
         var namesOnly: [NodeID] = []
         /// LOOKUP requests, for `.stats`.
         var lookups: UInt64 = 0
@@ -45,16 +45,14 @@ final class ListingReaders: Sendable {
     static let remembered = 64
     private let state = Locked(State())
 
-    /// Whether an open of `directory` by `thread` keeps the listing the kernel caches: not when
-    /// that listing holds names without attributes and `thread`'s program would use them (a
-    /// LOOKUP each); it is then listed again, with attributes.
-    func keepsCachedListing(thread: pid_t, directory: NodeID) -> Bool {
-        let program = program(of: thread)
-        return state.withLock { state in
-            guard state.users.contains(program),
-                  let index = state.namesOnly.firstIndex(of: directory) else { return true }
+    /// Whether a listing of `directory` just read to its end went with names alone past its
+    /// first batch: the kernel should not keep it, as it would cost a program that uses its
+    /// listings a LOOKUP per entry.
+    func listedNamesOnly(_ directory: NodeID) -> Bool {
+        state.withLock { state in
+            guard let index = state.namesOnly.firstIndex(of: directory) else { return false }
             state.namesOnly.remove(at: index)
-            return false
+            return true
         }
     }
 

@@ -88,38 +88,39 @@ enum Operations {
         }
         ops.opendir = { req, node, info in
             FuseServer.handle(req, "opendir") { server throws(Errno) in
+                // the kernel then opens every directory without asking, and caches listings
+                server.listings.noteOpen()
+                if server.timeouts.keepsContent { throw Errno(ENOSYS) }
                 guard let info else { throw Errno.invalid }
                 try server.overlay.checkDirectory(node)
-                let handle = DirectoryHandle(node: node)
-                info.pointee.fh = UInt64(UInt(bitPattern: Unmanaged.passRetained(handle).toOpaque()))
-                if server.timeouts.keepsContent {
-                    info.pointee.cache_readdir = 1
-                    let keeps = server.listingReaders.keepsCachedListing(thread: Operations.thread(req), directory: node)
-                    info.pointee.keep_cache = keeps ? 1 : 0
-                }
                 return .opened(info)
             }
         }
-        ops.readdir = { req, _, size, offset, info in
+        ops.readdir = { req, node, size, offset, info in
             FuseServer.handle(req, "readdir") { server throws(Errno) in
-                .bytes(DirectoryPacker.pack(req, try Operations.listing(info, server), size: size, offset: offset, server: nil))
+                let position = try server.listings.listing(of: node, at: offset, server.overlay)
+                let packed = DirectoryPacker.pack(req, position, size: size, server: nil)
+                if packed.ends { server.listings.finished(position) }
+                return .bytes(packed.bytes)
             }
         }
         ops.readdirplus = { req, node, size, offset, info in
+            var dropsCachedListing = false
+            let server = FuseServer.of(req)  // the reply frees the request
             FuseServer.handle(req, "readdirplus") { server throws(Errno) in
-                let listing = try Operations.listing(info, server)
-                let attributes = server.listingReaders.attributes(thread: Operations.thread(req), directory: node, offset: offset)
-                return .bytes(DirectoryPacker.pack(req, listing, size: size, offset: offset, server: server,
-                                                   attributes: attributes))
-            }
-        }
-        ops.releasedir = { req, _, info in
-            FuseServer.handle(req, "releasedir") { _ in
-                if let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) {
-                    Unmanaged<DirectoryHandle>.fromOpaque(pointer).release()
+                let position = try server.listings.listing(of: node, at: offset, server.overlay)
+                let readers = server.listingReaders
+                let attributes = readers.attributes(thread: Operations.thread(req), directory: node, offset: offset)
+                let packed = DirectoryPacker.pack(req, position, size: size, server: server, attributes: attributes)
+                if packed.ends {
+                    server.listings.finished(position)
+                    dropsCachedListing = readers.listedNamesOnly(node)
                 }
-                return .ok
+                return .bytes(packed.bytes)
             }
+            // after the reply: a listing cached with names alone would cost a program that
+            // uses its listings a LOOKUP per entry
+            if dropsCachedListing { server?.notifier.invalidateNode(node) }
         }
         ops.statfs = { req, _ in
             FuseServer.handle(req, "statfs") { server throws(Errno) in
@@ -151,12 +152,6 @@ enum Operations {
             ReadOnlyOperations.install(&ops)
         }
         return ops
-    }
-
-    /// The listing of the directory handle opendir stored (taken on first use).
-    static func listing(_ info: UnsafeMutablePointer<fuse_file_info>?, _ server: FuseServer) throws(Errno) -> DirectoryListing {
-        guard let info, let pointer = UnsafeRawPointer(bitPattern: UInt(info.pointee.fh)) else { throw Errno.invalid }
-        return try Unmanaged<DirectoryHandle>.fromOpaque(pointer).takeUnretainedValue().listing(server.overlay)
     }
 
     /// The thread that made the request.

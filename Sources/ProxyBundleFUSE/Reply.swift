@@ -31,17 +31,22 @@ extension FuseServer {
     static func handle(_ req: fuse_req_t?, _ operation: StaticString,
                        _ body: (FuseServer) throws(Errno) -> Reply) {
         guard let req else { return }
-        guard let userdata = fuse_req_userdata(req) else {
+        guard let server = of(req) else {
             _ = fuse_reply_err(req, EIO)
             return
         }
-        let server = Unmanaged<FuseServer>.fromOpaque(userdata).takeUnretainedValue()
         do {
             server.send(try body(server), to: req, operation)
         } catch {
             server.log(failure: error, in: operation)
             _ = fuse_reply_err(req, error.code)
         }
+    }
+
+    /// The server a request was made to (not to be asked once the request has its reply).
+    static func of(_ req: fuse_req_t?) -> FuseServer? {
+        guard let req, let userdata = fuse_req_userdata(req) else { return nil }
+        return Unmanaged<FuseServer>.fromOpaque(userdata).takeUnretainedValue()
     }
 
     private func send(_ reply: Reply, to req: fuse_req_t, _ operation: StaticString) {
