@@ -42,6 +42,7 @@ int pb_notify_bare(struct fuse_session *se, int code) {
 const int pb_O_PATH = O_PATH;
 const int pb_O_NOFOLLOW = O_NOFOLLOW;
 const int pb_O_DIRECTORY = O_DIRECTORY;
+const int pb_O_NOATIME = O_NOATIME;
 const int pb_O_CLOEXEC = O_CLOEXEC;
 const int pb_O_TMPFILE = O_TMPFILE;
 const int pb_O_PASSED = O_ACCMODE | O_APPEND | O_NONBLOCK | O_SYNC | O_DSYNC | O_DIRECT | O_NOATIME | O_LARGEFILE

@@ -83,6 +83,8 @@ extension FuseServer {
             "extended_attribute_reads: \(extendedAttributeReads.withLock { $0 })",
             "lookups: \(readers.lookups)",
             "listing_users: \(readers.users.joined(separator: ","))",
+            "walkers: \(readers.walkers.joined(separator: ","))",
+            "directories_read_ahead: \(prefetcher.warmed)",
             "directory_opens: \(listed.opens)",
             "listings_taken: \(listed.taken)",
         ]

@@ -54,10 +54,12 @@ public final class FuseServer: Sendable {
     let listingReaders = ListingReaders()
     /// The listings being read.
     let listings = ListingStore()
+    let prefetcher: Prefetcher
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
                 description: [(key: String, value: String)] = []) {
         self.overlay = overlay
+        self.prefetcher = Prefetcher(overlay: overlay)
         self.timeouts = timeouts
         self.logger = logger
         self.description = description

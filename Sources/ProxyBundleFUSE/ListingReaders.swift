@@ -37,6 +37,10 @@ final class ListingReaders: Sendable {
         var watched: [(thread: pid_t, directory: NodeID)] = []
         /// Directories being listed with names alone past the first batch.
         var namesOnly: [NodeID] = []
+        /// Programs seen walking: listing a directory whose parent the same thread listed.
+        var walkers: [Program] = []
+        /// The directories threads of known programs listed lately, most recent last.
+        var listed: [(thread: pid_t, directory: NodeID)] = []
         /// LOOKUP requests, for `.stats`.
         var lookups: UInt64 = 0
     }
@@ -70,6 +74,21 @@ final class ListingReaders: Sendable {
         }
     }
 
+    /// Whether `thread`, starting a listing of `directory` in `parent`, walks a tree, so that
+    /// the subdirectories of this listing are worth reading ahead: its program was seen to
+    /// list a directory after the directory's parent, in one thread (`find`, `du`, `cp -r`,
+    /// `ls -lR`; not `ls -l`).
+    func walks(thread: pid_t, directory: NodeID, parent: NodeID?) -> Bool {
+        let program = program(of: thread)
+        return state.withLock { state in
+            if state.walkers.contains(program) { return true }
+            defer { Self.remember((thread, directory), in: &state.listed) }
+            guard let parent, state.listed.contains(where: { $0 == (thread, parent) }) else { return false }
+            Self.remember(program, in: &state.walkers)
+            return true
+        }
+    }
+
     /// A lookup of a name in `parent` by `thread`: if `parent` was listed to it without some
     /// attributes, its program uses its listings.
     func noteLookup(thread: pid_t, parent: NodeID) {
@@ -82,9 +101,13 @@ final class ListingReaders: Sendable {
         }
     }
 
-    /// LOOKUP requests so far, and the programs known to use their listings (for `.stats`).
-    var figures: (lookups: UInt64, users: [String]) {
-        state.withLock { state in (state.lookups, state.users.map { String(decoding: $0, as: UTF8.self) }) }
+    /// LOOKUP requests so far, the programs known to use their listings and those seen
+    /// walking (for `.stats`).
+    var figures: (lookups: UInt64, users: [String], walkers: [String]) {
+        state.withLock { state in
+            (state.lookups, state.users.map { String(decoding: $0, as: UTF8.self) },
+             state.walkers.map { String(decoding: $0, as: UTF8.self) })
+        }
     }
 
     private static func remember<T>(_ item: T, in list: inout [T]) {

@@ -112,6 +112,10 @@ enum Operations {
                 let readers = server.listingReaders
                 let attributes = readers.attributes(thread: Operations.thread(req), directory: node, offset: offset)
                 let packed = DirectoryPacker.pack(req, position, size: size, server: server, attributes: attributes)
+                if attributes == .all && offset == 0,
+                   readers.walks(thread: Operations.thread(req), directory: node, parent: server.overlay.parentDirectory(of: node)) {
+                    server.prefetcher.announce(subdirectoriesOf: position.listing)
+                }
                 if packed.ends {
                     server.listings.finished(position)
                     dropsCachedListing = readers.listedNamesOnly(node)

@@ -47,6 +47,7 @@ int pb_notify_bare(struct fuse_session *se, int code);
 extern const int pb_O_PATH;
 extern const int pb_O_NOFOLLOW;
 extern const int pb_O_DIRECTORY;
+extern const int pb_O_NOATIME;
 extern const int pb_O_CLOEXEC;
 // The open flags of a request that are passed on to the layer's file. The kernel's request
 // also carries flags of its own (__FMODE_EXEC when it runs the file), which openat2 refuses.
