@@ -4,10 +4,11 @@ import Glibc
 import CFuseShim
 
 extension Overlay {
-    /// The directory `node` is in (nil for the root, or a node no longer known).
-    public func parentDirectory(of node: NodeID) -> NodeID? {
+    /// The directory `node` is in and its name there (nil for the root, or a node no longer
+    /// known).
+    public func place(of node: NodeID) -> (parent: NodeID, name: [UInt8])? {
         guard node != rootNodeID, let location = try? nodes.location(of: node) else { return nil }
-        return location.parent
+        return (location.parent, location.path.lastName)
     }
 
     /// Reads the subdirectory `name` of directory `parent` in each layer that has it, and the

@@ -112,9 +112,11 @@ enum Operations {
                 let readers = server.listingReaders
                 let attributes = readers.attributes(thread: Operations.thread(req), directory: node, offset: offset)
                 let packed = DirectoryPacker.pack(req, position, size: size, server: server, attributes: attributes)
-                if attributes == .all && offset == 0,
-                   readers.walks(thread: Operations.thread(req), directory: node, parent: server.overlay.parentDirectory(of: node)) {
-                    server.prefetcher.announce(subdirectoriesOf: position.listing)
+                if attributes == .all && offset == 0 {
+                    let place = server.overlay.place(of: node)
+                    if readers.walks(thread: Operations.thread(req), directory: node, parent: place?.parent) {
+                        server.prefetcher.announce(subdirectoriesOf: position.listing, listed: place)
+                    }
                 }
                 if packed.ends {
                     server.listings.finished(position)

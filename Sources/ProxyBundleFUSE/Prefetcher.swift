@@ -6,8 +6,9 @@ import ProxyBundleCore
 /// Reads ahead, on a thread of its own, the directories a walk is about to list (and the
 /// attributes of their entries), so that its disk reads overlap those of the walk: a walk
 /// through FUSE otherwise waits for each read in turn, as the daemon answers one request at a
-/// time for it. The directory announced last goes first, as a walk goes depth first; at most
-/// 4,096 wait. The thread runs at a lower priority and changes nothing.
+/// time for it. The directory announced last goes first, as a walk goes depth first; one the
+/// walk lists first is dropped; at most 4,096 wait. The thread runs at a lower priority and
+/// changes nothing.
 final class Prefetcher: @unchecked Sendable {
     private var mutex = pthread_mutex_t()
     private var condition = pthread_cond_t()
@@ -34,11 +35,14 @@ final class Prefetcher: @unchecked Sendable {
         }
     }
 
-    /// Announces the subdirectories of `listing`, in the order a walk will list them.
-    func announce(subdirectoriesOf listing: DirectoryListing) {
+    /// Announces the subdirectories of `listing`, in the order a walk will list them. The
+    /// directory listed (at `listed` in its parent) needs no reading ahead any more.
+    func announce(subdirectoriesOf listing: DirectoryListing, listed: (parent: NodeID, name: [UInt8])?) {
         let names = listing.items.dropFirst(2).filter { $0.type == UInt8(DT_DIR) }.map(\.name)
-        guard !names.isEmpty else { return }
         pthread_mutex_lock(&mutex)
+        if let listed, let index = pending.lastIndex(where: { $0.parent == listed.parent && $0.name == listed.name }) {
+            pending.remove(at: index)
+        }
         pending.append(contentsOf: names.reversed().map { (listing.node, $0) })
         if pending.count > Self.limit { pending.removeFirst(pending.count - Self.limit) }
         pthread_cond_signal(&condition)

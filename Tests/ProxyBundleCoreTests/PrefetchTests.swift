@@ -19,8 +19,9 @@ final class PrefetchTests: OverlayTestCase {
         try write(.patch, "d/sub/b", "b")
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d").node
-        XCTAssertEqual(overlay.parentDirectory(of: d), rootNodeID)
-        XCTAssertNil(overlay.parentDirectory(of: rootNodeID))
+        XCTAssertEqual(overlay.place(of: d)?.parent, rootNodeID)
+        XCTAssertEqual(overlay.place(of: d)?.name, Array("d".utf8))
+        XCTAssertNil(overlay.place(of: rootNodeID))
         // an access time older than its change time, which relatime would update on a read
         for side in [Side.main, .patch] {
             var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 2_000_000, tv_nsec: 0)]
