@@ -9,11 +9,15 @@ import CFuseShim
 public final class Layer: Sendable {
     public let rootFD: Int32
     public let device: UInt64
+    /// Whether reads leave access times alone (`O_NOATIME`, where the daemon may use it): the
+    /// main bundle's, which nothing changes, not even reading it.
+    let preservesAccessTimes: Bool
 
     static let resolve = pb_RESOLVE_BENEATH | pb_RESOLVE_NO_SYMLINKS | pb_RESOLVE_NO_MAGICLINKS
 
     /// Opens the layer's root. `path` is the user's argument and may itself contain symlinks.
-    public init(path: String) throws(Errno) {
+    public init(path: String, preservesAccessTimes: Bool = false) throws(Errno) {
+        self.preservesAccessTimes = preservesAccessTimes
         let fd = try Sys.check { Glibc.open(path, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) }
         let st: stat
         do throws(Errno) {
@@ -32,7 +36,15 @@ public final class Layer: Sendable {
     /// The caller owns the descriptor.
     public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0) throws(Errno) -> Int32 {
         try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
-            try Sys.openat2(rootFD, p, flags: flags | pb_O_NOFOLLOW | pb_O_CLOEXEC, mode: mode, resolve: Layer.resolve)
+            let flags = flags | pb_O_NOFOLLOW | pb_O_CLOEXEC
+            if preservesAccessTimes && flags & pb_O_PATH == 0 && flags & O_ACCMODE == O_RDONLY {
+                do throws(Errno) {
+                    return try Sys.openat2(rootFD, p, flags: flags | pb_O_NOATIME, mode: mode, resolve: Layer.resolve)
+                } catch where error.code == EPERM {
+                    // neither the owner nor CAP_FOWNER: reads may set the access time
+                }
+            }
+            return try Sys.openat2(rootFD, p, flags: flags, mode: mode, resolve: Layer.resolve)
         }
     }
 

@@ -45,7 +45,7 @@ enum Daemon {
     private static func open(_ plan: MountPlan, logger: Logger) throws(Failure) -> Session {
         let overlay: Overlay
         do {
-            let main = try Layer(path: plan.main)
+            let main = try Layer(path: plan.main, preservesAccessTimes: true)
             let substitution = try Layer(path: plan.substitution)
             overlay = try Overlay(main: main, substitution: substitution, writable: !plan.readOnly,
                                   substitutionPath: plan.substitution,

@@ -8,6 +8,27 @@ final class ContainmentTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
+    /// Reading a file and listing a directory of the main bundle through the mount leave
+    /// their access times as they were (as on kernel overlayfs), though relatime would
+    /// update them: reading the main bundle changes nothing in it. Without passthrough: reads
+    /// that pass through go by the kernel's own descriptor, opened with the reader's flags.
+    func testReadingTheMainBundleLeavesItsAccessTimesAlone() throws {
+        try Disk.write(fx.inMain("res/readme"), "main res")
+        try Disk.write(fx.inMain("res/other"), "other")
+        fx.environment = ["PROXYBUNDLE_NO_PASSTHROUGH=1"]
+        try fx.start()  // (which reads the main bundle for its checksum)
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 2_000_000, tv_nsec: 0)]
+        for path in [fx.inMain("res"), fx.inMain("res/readme")] {
+            XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0)
+        }
+        XCTAssertEqual(try Disk.list(fx.inMount("res")).sorted(), ["other", "readme"])
+        XCTAssertEqual(try Disk.read(fx.inMount("res/readme")), "main res")
+        for path in [fx.inMain("res"), fx.inMain("res/readme")] {
+            XCTAssertEqual(Disk.lstat(path).map { $0.st_atim.tv_sec }, 1_000_000, path)
+        }
+        try fx.acceptMainBundleAsItIs()  // the times this test set
+    }
+
     func testNoPathThroughTheMountReachesASentinelOutsideTheLayers() throws {
         let outside = fx.root + "/outside"
         let secret = "sentinel-\(UInt64.random(in: 0...UInt64.max))"

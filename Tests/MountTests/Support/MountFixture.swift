@@ -104,6 +104,11 @@ final class MountFixture {
         let temporary = root + "/replacement.tmp"
         try Disk.write(temporary, content)
         guard rename(temporary, inMain(relative)) == 0 else { throw TestFailure("rename into main: errno \(errno)") }
+        try acceptMainBundleAsItIs()
+    }
+
+    /// Takes the main bundle's state now (changed by the test itself) as its expected state.
+    func acceptMainBundleAsItIs() throws {
         mainChecksum = try TreeChecksum.of(main)
     }
 
