@@ -33,11 +33,15 @@ public final class Layer: Sendable {
     deinit { Sys.close(rootFD) }
 
     /// Opens `path` with `flags`, resolving beneath the root without following symlinks.
-    /// The caller owns the descriptor.
-    public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0) throws(Errno) -> Int32 {
+    /// The caller owns the descriptor. Opened for reading with `preservingAccessTime` (the
+    /// layer's own choice by default), reads through it leave the access time alone where the
+    /// daemon may ask for that.
+    public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0,
+                     preservingAccessTime: Bool? = nil) throws(Errno) -> Int32 {
         try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
             let flags = flags | pb_O_NOFOLLOW | pb_O_CLOEXEC
-            if preservesAccessTimes && flags & pb_O_PATH == 0 && flags & O_ACCMODE == O_RDONLY {
+            let preserves = preservingAccessTime ?? preservesAccessTimes
+            if preserves && flags & pb_O_PATH == 0 && flags & O_ACCMODE == O_RDONLY {
                 do throws(Errno) {
                     return try Sys.openat2(rootFD, p, flags: flags | pb_O_NOATIME, mode: mode, resolve: Layer.resolve)
                 } catch where error.code == EPERM {

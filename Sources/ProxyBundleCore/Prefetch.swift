@@ -19,8 +19,7 @@ extension Overlay {
         guard let location = try? nodes.location(of: parent), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
         for layer in [upper, lower] {
-            let flags = O_RDONLY | pb_O_DIRECTORY
-            guard let fd = (try? layer.open(path, flags: flags | pb_O_NOATIME)) ?? (try? layer.open(path, flags: flags)) else {
+            guard let fd = try? layer.open(path, flags: O_RDONLY | pb_O_DIRECTORY, preservingAccessTime: true) else {
                 continue
             }
             defer { Sys.close(fd) }

@@ -7,8 +7,9 @@ import ProxyBundleCore
 /// Packs a directory listing into a readdir or readdirplus reply buffer.
 enum DirectoryPacker {
     /// The entries from `position` on that fit in `size` bytes, and whether the listing was
-    /// read to its end (this reply is empty: the reader asked past its last entry). With a server, a readdirplus buffer: each entry given `attributes` is looked up
-    /// (one more kernel reference) only once it is known to fit.
+    /// read to its end (this reply is empty: the reader asked past its last entry). With a
+    /// server, a readdirplus buffer: each entry given `attributes` is looked up (one more
+    /// kernel reference) only once it is known to fit.
     static func pack(_ req: fuse_req_t?, _ position: ListingStore.Position, size: Int, server: FuseServer?,
                      attributes: ListingReaders.Attributes = .all) -> (bytes: [UInt8], ends: Bool) {
         let listing = position.listing

@@ -8,11 +8,12 @@ import ProxyBundleCore
 /// OPENDIR or RELEASEDIR round trip) and keeps every listing it reads. So a listing belongs
 /// to no open directory: it is taken when a readdir starts at offset 0, and every offset in it
 /// carries its generation number (high 32 bits) and an entry's index + 1 (low 32 bits). It is
-/// kept until a readdir asks past its last entry, so a reader's offsets stay valid across readdir calls
-/// (`telldir`/`seekdir`) while other readers start listings of their own. A readdir that
-/// continues a listing no longer kept (read to its end, or pushed out by newer ones) gets
-/// the directory listed again, from the same index: where the directory changed meanwhile,
-/// that reader may miss or repeat a name, which takes more than 64 listings read at once.
+/// kept until a readdir asks past its last entry, so a reader's offsets stay valid across
+/// readdir calls (`telldir`/`seekdir`) while other readers start listings of their own. A
+/// readdir that continues a listing no longer kept (read to its end, or pushed out by newer
+/// ones) gets the directory listed again, from the same index: where the directory changed
+/// meanwhile, that reader may miss or repeat a name, which takes more than 64 listings read
+/// at once.
 final class ListingStore: Sendable {
     private struct Kept {
         let directory: NodeID
