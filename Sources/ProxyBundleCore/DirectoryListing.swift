@@ -5,30 +5,29 @@ import Glibc
 /// A merged directory listing, taken once when the directory is opened so that offsets stay
 /// valid across readdir calls (telldir/seekdir). Entry `i` has offset `i + 1`.
 public final class DirectoryListing: Sendable {
-    public struct Item: Sendable {
-        public var name: [UInt8]
-        /// A `d_type` value.
-        public var type: UInt8
-        /// The inode number as the mount reports it.
-        public var inode: UInt64
-        /// Whether the entry was read from the substitution (else from the main bundle, where
-        /// the substitution had neither the name nor a whiteout for it).
-        var fromUpper = false
-    }
+    public typealias Item = EntryList.Entry
 
     public let node: NodeID
-    public let items: [Item]
+    public let list: EntryList
     /// The directory as it was listed, and the node table's version then: while no name
     /// changed, an item's layer tells where its entry is (see `Overlay.lookup(listed:in:)`).
     let directories: DirectoryDescriptors
     let version: UInt64
 
-    init(node: NodeID, items: [Item], directories: DirectoryDescriptors, version: UInt64) {
+    init(node: NodeID, list: EntryList, directories: DirectoryDescriptors, version: UInt64) {
         self.node = node
-        self.items = items
+        self.list = list
         self.directories = directories
         self.version = version
     }
+
+    public var items: [Item] { list.entries }
+
+    /// The name of `item`, copied.
+    public func name(_ item: Item) -> [UInt8] { list.name(item) }
+
+    /// The entries with their names, copied (for tests and tools, not the hot paths).
+    public var named: [(name: [UInt8], item: Item)] { items.map { (name($0), $0) } }
 
     public static func isDotOrDotDot(_ name: [UInt8]) -> Bool {
         name == [0x2E] || name == [0x2E, 0x2E]
@@ -52,68 +51,62 @@ extension Overlay {
         let directories = try self.directories.descriptors(node, location, located: version, upper: upper, lower: lower)
         let own = try attributes(at: location.path, location.placement)
         let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
-        var items: [DirectoryListing.Item] = [
-            .init(name: [0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino)),
-            .init(name: [0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode)),
-        ]
-        let entries = try mergedEntries(location.path, location.placement)
+        var list = EntryList()
+        list.append([0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino))
+        list.append([0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode))
+        try mergeEntries(location.path, location.placement, into: &list)
         if node == rootNodeID {
             // the control files hide any entry of their name in the layers
             let controls = ControlFile.allCases
-            items += entries.filter { item in !controls.contains { $0.name == item.name } }
-            items += controls.map { .init(name: $0.name, type: UInt8(DT_REG), inode: UInt64($0.inode)) }
-        } else {
-            items += entries
+            list.filter { _, name in !controls.contains { $0.name.elementsEqual(name) } }
+            for control in controls { list.append(control.name, type: UInt8(DT_REG), inode: UInt64(control.inode)) }
         }
-        return DirectoryListing(node: node, items: items, directories: directories, version: version)
+        return DirectoryListing(node: node, list: list, directories: directories, version: version)
     }
 
     /// The visible entries of the directory at `path` (without "." and ".."): the
     /// substitution's, then the main bundle's that are neither shadowed nor whited out.
-    func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> [DirectoryListing.Item] {
-        var items: [DirectoryListing.Item] = []
-        // names the substitution shows or whites out: the main bundle's are not listed
-        var taken = Set<HashedName>()
-        var opaque = false
-        if placement.inUpper {
-            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try upper.entries(path) } ?? []
-            taken.reserveCapacity(entries.count)
-            items.reserveCapacity(entries.count)
-            for entry in entries {
+    func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> EntryList {
+        var list = EntryList()
+        try mergeEntries(path, placement, into: &list)
+        return list
+    }
+
+    /// Appends the visible entries of the directory at `path` to `list`.
+    private func mergeEntries(_ path: LayerPath, _ placement: Placement, into list: inout EntryList) throws(Errno) {
+        let upperEntries = placement.inUpper
+            ? try absentAsNil { () throws(Errno) -> EntryList in try upper.entries(path) } ?? EntryList()
+            : EntryList()
+        let lowerEntries = placement.inLower
+            ? try absentAsNil { () throws(Errno) -> EntryList in try lower.entries(path) } ?? EntryList()
+            : EntryList()
+        let numbers = shownInodes()
+        upperEntries.withNames { upperNames in
+            // names the substitution shows or whites out: the main bundle's are not listed
+            var taken = NameSet(capacity: upperEntries.entries.count)
+            var opaque = false
+            for entry in upperEntries.entries {
+                let name = upperNames.name(entry)
                 if entry.isWhiteoutDevice {
-                    taken.insert(HashedName(entry.name))
-                } else if Whiteout.hasPrefix(entry.name) {
-                    if entry.name == Whiteout.opaqueMarker { opaque = true }
-                    if let name = Whiteout.hiddenName(entry.name) { taken.insert(HashedName(name)) }
+                    taken.insert(name)
+                } else if Whiteout.hasPrefix(name) {
+                    if name.elementsEqual(Whiteout.opaqueMarker) { opaque = true }
+                    if let hidden = Whiteout.hiddenName(name) { taken.insert(hidden) }
                 } else {
-                    taken.insert(HashedName(entry.name))
-                    items.append(.init(name: entry.name, type: entry.type,
-                                       inode: UInt64(shownInode(ino_t(entry.inode), inUpper: true)), fromUpper: true))
+                    taken.insert(name)
+                    list.append(name, type: entry.type, inode: UInt64(numbers.number(ino_t(entry.inode), inUpper: true)),
+                                fromUpper: true)
+                }
+            }
+            if opaque { return }
+            lowerEntries.withNames { lowerNames in
+                for entry in lowerEntries.entries {
+                    let name = lowerNames.name(entry)
+                    if entry.isWhiteoutDevice || Whiteout.hasPrefix(name) { continue }
+                    if !taken.isEmpty && taken.contains(name) { continue }
+                    list.append(name, type: entry.type, inode: UInt64(numbers.number(ino_t(entry.inode), inUpper: false)))
                 }
             }
         }
-        if placement.inLower && !opaque {
-            let entries = try absentAsNil { () throws(Errno) -> [LayerEntry] in try lower.entries(path) } ?? []
-            items.reserveCapacity(items.count + entries.count)
-            for entry in entries {
-                if entry.isWhiteoutDevice || Whiteout.hasPrefix(entry.name) { continue }
-                if !taken.isEmpty && taken.contains(HashedName(entry.name)) { continue }
-                items.append(.init(name: entry.name, type: entry.type,
-                                   inode: UInt64(inodes.number(ino_t(entry.inode), inUpper: false))))
-            }
-        }
-        return items
-    }
-}
-
-/// A name as a set member, hashed in one call: `[UInt8]`'s own hash feeds the hasher one byte
-/// at a time, which was 5% of the daemon's time listing a large merged directory.
-struct HashedName: Hashable {
-    let bytes: [UInt8]
-
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    func hash(into hasher: inout Hasher) {
-        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

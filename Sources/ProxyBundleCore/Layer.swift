@@ -98,18 +98,21 @@ public final class Layer: Sendable {
 
     /// Every entry of the directory at `path`, except "." and "..", in on-disk order. Character
     /// devices (and entries of unknown type) are looked at: a 0/0 device is a whiteout.
-    public func entries(_ path: LayerPath) throws(Errno) -> [LayerEntry] {
+    public func entries(_ path: LayerPath) throws(Errno) -> EntryList {
         let fd = try open(path, flags: O_RDONLY | pb_O_DIRECTORY)
         defer { Sys.close(fd) }
         var result = try Sys.entries(of: fd)
-        for index in result.indices where result[index].type == UInt8(DT_CHR) || result[index].type == UInt8(DT_UNKNOWN) {
-            let st = try? result[index].name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in
-                try Sys.lstatat(fd, p)
+        for index in result.entries.indices
+        where result.entries[index].type == UInt8(DT_CHR) || result.entries[index].type == UInt8(DT_UNKNOWN) {
+            let st = try? result.withNames { (names) throws(Errno) -> stat in
+                try Sys.lstatat(fd, names.cString(result.entries[index]))
             }
             guard let st else { continue }
-            result[index].type = UInt8((st.st_mode & S_IFMT) >> 12)
-            result[index].inode = UInt64(st.st_ino)
-            result[index].isWhiteoutDevice = Whiteout.isDevice(st)
+            result.update(index) { entry in
+                entry.type = UInt8((st.st_mode & S_IFMT) >> 12)
+                entry.inode = UInt64(st.st_ino)
+                entry.isWhiteoutDevice = Whiteout.isDevice(st)
+            }
         }
         return result
     }
@@ -121,12 +124,3 @@ public final class Layer: Sendable {
     }
 }
 
-/// One name read from a layer's directory.
-public struct LayerEntry: Sendable {
-    public var name: [UInt8]
-    /// The `d_type` of the entry (DT_REG, DT_DIR, ...).
-    public var type: UInt8
-    /// The inode number in the layer's filesystem.
-    public var inode: UInt64
-    public var isWhiteoutDevice: Bool
-}

@@ -53,12 +53,14 @@ extension Overlay {
     }
 
     private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
-        for item in try mergedEntries(path, placement) {
-            let child = try resolve(item.name, in: path, placement)
-            let childPath = path.appending(item.name)
+        let list = try mergedEntries(path, placement)
+        for item in list.entries {
+            let itemName = list.name(item)
+            let child = try resolve(itemName, in: path, placement)
+            let childPath = path.appending(itemName)
             let serving = layer(serving: child.placement)
             let st = try serving.attributes(childPath)
-            try item.name.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
+            try itemName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                 if !child.placement.isDirectory && child.placement.inUpper {
                     // the substitution's own files are linked, not copied: they keep their
                     // inode (hard links, open descriptors, inode numbers stay right)

@@ -35,9 +35,21 @@ struct Origins: Sendable {
 extension Overlay {
     /// The inode number shown for `ino` of the substitution (`inUpper`) or the main bundle.
     func shownInode(_ ino: ino_t, inUpper: Bool) -> ino_t {
-        top.withLock { top in
-            let number = top.inodes.number(ino, inUpper: inUpper)
-            guard inUpper, let origin = top.origins.number(for: UInt64(number)) else { return number }
+        shownInodes().number(ino, inUpper: inUpper)
+    }
+
+    /// The numbering as it is now, to number many entries under one lock (a listing).
+    func shownInodes() -> ShownInodes {
+        top.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins) }
+    }
+
+    struct ShownInodes {
+        let inodes: InodeNumbers
+        let origins: Origins
+
+        func number(_ ino: ino_t, inUpper: Bool) -> ino_t {
+            let number = inodes.number(ino, inUpper: inUpper)
+            guard inUpper, let origin = origins.number(for: UInt64(number)) else { return number }
             return ino_t(origin)
         }
     }

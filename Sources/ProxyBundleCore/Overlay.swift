@@ -97,7 +97,7 @@ public final class Overlay: Sendable {
 
     /// A readdirplus entry: the lookup of `item` of `listing`.
     public func lookup(listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
-        switch try find(item.name, in: listing.node, listed: (item, listing)) {
+        switch try find(listing.name(item), in: listing.node, listed: (item, listing)) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
         }
@@ -128,7 +128,7 @@ public final class Overlay: Sendable {
         do throws(Errno) {
             let found: Resolved
             if let listed, cachesLookups, listed.listing.version == resolvedAt {
-                found = try resolve(listed: listed.item, in: listed.listing.directories)
+                found = try resolve(listed: listed.item, of: listed.listing)
             } else {
                 found = try resolve(name, in: try descriptors(of: parent, located: resolvedAt))
             }

@@ -37,11 +37,14 @@ extension Overlay {
     /// changed since: an entry of the main bundle (which the substitution neither has nor
     /// whites out) or a non-directory of the substitution is one `fstatat` away; a directory of
     /// the substitution may merge the main bundle's and is resolved in full.
-    func resolve(listed item: DirectoryListing.Item, in dirs: DirectoryDescriptors) throws(Errno) -> Resolved {
+    func resolve(listed item: DirectoryListing.Item, of listing: DirectoryListing) throws(Errno) -> Resolved {
+        let dirs = listing.directories
         let fd = item.fromUpper ? dirs.upper : dirs.lower
-        guard fd >= 0, !(item.fromUpper && item.type == UInt8(DT_DIR)) else { return try resolve(item.name, in: dirs) }
-        let st = try item.name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, p) }
-        if Whiteout.isDevice(st) || (item.fromUpper && isDirectory(st)) { return try resolve(item.name, in: dirs) }
+        guard fd >= 0, !(item.fromUpper && item.type == UInt8(DT_DIR)) else {
+            return try resolve(listing.name(item), in: dirs)
+        }
+        let st = try listing.list.withNames { (names) throws(Errno) -> stat in try Sys.lstatat(fd, names.cString(item)) }
+        if Whiteout.isDevice(st) || (item.fromUpper && isDirectory(st)) { return try resolve(listing.name(item), in: dirs) }
         return Resolved(placement: Placement(inUpper: item.fromUpper, inLower: !item.fromUpper, isDirectory: isDirectory(st)),
                         attributes: reported(st, inUpper: item.fromUpper))
     }

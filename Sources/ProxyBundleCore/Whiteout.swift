@@ -28,6 +28,16 @@ public enum Whiteout {
         name.starts(with: prefix)
     }
 
+    static func hasPrefix(_ name: UnsafeRawBufferPointer) -> Bool {
+        name.starts(with: prefix)
+    }
+
+    /// For an entry named `.wh.NAME` (not a reserved name), NAME, in the entry's own bytes.
+    static func hiddenName(_ entry: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard hasPrefix(entry), !entry.starts(with: reservedPrefix) else { return nil }
+        return UnsafeRawBufferPointer(rebasing: entry[prefix.count...])
+    }
+
     /// For an entry named `.wh.NAME` (not a reserved name), NAME.
     public static func hiddenName(_ entry: [UInt8]) -> [UInt8]? {
         guard hasPrefix(entry), !entry.starts(with: reservedPrefix) else { return nil }

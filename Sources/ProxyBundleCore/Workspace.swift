@@ -24,7 +24,8 @@ final class Workspace: Sendable {
             }
         }
         fd = try upper.open(LayerPath(bytes: Workspace.name), flags: O_RDONLY | pb_O_DIRECTORY)
-        for entry in try Sys.entries(of: fd) { try? Workspace.removeTree(entry.name, in: fd) }
+        let list = try Sys.entries(of: fd)
+        for entry in list.entries { try? Workspace.removeTree(list.name(entry), in: fd) }
     }
 
     deinit { Sys.close(fd) }
@@ -46,7 +47,8 @@ final class Workspace: Sendable {
             let child = try Sys.openat2(dirfd, p, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
                                         resolve: Layer.resolve)
             defer { Sys.close(child) }
-            for entry in try Sys.entries(of: child) { try removeTree(entry.name, in: child) }
+            let list = try Sys.entries(of: child)
+            for entry in list.entries { try removeTree(list.name(entry), in: child) }
             _ = try Sys.check { unlinkat(dirfd, p, AT_REMOVEDIR) }
         }
     }
@@ -54,16 +56,15 @@ final class Workspace: Sendable {
 
 extension Sys {
     /// The names in an open directory (not "." and ".."); `fd` stays open.
-    static func entries(of fd: Int32) throws(Errno) -> [LayerEntry] {
+    static func entries(of fd: Int32) throws(Errno) -> EntryList {
         let copy = try check { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
         _ = lseek(copy, 0, SEEK_SET)
-        var result: [LayerEntry] = []
+        var result = EntryList()
         try readDirectory(copy) { entry, _ in
             withName(entry) { name, length in
-                if name[0] == 0x2E && (length == 1 || (length == 2 && name[1] == 0x2E)) { return }
-                result.append(LayerEntry(name: Array(UnsafeRawBufferPointer(start: name, count: length)),
-                                         type: entry.pointee.d_type, inode: UInt64(entry.pointee.d_ino),
-                                         isWhiteoutDevice: false))
+                let bytes = UnsafeRawBufferPointer(start: name, count: length)
+                if EntryList.isDotOrDotDot(bytes) { return }
+                result.append(bytes, type: entry.pointee.d_type, inode: UInt64(entry.pointee.d_ino))
             }
         }
         return result

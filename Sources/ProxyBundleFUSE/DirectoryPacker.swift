@@ -15,24 +15,25 @@ enum DirectoryPacker {
         let listing = position.listing
         var buffer = [UInt8](repeating: 0, count: size)
         var used = 0
-        var index = max(0, position.index)
+        var index = min(max(0, position.index), listing.items.count)
         var samples = Samples(taking: attributes == .allButSamples)
         buffer.withUnsafeMutableBytes { raw in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: CChar.self) else { return }
-            listing.items.withUnsafeBufferPointer { items in
-                while index < items.count {
+            listing.list.withNames { names in
+                for item in listing.items[index...] {
                     let next = position.offset(after: index)
-                    let added = items[index].name.withCStringCopy { name -> Int? in
-                        if let server {
-                            let withAttributes = attributes != .none && !samples.take(items[index])
-                            return addPlus(req, items[index], name, base + used, size - used, next, listing,
-                                           withAttributes ? server : nil)
-                        }
+                    let name = names.cString(item)
+                    let added: Int?
+                    if let server {
+                        let withAttributes = attributes != .none && !samples.take(item, names.name(item))
+                        added = addPlus(req, item, name, base + used, size - used, next, listing,
+                                        withAttributes ? server : nil)
+                    } else {
                         var st = stat()
-                        st.st_ino = ino_t(items[index].inode)
-                        st.st_mode = mode_t(items[index].type) << 12
+                        st.st_ino = ino_t(item.inode)
+                        st.st_mode = mode_t(item.type) << 12
                         let needed = fuse_add_direntry(req, base + used, size - used, name, &st, next)
-                        return needed <= size - used ? needed : nil
+                        added = needed <= size - used ? needed : nil
                     }
                     guard let added else { break }
                     used += added
@@ -55,8 +56,8 @@ enum DirectoryPacker {
         }
 
         /// Whether `item` is a sample (and so goes without attributes).
-        mutating func take(_ item: DirectoryListing.Item) -> Bool {
-            if directoryTaken && otherTaken || DirectoryListing.isDotOrDotDot(item.name) { return false }
+        mutating func take(_ item: DirectoryListing.Item, _ name: UnsafeRawBufferPointer) -> Bool {
+            if directoryTaken && otherTaken || EntryList.isDotOrDotDot(name) { return false }
             if item.type == UInt8(DT_DIR) {
                 defer { directoryTaken = true }
                 return !directoryTaken
@@ -74,9 +75,9 @@ enum DirectoryPacker {
                                 _ listing: DirectoryListing, _ server: FuseServer?) -> Int? {
         var entry = fuse_entry_param()
         var found: Overlay.Entry?
-        if let server, !DirectoryListing.isDotOrDotDot(item.name) {
+        if let server, !EntryList.isDotOrDotDot(UnsafeRawBufferPointer(start: name, count: Int(item.length))) {
             // looked up (a kernel reference) only once the entry is known to fit
-            if plusSize(nameLength: item.name.count) > room { return nil }
+            if plusSize(nameLength: Int(item.length)) > room { return nil }
             guard let entry = try? server.overlay.lookup(listed: item, in: listing) else { return 0 }
             found = entry
         }

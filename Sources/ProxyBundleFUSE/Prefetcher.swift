@@ -38,7 +38,7 @@ final class Prefetcher: @unchecked Sendable {
     /// Announces the subdirectories of `listing`, in the order a walk will list them. The
     /// directory listed (at `listed` in its parent) needs no reading ahead any more.
     func announce(subdirectoriesOf listing: DirectoryListing, listed: (parent: NodeID, name: [UInt8])?) {
-        let names = listing.items.dropFirst(2).filter { $0.type == UInt8(DT_DIR) }.map(\.name)
+        let names = listing.items.dropFirst(2).filter { $0.type == UInt8(DT_DIR) }.map(listing.name)
         pthread_mutex_lock(&mutex)
         if let listed, let index = pending.lastIndex(where: { $0.parent == listed.parent && $0.name == listed.name }) {
             pending.remove(at: index)

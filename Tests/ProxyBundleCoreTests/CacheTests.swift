@@ -401,8 +401,8 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         XCTAssertEqual(try lookup(overlay, ".invalidate").node, ControlFile.invalidate.node)
         XCTAssertEqual(try lookup(overlay, ".stats").attributes.st_size, 0)
-        let items = try overlay.listDirectory(rootNodeID).items
-        let invalidateItems = items.filter { $0.name == n(".invalidate") }
+        let items = try overlay.listDirectory(rootNodeID).named
+        let invalidateItems = items.filter { $0.name == n(".invalidate") }.map(\.item)
         XCTAssertEqual(invalidateItems.count, 1)
         XCTAssertEqual(invalidateItems.first?.inode, UInt64(try overlay.attributes(of: ControlFile.invalidate.node).st_ino))
         XCTAssertEqual(items.filter { $0.name == n(".stats") }.count, 1)
@@ -411,11 +411,11 @@ final class CacheTests: OverlayTestCase {
     func testControlFileNamesAreOrdinaryOutsideTheRoot() throws {
         try write(.main, "d/.stats", "ordinary")
         let overlay = try makeCachingOverlay()
-        let rootItems = try overlay.listDirectory(rootNodeID).items.map { String(decoding: $0.name, as: UTF8.self) }
+        let rootItems = try overlay.listDirectory(rootNodeID).named.map { String(decoding: $0.name, as: UTF8.self) }
         XCTAssertTrue(rootItems.contains(".invalidate"))
         XCTAssertTrue(rootItems.contains(".stats"))
         let dir = try lookup(overlay, "d")
-        let subItems = try overlay.listDirectory(dir.node).items.map { String(decoding: $0.name, as: UTF8.self) }
+        let subItems = try overlay.listDirectory(dir.node).named.map { String(decoding: $0.name, as: UTF8.self) }
         XCTAssertEqual(subItems.sorted(), [".", "..", ".stats"])
         let entry = try lookup(overlay, "d/.stats")
         XCTAssertNotEqual(entry.node, ControlFile.stats.node)

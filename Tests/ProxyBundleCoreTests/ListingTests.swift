@@ -56,9 +56,9 @@ final class ListingTests: OverlayTestCase {
         try symlink(.patch, "link", to: "nowhere")
         let overlay = try makeOverlay()
         let listing = try overlay.listDirectory(rootNodeID)
-        for item in listing.items where !DirectoryListing.isDotOrDotDot(item.name) {
-            let entry = try overlay.lookup(parent: rootNodeID, name: item.name)
-            XCTAssertEqual(item.inode, UInt64(entry.attributes.st_ino), String(decoding: item.name, as: UTF8.self))
+        for (name, item) in listing.named where !DirectoryListing.isDotOrDotDot(name) {
+            let entry = try overlay.lookup(parent: rootNodeID, name: name)
+            XCTAssertEqual(item.inode, UInt64(entry.attributes.st_ino), String(decoding: name, as: UTF8.self))
         }
         XCTAssertEqual(item(listing, "both")?.inode, UInt64(try lstatOf(.patch, "both").st_ino))
         XCTAssertEqual(item(listing, "only-main")?.inode, UInt64(try lstatOf(.main, "only-main").st_ino))

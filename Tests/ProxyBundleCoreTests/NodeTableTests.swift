@@ -185,7 +185,7 @@ final class NodeTableTests: OverlayTestCase {
         for i in 0..<20 { try write(.patch, "p\(i)") }
         let overlay = try makeOverlay()
         let listing = try overlay.listDirectory(rootNodeID)
-        let inodes = listing.items.dropFirst(2).filter { ControlFile(name: $0.name, in: rootNodeID) == nil }.map(\.inode)
+        let inodes = listing.named.dropFirst(2).filter { ControlFile(name: $0.name, in: rootNodeID) == nil }.map(\.item.inode)
         XCTAssertEqual(inodes.count, 40)
         XCTAssertEqual(Set(inodes).count, 40)
     }

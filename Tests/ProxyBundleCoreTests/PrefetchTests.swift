@@ -31,7 +31,7 @@ final class PrefetchTests: OverlayTestCase {
         overlay.warmSubdirectory(Array("sub".utf8), of: d)
         XCTAssertEqual(accessTime(.main, "d/sub"), before.0)
         XCTAssertEqual(accessTime(.patch, "d/sub"), before.1)
-        XCTAssertEqual(try Set(overlay.listDirectory(lookup(overlay, "d/sub").node).items.map { String(decoding: $0.name, as: UTF8.self) }),
+        XCTAssertEqual(try Set(overlay.listDirectory(lookup(overlay, "d/sub").node).named.map { String(decoding: $0.name, as: UTF8.self) }),
                        [".", "..", "a", "b"])
     }
 

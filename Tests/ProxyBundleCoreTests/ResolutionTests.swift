@@ -221,7 +221,7 @@ final class ResolutionTests: OverlayTestCase {
         let entry = try overlay.lookup(parent: rootNodeID, name: name)
         XCTAssertEqual(fileType(entry.attributes), S_IFREG)
         let listing = try overlay.listDirectory(rootNodeID)
-        XCTAssertEqual(listing.items.filter { $0.name == name }.count, 1)
+        XCTAssertEqual(listing.named.filter { $0.name == name }.count, 1)
     }
 
     /// readlink(2) of something that is not a symlink is EINVAL ("not a symbolic link").

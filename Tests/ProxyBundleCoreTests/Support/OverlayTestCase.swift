@@ -183,7 +183,7 @@ class OverlayTestCase: XCTestCase {
     /// The names of a listing, in order, "." and ".." included; the root's control files
     /// (tested in ControlFileTests) left out.
     func names(_ listing: DirectoryListing) -> [String] {
-        listing.items.filter { ControlFile(name: $0.name, in: listing.node) == nil }
+        listing.named.filter { ControlFile(name: $0.name, in: listing.node) == nil }
             .map { String(decoding: $0.name, as: UTF8.self) }
     }
 
@@ -193,7 +193,7 @@ class OverlayTestCase: XCTestCase {
     }
 
     func item(_ listing: DirectoryListing, _ name: String) -> DirectoryListing.Item? {
-        listing.items.first { $0.name == Array(name.utf8) }
+        listing.named.first { $0.name == Array(name.utf8) }?.item
     }
 
     /// Opens `node` read-only through the overlay and reads the whole file.

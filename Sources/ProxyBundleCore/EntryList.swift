@@ -1,0 +1,177 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The entries of a directory, their names kept in one buffer, each followed by a NUL (so a
+/// name is also a C string). Listing 20,000 names allocates a few times rather than once per
+/// name, and copies no name to hash, compare or pack it.
+public struct EntryList: Sendable {
+    public struct Entry: Sendable {
+        /// The inode number: in the layer's file system for a layer's entries, as the mount
+        /// reports it for a merged listing.
+        public var inode: UInt64
+        /// Where the name starts in the buffer, and its length in bytes.
+        let start: UInt32
+        public let length: UInt16
+        /// A `d_type` value.
+        public var type: UInt8
+        private var flags: UInt8
+
+        init(start: UInt32, length: UInt16, type: UInt8, inode: UInt64, fromUpper: Bool) {
+            self.inode = inode
+            self.start = start
+            self.length = length
+            self.type = type
+            self.flags = fromUpper ? Self.fromUpperFlag : 0
+        }
+
+        private static let fromUpperFlag: UInt8 = 1
+        private static let whiteoutDeviceFlag: UInt8 = 2
+
+        /// Whether the entry was read from the substitution (else from the main bundle, where
+        /// the substitution had neither the name nor a whiteout for it).
+        var fromUpper: Bool { flags & Self.fromUpperFlag != 0 }
+
+        /// Whether a layer's entry is a whiteout device (character device 0/0).
+        var isWhiteoutDevice: Bool {
+            get { flags & Self.whiteoutDeviceFlag != 0 }
+            set { flags = newValue ? flags | Self.whiteoutDeviceFlag : flags & ~Self.whiteoutDeviceFlag }
+        }
+    }
+
+    public private(set) var entries: [Entry] = []
+    private var bytes: [UInt8] = []
+
+    public init() {}
+
+    public var isEmpty: Bool { entries.isEmpty }
+
+    mutating func append(_ name: UnsafeRawBufferPointer, type: UInt8, inode: UInt64, fromUpper: Bool = false) {
+        let start = bytes.count
+        bytes.append(contentsOf: name)
+        bytes.append(0)
+        entries.append(Entry(start: UInt32(start), length: UInt16(name.count), type: type, inode: inode,
+                             fromUpper: fromUpper))
+    }
+
+    mutating func append(_ name: [UInt8], type: UInt8, inode: UInt64, fromUpper: Bool = false) {
+        name.withUnsafeBytes { append($0, type: type, inode: inode, fromUpper: fromUpper) }
+    }
+
+    /// Replaces the entry at `index` (its name stays).
+    mutating func update(_ index: Int, _ change: (inout Entry) -> Void) {
+        change(&entries[index])
+    }
+
+    /// Keeps only the entries `keep` accepts.
+    mutating func filter(_ keep: (Entry, UnsafeRawBufferPointer) -> Bool) {
+        let kept = withNames { names in entries.filter { keep($0, names.name($0)) } }
+        entries = kept
+    }
+
+    /// The name of `entry`, copied.
+    public func name(_ entry: Entry) -> [UInt8] {
+        withNames { Array($0.name(entry)) }
+    }
+
+    /// Runs `body` with the buffer of names, valid for as long as `body` runs.
+    public func withNames<T, E: Error>(_ body: (Names) throws(E) -> T) throws(E) -> T {
+        let result = bytes.withUnsafeBytes { raw in
+            // with no entries, no name is ever read at the base
+            Result { () throws(E) -> T in try body(Names(base: raw.baseAddress ?? Self.nowhere)) }
+        }
+        return try result.get()
+    }
+
+    nonisolated(unsafe) private static let nowhere = UnsafeRawPointer(UnsafeMutableRawPointer.allocate(byteCount: 1, alignment: 1))
+
+    /// A view of the buffer of names.
+    public struct Names {
+        let base: UnsafeRawPointer
+
+        public func name(_ entry: Entry) -> UnsafeRawBufferPointer {
+            UnsafeRawBufferPointer(start: base + Int(entry.start), count: Int(entry.length))
+        }
+
+        /// The name as a C string.
+        public func cString(_ entry: Entry) -> UnsafePointer<CChar> {
+            (base + Int(entry.start)).assumingMemoryBound(to: CChar.self)
+        }
+    }
+}
+
+extension EntryList {
+    /// Whether a name is "." or "..".
+    public static func isDotOrDotDot(_ name: UnsafeRawBufferPointer) -> Bool {
+        name.count <= 2 && name.count > 0 && name.allSatisfy { $0 == 0x2E }
+    }
+}
+
+/// A set of names that live in buffers which outlive it (a listing's names, while it is
+/// merged): open addressing over the names' own bytes, nothing copied, one multiply per 8
+/// bytes to hash. Swift's `Set` spent a third of the merge seeding and finalizing its hasher.
+struct NameSet {
+    private var slots: [UnsafeRawBufferPointer?]
+    private let mask: Int
+    private(set) var isEmpty = true
+
+    /// A set for up to `capacity` names (then at most half full, so a free slot ends a probe).
+    init(capacity: Int) {
+        var size = 16
+        while size < capacity * 2 { size *= 2 }
+        slots = Array(repeating: nil, count: size)
+        mask = size - 1
+    }
+
+    mutating func insert(_ name: UnsafeRawBufferPointer) {
+        var index = Self.hash(name) & mask
+        while let slot = slots[index] {
+            if Self.equal(slot, name) { return }
+            index = (index + 1) & mask
+        }
+        slots[index] = name
+        isEmpty = false
+    }
+
+    func contains(_ name: UnsafeRawBufferPointer) -> Bool {
+        var index = Self.hash(name) & mask
+        while let slot = slots[index] {
+            if Self.equal(slot, name) { return true }
+            index = (index + 1) & mask
+        }
+        return false
+    }
+
+    private static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard let x = a.baseAddress, let y = b.baseAddress else { return true }
+        return memcmp(x, y, a.count) == 0
+    }
+
+    /// A seeded multiply-and-fold hash, so that names chosen to collide in one daemon do not
+    /// collide in another.
+    private static func hash(_ name: UnsafeRawBufferPointer) -> Int {
+        var h = seed ^ UInt64(name.count)
+        var offset = 0
+        while offset + 8 <= name.count {
+            h = mix(h ^ name.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+            offset += 8
+        }
+        var tail: UInt64 = 0
+        var shift: UInt64 = 0
+        while offset < name.count {
+            tail |= UInt64(name[offset]) << shift
+            shift += 8
+            offset += 1
+        }
+        return Int(truncatingIfNeeded: mix(h ^ tail))
+    }
+
+    private static func mix(_ x: UInt64) -> UInt64 {
+        var h = x &* 0x9E37_79B9_7F4A_7C15
+        h ^= h >> 32
+        return (h &* 0xD6E8_FEB8_6659_FD93) ^ (h >> 29)
+    }
+
+    private static let seed = UInt64.random(in: 0 ... .max)
+}
