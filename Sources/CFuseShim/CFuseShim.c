@@ -69,6 +69,16 @@ int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
     return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
 }
 
+// cachestat(2), Linux 6.5; the headers here predate it (the number is the same on every
+// architecture).
+int pb_cached_pages(int fd, uint64_t length) {
+    struct { uint64_t offset, length; } range = { 0, length };
+    struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } stat;
+    memset(&stat, 0, sizeof(stat));
+    if (syscall(451, fd, &range, &stat, 0) != 0) return -errno;
+    return stat.cache > 0x7fffffff ? 0x7fffffff : (int)stat.cache;
+}
+
 int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
                  unsigned flags) {
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);

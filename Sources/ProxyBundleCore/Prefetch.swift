@@ -30,3 +30,51 @@ extension Overlay {
         }
     }
 }
+
+extension Overlay {
+    /// The visible entries of directory `node` in the order a listing gives them, for reading
+    /// its files ahead of a program that reads them in that order (nil if it cannot be listed).
+    public func entriesInListingOrder(of node: NodeID) -> (path: LayerPath, entries: EntryList)? {
+        guard let location = try? nodes.location(of: node), location.placement.isDirectory,
+              let entries = try? mergedEntries(location.path, location.placement) else { return nil }
+        return (location.path, entries)
+    }
+
+    /// Descriptors (O_PATH) of the directory at `path` in the substitution and in the main
+    /// bundle, -1 where a layer has none; the caller closes them.
+    public func layerDirectories(_ path: LayerPath) -> (upper: Int32, lower: Int32) {
+        let flags = pb_O_PATH | pb_O_DIRECTORY
+        return ((try? upper.open(path, flags: flags)) ?? -1, (try? lower.open(path, flags: flags)) ?? -1)
+    }
+
+    /// What `readAhead` did with an entry.
+    public enum ReadAhead {
+        /// Its first `limit` bytes are on their way into the page cache.
+        case started
+        /// Some of them were in the page cache already: nothing asked.
+        case cached
+        /// Not a regular file, or it could not be opened.
+        case skipped
+    }
+
+    /// Starts reading the first `limit` bytes of `entry` (of `entries`, listed from the
+    /// directories `directories`) into the page cache unless some already are, and returns
+    /// without waiting for the disk. Only an entry listed as a regular file is opened, without
+    /// following a symlink, without waiting for a FIFO's writer and without changing an access
+    /// time where the daemon may avoid it; nothing is read into the daemon.
+    public func readAhead(_ entry: EntryList.Entry, of entries: EntryList, in directories: (upper: Int32, lower: Int32),
+                          limit: Int) -> ReadAhead {
+        let dirfd = entry.fromUpper ? directories.upper : directories.lower
+        guard entry.type == UInt8(DT_REG), dirfd >= 0 else { return .skipped }
+        let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
+        let fd = entries.withNames { names in
+            let fd = openat(dirfd, names.cString(entry), flags | pb_O_NOATIME)
+            return fd >= 0 || errno != EPERM ? fd : openat(dirfd, names.cString(entry), flags)
+        }
+        guard fd >= 0 else { return .skipped }
+        defer { Sys.close(fd) }
+        if pb_cached_pages(fd, UInt64(limit)) > 0 { return .cached }
+        // fails on anything but a regular file (one replaced since it was listed)
+        return posix_fadvise(fd, 0, off_t(limit), POSIX_FADV_WILLNEED) == 0 ? .started : .skipped
+    }
+}

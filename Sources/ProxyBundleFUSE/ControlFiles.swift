@@ -84,7 +84,8 @@ extension FuseServer {
             "lookups: \(readers.lookups)",
             "listing_users: \(readers.users.joined(separator: ","))",
             "walkers: \(readers.walkers.joined(separator: ","))",
-            "directories_read_ahead: \(prefetcher.warmed)",
+            "directories_read_ahead: \(prefetcher.figures.directories)",
+            "files_read_ahead: \(prefetcher.figures.files)",
             "directory_opens: \(listed.opens)",
             "listings_taken: \(listed.taken)",
         ]

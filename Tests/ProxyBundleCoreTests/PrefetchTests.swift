@@ -44,4 +44,49 @@ final class PrefetchTests: OverlayTestCase {
         overlay.warmSubdirectory(Array("x".utf8), of: 987_654)
         XCTAssertEqual(try lookup(overlay, "d/file").attributes.st_size, 1)
     }
+
+    /// Drops the pages of the file at `relative` from the page cache (written back first).
+    private func evict(_ side: Side, _ relative: String) throws {
+        let fd = open(path(side, relative), O_RDONLY)
+        guard fd >= 0 else { throw FixtureError("open \(relative)") }
+        defer { close(fd) }
+        XCTAssertEqual(fsync(fd), 0)
+        XCTAssertEqual(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0)
+    }
+
+    func testReadingFilesAheadStartsOnlyOnRegularFilesNotCachedAndChangesNothing() throws {
+        try write(.main, "d/main-file", String(repeating: "m", count: 100_000))
+        try write(.patch, "d/patch-file", String(repeating: "p", count: 50_000))
+        try write(.main, "d/shadowed", "main")
+        try write(.patch, "d/shadowed", "patch")
+        try mkdir(.main, "d/dir")
+        try symlink(.main, "d/link", to: "main-file")
+        XCTAssertEqual(mkfifo(path(.main, "d/fifo"), 0o644), 0)
+        for file in ["d/main-file", "d/shadowed"] { try evict(.main, file) }
+        for file in ["d/patch-file", "d/shadowed"] { try evict(.patch, file) }
+        var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 2_000_000, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, path(.main, "d/main-file"), &times, 0), 0)
+        let before = accessTime(.main, "d/main-file")
+        let overlay = try makeOverlay()
+        let d = try lookup(overlay, "d").node
+        guard let listed = overlay.entriesInListingOrder(of: d) else { return XCTFail("d not listed") }
+        let directories = overlay.layerDirectories(listed.path)
+        defer { close(directories.upper); close(directories.lower) }
+        var outcomes: [String: Overlay.ReadAhead] = [:]
+        for entry in listed.entries.entries {
+            outcomes[String(decoding: listed.entries.name(entry), as: UTF8.self)] =
+                overlay.readAhead(entry, of: listed.entries, in: directories, limit: 1 << 20)
+        }
+        XCTAssertEqual(outcomes.keys.sorted(), ["dir", "fifo", "link", "main-file", "patch-file", "shadowed"])
+        XCTAssertEqual(outcomes["main-file"], .started)
+        XCTAssertEqual(outcomes["patch-file"], .started)
+        XCTAssertEqual(outcomes["shadowed"], .started, "the substitution's file, listed from there")
+        for other in ["dir", "fifo", "link"] { XCTAssertEqual(outcomes[other], .skipped, other) }
+        XCTAssertEqual(accessTime(.main, "d/main-file"), before)
+        // read once through the overlay: in the page cache now, nothing more to ask
+        XCTAssertEqual(try readContent(overlay, try lookup(overlay, "d/main-file").node).count, 100_000)
+        guard let entry = listed.entries.entries.first(where: { listed.entries.name($0) == Array("main-file".utf8) })
+        else { return XCTFail("main-file not listed") }
+        XCTAssertEqual(overlay.readAhead(entry, of: listed.entries, in: directories, limit: 1 << 20), .cached)
+    }
 }
