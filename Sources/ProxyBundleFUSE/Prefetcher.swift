@@ -63,13 +63,20 @@ final class Prefetcher: @unchecked Sendable {
     /// Notes that `thread` opened the file `name` of directory `parent` for reading. A program
     /// that opens a second file in a row in one directory reads its files in turn (`cat *`,
     /// `cp -r`, `tar`, `grep -r`): the files that follow in listing order are read ahead, 16 of
-    /// them, asked again every eighth open, so that 8 to 16 are always on their way.
+    /// them, asked again every eighth open, so that 8 to 16 are always on their way. Once it
+    /// has, its first open in the next directory asks already.
     func noteOpen(thread: pid_t, parent: NodeID, name: [UInt8]) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
         var run = 1
         if let index = opens.firstIndex(where: { $0.thread == thread }) {
-            if opens[index].parent == parent { run = opens[index].run + 1 }
+            let previous = opens[index]
+            if previous.parent == parent {
+                run = previous.run + 1
+            } else if previous.run >= 2 {
+                // it read its last directory in turn: it starts this one as if on a second file
+                run = 2
+            }
             opens.remove(at: index)
         }
         opens.append((thread, parent, run))

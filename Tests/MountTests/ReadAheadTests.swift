@@ -75,6 +75,19 @@ final class ReadAheadTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(try figure("files_read_ahead"), 30, "\(stats)")
     }
 
+    func testAProgramThatReadADirectoryInTurnHasTheNextReadAheadFromItsFirstFile() throws {
+        // tree/a0/b0 holds one file: reading it in turn asks nothing; files/ is next
+        let names = try Disk.list(fx.inMount("files")).filter { $0 != "." && $0 != ".." }
+        let paths = ["tree/a0/b0/file.txt", "tree/a0/b0/patch.txt"].map(fx.inMount) + [fx.inMount("files/\(names[0])")]
+        let read = try Spawn.run("/bin/cat", paths)
+        XCTAssertEqual(read.status, 0, read.error)
+        XCTAssertEqual(read.output.count, "main 0 0".count + "patch 0".count + 5000 + (Int(names[0].dropFirst()) ?? 0))
+        // the b0 files ask for nothing after them; the first of files/ for the next 16
+        let deadline = Date().addingTimeInterval(5)
+        while try figure("files_read_ahead") < 16 && Date() < deadline { usleep(20_000) }
+        XCTAssertEqual(try figure("files_read_ahead"), 16)
+    }
+
     func testOpeningOneFileADirectoryReadsNoFileAhead() throws {
         for index in [3, 17, 29] {
             XCTAssertEqual(try Disk.read(fx.inMount("files/f\(index)")).count, 5000 + index)
