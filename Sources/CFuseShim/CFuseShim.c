@@ -71,12 +71,28 @@ int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint6
 
 // cachestat(2), Linux 6.5; the headers here predate it (the number is the same on every
 // architecture).
-int pb_cached_pages(int fd, uint64_t length) {
+struct pb_cachestat { uint64_t cache, dirty, writeback, evicted, recently_evicted; };
+
+static int cachestat(int fd, uint64_t length, struct pb_cachestat *stat) {
     struct { uint64_t offset, length; } range = { 0, length };
-    struct { uint64_t cache, dirty, writeback, evicted, recently_evicted; } stat;
-    memset(&stat, 0, sizeof(stat));
-    if (syscall(451, fd, &range, &stat, 0) != 0) return -errno;
-    return stat.cache > 0x7fffffff ? 0x7fffffff : (int)stat.cache;
+    memset(stat, 0, sizeof(*stat));
+    return syscall(451, fd, &range, stat, 0) == 0 ? 0 : -errno;
+}
+
+static int clamped(uint64_t count) {
+    return count > 0x7fffffff ? 0x7fffffff : (int)count;
+}
+
+int pb_cached_pages(int fd, uint64_t length) {
+    struct pb_cachestat stat;
+    int error = cachestat(fd, length, &stat);
+    return error ? error : clamped(stat.cache);
+}
+
+int pb_unwritten_pages(int fd, uint64_t length) {
+    struct pb_cachestat stat;
+    int error = cachestat(fd, length, &stat);
+    return error ? error : clamped(stat.dirty + stat.writeback);
 }
 
 int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,

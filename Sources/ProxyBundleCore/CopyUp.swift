@@ -55,10 +55,24 @@ extension Overlay {
         case S_IFREG:
             let source = try layer.open(path, flags: O_RDONLY)
             defer { Sys.close(source) }
-            let copy = try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
+            // made unnamed (where the file system can) and named once complete: syncing a file
+            // not yet named does not sync its directory too (ext4 without a journal does that
+            // for a new name), and a crash leaves nothing half made behind
+            let unnamed = openat(dirfd, ".", O_WRONLY | pb_O_TMPFILE | pb_O_CLOEXEC, 0o600)
+            let copy = unnamed >= 0
+                ? unnamed
+                : try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
             defer { Sys.close(copy) }
             if withData { try Sys.copyData(from: source, to: copy, size: st.st_size) }
             try Sys.applyMetadata(st, toOpenFile: copy, from: source)
+            // on the disk before it takes the main bundle's file's place: a crash must not leave
+            // an empty or partial copy hiding it (kernel overlayfs syncs here too)
+            if withData && st.st_size > 0 { _ = try Sys.check { fsync(copy) } }
+            if unnamed >= 0 {
+                try Sys.withProcPath(copy) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) }
+                }
+            }
             return try Sys.fstat(copy).st_ino
         case S_IFLNK:
             let target = try layer.readLink(path)

@@ -191,11 +191,21 @@ final class CopyUpFailureTests: XCTestCase {
     }
 
     /// Waits until the work directory holds an entry of at least `bytes`; returns its size then.
+    /// The size of the copy in progress once it reaches `bytes`: a file in the work directory,
+    /// named or not yet (an O_TMPFILE the daemon holds open, seen through /proc).
     private func waitForTemporaryFile(in work: String, atLeast bytes: Int, seconds: Double) -> Int? {
         let deadline = Date().addingTimeInterval(seconds)
+        let descriptors = "/proc/\(fx.daemon)/fd"
         while Date() < deadline {
             for name in (try? Disk.list(work)) ?? [] {
                 if let st = Disk.lstat(work + "/" + name), Int(st.st_size) >= bytes { return Int(st.st_size) }
+            }
+            for fd in (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? [] {
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "\(descriptors)/\(fd)")) ?? ""
+                var st = stat()
+                if target.hasPrefix(work + "/"), stat("\(descriptors)/\(fd)", &st) == 0, Int(st.st_size) >= bytes {
+                    return Int(st.st_size)
+                }
             }
             usleep(500)
         }

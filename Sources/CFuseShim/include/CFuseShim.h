@@ -68,9 +68,11 @@ extern const unsigned long long pb_RESOLVE_NO_XDEV;
 
 // System calls without a glibc wrapper on Debian 12.
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
-// How many of the pages of the first `length` bytes of the file open as `fd` are in the page
-// cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
+// How many of the pages of the first `length` bytes (0: all) of the file open as `fd` are in
+// the page cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
 int pb_cached_pages(int fd, uint64_t length);
+// How many of them are dirty or under writeback: not yet on the disk.
+int pb_unwritten_pages(int fd, uint64_t length);
 int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
                  unsigned flags);
 ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
