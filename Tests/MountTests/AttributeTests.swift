@@ -86,7 +86,7 @@ final class AttributeTests: XCTestCase {
         try fx.start()
         var value = [CChar](repeating: 0, count: 16)
         XCTAssertEqual(getxattr(fx.inMount("tagged"), "user.colour", &value, value.count), 4)
-        XCTAssertEqual(String(cString: value + [0]), "blue")
+        XCTAssertEqual(String(decoding: value.prefix(4).map { UInt8(bitPattern: $0) }, as: UTF8.self), "blue")
         XCTAssertEqual(getxattr(fx.inMount("tagged"), "user.colour", nil, 0), 4)
         XCTAssertEqual(getxattr(fx.inMount("tagged"), "user.colour", &value, 2), -1)
         XCTAssertEqual(errno, ERANGE)
