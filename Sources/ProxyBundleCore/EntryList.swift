@@ -46,12 +46,14 @@ public struct EntryList: Sendable {
 
     public var isEmpty: Bool { entries.isEmpty }
 
+    /// Adds an entry. A directory whose names fill 4 GiB is listed up to there (offsets are
+    /// 32-bit); a name is at most 255 bytes.
     mutating func append(_ name: UnsafeRawBufferPointer, type: UInt8, inode: UInt64, fromUpper: Bool = false) {
-        let start = bytes.count
+        guard let start = UInt32(exactly: bytes.count), let length = UInt16(exactly: name.count),
+              bytes.count + name.count < Int(UInt32.max) else { return }
         bytes.append(contentsOf: name)
         bytes.append(0)
-        entries.append(Entry(start: UInt32(start), length: UInt16(name.count), type: type, inode: inode,
-                             fromUpper: fromUpper))
+        entries.append(Entry(start: start, length: length, type: type, inode: inode, fromUpper: fromUpper))
     }
 
     mutating func append(_ name: [UInt8], type: UInt8, inode: UInt64, fromUpper: Bool = false) {
@@ -112,16 +114,19 @@ extension EntryList {
 /// bytes to hash. Swift's `Set` spent a third of the merge seeding and finalizing its hasher.
 struct NameSet {
     private var slots: [UnsafeRawBufferPointer?]
-    private let mask: Int
-    private(set) var isEmpty = true
+    private var mask: Int
+    private var count = 0
 
-    /// A set for up to `capacity` names (then at most half full, so a free slot ends a probe).
+    /// A set sized for `capacity` names; it grows past that, staying at most half full so that
+    /// a free slot always ends a probe.
     init(capacity: Int) {
         var size = 16
         while size < capacity * 2 { size *= 2 }
         slots = Array(repeating: nil, count: size)
         mask = size - 1
     }
+
+    var isEmpty: Bool { count == 0 }
 
     mutating func insert(_ name: UnsafeRawBufferPointer) {
         var index = Self.hash(name) & mask
@@ -130,7 +135,16 @@ struct NameSet {
             index = (index + 1) & mask
         }
         slots[index] = name
-        isEmpty = false
+        count += 1
+        if count * 2 > slots.count { grow() }
+    }
+
+    private mutating func grow() {
+        let names = slots.compactMap { $0 }
+        slots = Array(repeating: nil, count: slots.count * 2)
+        mask = slots.count - 1
+        count = 0
+        for name in names { insert(name) }
     }
 
     func contains(_ name: UnsafeRawBufferPointer) -> Bool {

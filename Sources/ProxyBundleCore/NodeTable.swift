@@ -310,6 +310,11 @@ final class NodeTable: Sendable {
         }
     }
 
+    /// The directory a node's name is in (nil for a node not known).
+    func parent(of id: NodeID) -> NodeID? {
+        state.withLock { $0.nodes[id]?.parent }
+    }
+
     /// The placement of a node, also of one whose name was removed (it may still be open).
     func placement(of id: NodeID) -> Placement? {
         state.withLock { $0.nodes[id]?.placement }

@@ -11,6 +11,12 @@ extension Overlay {
         return (location.parent, location.path.lastName)
     }
 
+    /// The directory `node` is in (nil for the root or a node no longer known), without
+    /// building its path as `place(of:)` does.
+    public func parent(of node: NodeID) -> NodeID? {
+        node == rootNodeID ? nil : nodes.parent(of: node)
+    }
+
     /// Reads the subdirectory `name` of directory `parent` in each layer that has it, and the
     /// attributes of its entries, so that a walk about to list it finds them in the kernel's
     /// caches. Changes nothing, not even an access time where the daemon may avoid it, and

@@ -66,8 +66,8 @@ enum Operations {
                 }
                 info.pointee.fh = UInt64(opened.fd)
                 try server.serve(node, openAs: opened.fd, identity: (opened.device, opened.inode), info)
-                if info.pointee.flags & O_ACCMODE == O_RDONLY, let place = server.overlay.place(of: node) {
-                    server.prefetcher.noteOpen(thread: Operations.thread(req), parent: place.parent, name: place.name)
+                if info.pointee.flags & O_ACCMODE == O_RDONLY, let parent = server.overlay.parent(of: node) {
+                    server.prefetcher.noteOpen(thread: Operations.thread(req), parent: parent, node: node, fd: opened.fd)
                 }
                 return .opened(info)
             }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFuseShim
 import ProxyBundleCore
 
 /// Reads ahead, on a thread of its own, the directories a walk is about to list (and the
@@ -15,10 +16,11 @@ final class Prefetcher: @unchecked Sendable {
     private var condition = pthread_cond_t()
     private var pending: [(parent: NodeID, name: [UInt8])] = []
     private var count: UInt64 = 0
-    /// The directory each recent reader last opened a file in, and how many in a row.
-    private var opens: [(thread: pid_t, parent: NodeID, run: Int)] = []
+    /// The directory each recent reader last opened a file in, how many in a row, and whether
+    /// its files were found in the page cache already.
+    private var opens: [(thread: pid_t, parent: NodeID, run: Int, cached: Bool)] = []
     /// Files opened in turn, the newest last: the files after them are to be read ahead.
-    private var fileRequests: [(parent: NodeID, name: [UInt8])] = []
+    private var fileRequests: [(parent: NodeID, node: NodeID)] = []
     private var filesRead: UInt64 = 0
     /// The read-ahead thread's own: the directory whose files it reads ahead.
     private var order: FileOrder?
@@ -60,29 +62,34 @@ final class Prefetcher: @unchecked Sendable {
         pthread_mutex_unlock(&mutex)
     }
 
-    /// Notes that `thread` opened the file `name` of directory `parent` for reading. A program
+    /// Notes that `thread` opened the file `node` of directory `parent` for reading. A program
     /// that opens a second file in a row in one directory reads its files in turn (`cat *`,
     /// `cp -r`, `tar`, `grep -r`): the files that follow in listing order are read ahead, 16 of
     /// them, asked again every eighth open, so that 8 to 16 are always on their way. Once it
-    /// has, its first open in the next directory asks already.
-    func noteOpen(thread: pid_t, parent: NodeID, name: [UInt8]) {
+    /// has, its first open in the next directory asks already. Where the file that would ask
+    /// first (open as `fd`) is in the page cache already, the directory's files are taken to
+    /// be too, and nothing is asked for them.
+    func noteOpen(thread: pid_t, parent: NodeID, node: NodeID, fd: Int32) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
         var run = 1
+        var cached = false
         if let index = opens.firstIndex(where: { $0.thread == thread }) {
             let previous = opens[index]
             if previous.parent == parent {
                 run = previous.run + 1
+                cached = previous.cached
             } else if previous.run >= 2 {
                 // it read its last directory in turn: it starts this one as if on a second file
                 run = 2
             }
             opens.remove(at: index)
         }
-        opens.append((thread, parent, run))
+        if run == 2 { cached = pb_cached_pages(fd, UInt64(Self.fileBytes)) > 0 }
+        opens.append((thread, parent, run, cached))
         if opens.count > 16 { opens.removeFirst() }
-        guard run >= 2, (run - 2) % (Self.filesAhead / 2) == 0 else { return }
-        fileRequests.append((parent, name))
+        guard run >= 2, (run - 2) % (Self.filesAhead / 2) == 0, !cached else { return }
+        fileRequests.append((parent, node))
         if fileRequests.count > 8 { fileRequests.removeFirst() }
         pthread_cond_signal(&condition)
     }
@@ -102,7 +109,9 @@ final class Prefetcher: @unchecked Sendable {
             while pending.isEmpty && fileRequests.isEmpty { pthread_cond_wait(&condition, &mutex) }
             if let file = fileRequests.popLast() {
                 pthread_mutex_unlock(&mutex)
-                let read = readFilesAhead(after: file.name, in: file.parent)
+                // its name now (a path built for one open in eight, not for each)
+                guard let place = overlay.place(of: file.node), place.parent == file.parent else { continue }
+                let read = readFilesAhead(after: place.name, in: file.parent)
                 pthread_mutex_lock(&mutex)
                 filesRead += UInt64(read)
                 pthread_mutex_unlock(&mutex)
