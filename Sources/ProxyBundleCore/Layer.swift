@@ -39,17 +39,26 @@ public final class Layer: Sendable {
     public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0,
                      preservingAccessTime: Bool? = nil) throws(Errno) -> Int32 {
         try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
-            let flags = flags | pb_O_NOFOLLOW | pb_O_CLOEXEC
-            let preserves = preservingAccessTime ?? preservesAccessTimes
-            if preserves && flags & pb_O_PATH == 0 && flags & O_ACCMODE == O_RDONLY {
-                do throws(Errno) {
-                    return try Sys.openat2(rootFD, p, flags: flags | pb_O_NOATIME, mode: mode, resolve: Layer.resolve)
-                } catch where error.code == EPERM {
-                    // neither the owner nor CAP_FOWNER: reads may set the access time
-                }
+            try Layer.open(flags: flags | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                           preservingAccessTime: preservingAccessTime ?? preservesAccessTimes) {
+                (flags: Int32) throws(Errno) -> Int32 in
+                try Sys.openat2(rootFD, p, flags: flags, mode: mode, resolve: Layer.resolve)
             }
-            return try Sys.openat2(rootFD, p, flags: flags, mode: mode, resolve: Layer.resolve)
         }
+    }
+
+    /// Opens with `open`, given `flags` plus O_NOATIME when opened for reading and
+    /// `preservingAccessTime`, or without it where the daemon may not ask for it.
+    static func open(flags: Int32, preservingAccessTime: Bool,
+                     _ open: (Int32) throws(Errno) -> Int32) throws(Errno) -> Int32 {
+        if preservingAccessTime && flags & pb_O_PATH == 0 && flags & O_ACCMODE == O_RDONLY {
+            do throws(Errno) {
+                return try open(flags | pb_O_NOATIME)
+            } catch where error.code == EPERM {
+                // neither the owner nor CAP_FOWNER: reads may set the access time
+            }
+        }
+        return try open(flags)
     }
 
     /// Runs `body` with a descriptor of the directory `path` (O_PATH; the root's own for the root).

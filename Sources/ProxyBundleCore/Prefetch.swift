@@ -73,11 +73,12 @@ extension Overlay {
         let dirfd = entry.fromUpper ? directories.upper : directories.lower
         guard entry.type == UInt8(DT_REG), dirfd >= 0 else { return .skipped }
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
-        let fd = entries.withNames { names in
-            let fd = openat(dirfd, names.cString(entry), flags | pb_O_NOATIME)
-            return fd >= 0 || errno != EPERM ? fd : openat(dirfd, names.cString(entry), flags)
+        let opened = try? entries.withNames { (names) throws(Errno) -> Int32 in
+            try Layer.open(flags: flags, preservingAccessTime: true) { (flags: Int32) throws(Errno) -> Int32 in
+                try Sys.check { openat(dirfd, names.cString(entry), flags) }
+            }
         }
-        guard fd >= 0 else { return .skipped }
+        guard let fd = opened else { return .skipped }
         defer { Sys.close(fd) }
         if pb_cached_pages(fd, UInt64(limit)) > 0 { return .cached }
         // fails on anything but a regular file (one replaced since it was listed)
