@@ -28,10 +28,6 @@ public final class DirectoryListing: Sendable {
 
     /// The entries with their names, copied (for tests and tools, not the hot paths).
     public var named: [(name: [UInt8], item: Item)] { items.map { (name($0), $0) } }
-
-    public static func isDotOrDotDot(_ name: [UInt8]) -> Bool {
-        name == [0x2E] || name == [0x2E, 0x2E]
-    }
 }
 
 extension Overlay {

@@ -38,21 +38,6 @@ extension Overlay {
 }
 
 extension Overlay {
-    /// The visible entries of directory `node` in the order a listing gives them, for reading
-    /// its files ahead of a program that reads them in that order (nil if it cannot be listed).
-    public func entriesInListingOrder(of node: NodeID) -> (path: LayerPath, entries: EntryList)? {
-        guard let location = try? nodes.location(of: node), location.placement.isDirectory,
-              let entries = try? mergedEntries(location.path, location.placement) else { return nil }
-        return (location.path, entries)
-    }
-
-    /// Descriptors (O_PATH) of the directory at `path` in the substitution and in the main
-    /// bundle, -1 where a layer has none; the caller closes them.
-    public func layerDirectories(_ path: LayerPath) -> (upper: Int32, lower: Int32) {
-        let flags = pb_O_PATH | pb_O_DIRECTORY
-        return ((try? upper.open(path, flags: flags)) ?? -1, (try? lower.open(path, flags: flags)) ?? -1)
-    }
-
     /// What `readAhead` did with an entry.
     public enum ReadAhead {
         /// Its first `limit` bytes are on their way into the page cache.
@@ -63,19 +48,19 @@ extension Overlay {
         case skipped
     }
 
-    /// Starts reading the first `limit` bytes of `entry` (of `entries`, listed from the
-    /// directories `directories`) into the page cache unless some already are, and returns
-    /// without waiting for the disk. Only an entry listed as a regular file is opened, without
-    /// following a symlink, without waiting for a FIFO's writer and without changing an access
-    /// time where the daemon may avoid it; nothing is read into the daemon.
-    public func readAhead(_ entry: EntryList.Entry, of entries: EntryList, in directories: (upper: Int32, lower: Int32),
-                          limit: Int) -> ReadAhead {
-        let dirfd = entry.fromUpper ? directories.upper : directories.lower
-        guard entry.type == UInt8(DT_REG), dirfd >= 0 else { return .skipped }
+    /// Starts reading the first `limit` bytes of `item` of `listing` into the page cache unless
+    /// some already are, and returns without waiting for the disk. Only an item listed as a
+    /// regular file is opened, relative to the directory descriptors the listing was taken from
+    /// (a hint for the page cache, so it may follow a directory moved since), without following
+    /// a symlink, without waiting for a FIFO's writer and without changing an access time where
+    /// the daemon may avoid it; nothing is read into the daemon.
+    public func readAhead(_ item: DirectoryListing.Item, of listing: DirectoryListing, limit: Int) -> ReadAhead {
+        let dirfd = item.fromUpper ? listing.directories.upper : listing.directories.lower
+        guard item.type == UInt8(DT_REG), dirfd >= 0 else { return .skipped }
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
-        let opened = try? entries.withNames { (names) throws(Errno) -> Int32 in
+        let opened = try? listing.list.withNames { (names) throws(Errno) -> Int32 in
             try Layer.open(flags: flags, preservingAccessTime: true) { (flags: Int32) throws(Errno) -> Int32 in
-                try Sys.check { openat(dirfd, names.cString(entry), flags) }
+                try Sys.check { openat(dirfd, names.cString(item), flags) }
             }
         }
         guard let fd = opened else { return .skipped }

@@ -136,13 +136,13 @@ final class Prefetcher: @unchecked Sendable {
             found = relisted.index(of: name)
         }
         guard let index = found else { return 0 }
-        let last = min(index + Self.filesAhead, current.entries.entries.count - 1)
+        let last = min(index + Self.filesAhead, current.items.count - 1)
         let first = max(current.readThrough + 1, index + 1)
         var read = 0
         current.readThrough = max(current.readThrough, last)
         guard first <= last else { return 0 }
-        for entry in current.entries.entries[first ... last] {
-            switch overlay.readAhead(entry, of: current.entries, in: current.directories, limit: Self.fileBytes) {
+        for item in current.items[first ... last] {
+            switch overlay.readAhead(item, of: current.listing, limit: Self.fileBytes) {
             case .started:
                 read += 1
                 current.cachedInARow = 0
@@ -151,7 +151,7 @@ final class Prefetcher: @unchecked Sendable {
                 // the directory's files are in the page cache already: opening them is all
                 // reading ahead would do
                 if current.cachedInARow == 4 {
-                    current.readThrough = current.entries.entries.count
+                    current.readThrough = current.items.count
                     return read
                 }
             case .skipped:

@@ -69,24 +69,20 @@ final class PrefetchTests: OverlayTestCase {
         let before = accessTime(.main, "d/main-file")
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d").node
-        guard let listed = overlay.entriesInListingOrder(of: d) else { return XCTFail("d not listed") }
-        let directories = overlay.layerDirectories(listed.path)
-        defer { close(directories.upper); close(directories.lower) }
+        let listing = try overlay.listDirectory(d)
         var outcomes: [String: Overlay.ReadAhead] = [:]
-        for entry in listed.entries.entries {
-            outcomes[String(decoding: listed.entries.name(entry), as: UTF8.self)] =
-                overlay.readAhead(entry, of: listed.entries, in: directories, limit: 1 << 20)
+        for (name, item) in listing.named {
+            outcomes[String(decoding: name, as: UTF8.self)] = overlay.readAhead(item, of: listing, limit: 1 << 20)
         }
-        XCTAssertEqual(outcomes.keys.sorted(), ["dir", "fifo", "link", "main-file", "patch-file", "shadowed"])
+        XCTAssertEqual(outcomes.keys.sorted(), [".", "..", "dir", "fifo", "link", "main-file", "patch-file", "shadowed"])
         XCTAssertEqual(outcomes["main-file"], .started)
         XCTAssertEqual(outcomes["patch-file"], .started)
         XCTAssertEqual(outcomes["shadowed"], .started, "the substitution's file, listed from there")
-        for other in ["dir", "fifo", "link"] { XCTAssertEqual(outcomes[other], .skipped, other) }
+        for other in [".", "..", "dir", "fifo", "link"] { XCTAssertEqual(outcomes[other], .skipped, other) }
         XCTAssertEqual(accessTime(.main, "d/main-file"), before)
         // read once through the overlay: in the page cache now, nothing more to ask
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "d/main-file").node).count, 100_000)
-        guard let entry = listed.entries.entries.first(where: { listed.entries.name($0) == Array("main-file".utf8) })
-        else { return XCTFail("main-file not listed") }
-        XCTAssertEqual(overlay.readAhead(entry, of: listed.entries, in: directories, limit: 1 << 20), .cached)
+        guard let item = item(listing, "main-file") else { return XCTFail("main-file not listed") }
+        XCTAssertEqual(overlay.readAhead(item, of: listing, limit: 1 << 20), .cached)
     }
 }
