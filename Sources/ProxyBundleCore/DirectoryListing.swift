@@ -77,6 +77,8 @@ extension Overlay {
             ? try absentAsNil { () throws(Errno) -> EntryList in try lower.entries(path) } ?? EntryList()
             : EntryList()
         let numbers = shownInodes()
+        list.reserve(upperEntries.entries.count + lowerEntries.entries.count,
+                     nameBytes: upperEntries.nameBytes + lowerEntries.nameBytes)
         upperEntries.withNames { upperNames in
             // names the substitution shows or whites out: the main bundle's are not listed
             var taken = NameSet(capacity: upperEntries.entries.count)

@@ -46,6 +46,16 @@ public struct EntryList: Sendable {
 
     public var isEmpty: Bool { entries.isEmpty }
 
+    /// The bytes the names take, with their NULs.
+    var nameBytes: Int { bytes.count }
+
+    /// Makes room for `more` entries whose names take `moreBytes` bytes in all, so that a
+    /// large listing is not copied each time its buffers double.
+    mutating func reserve(_ more: Int, nameBytes moreBytes: Int) {
+        entries.reserveCapacity(entries.count + more)
+        bytes.reserveCapacity(bytes.count + moreBytes)
+    }
+
     /// Adds an entry. A directory whose names fill 4 GiB is listed up to there (offsets are
     /// 32-bit); a name is at most 255 bytes.
     mutating func append(_ name: UnsafeRawBufferPointer, type: UInt8, inode: UInt64, fromUpper: Bool = false) {

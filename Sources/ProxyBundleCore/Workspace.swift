@@ -60,6 +60,12 @@ extension Sys {
         let copy = try check { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
         _ = lseek(copy, 0, SEEK_SET)
         var result = EntryList()
+        // a directory's size bounds its names on ext4 and most disk file systems (entries of at
+        // least 12 bytes); where it does not (tmpfs, some network file systems), the buffers grow
+        if let size = try? fstat(copy).st_size, size > 4096 {
+            let bound = Int(min(size, 64 << 20))
+            result.reserve(bound / 24, nameBytes: bound)
+        }
         try readDirectory(copy) { entry, _ in
             withName(entry) { name, length in
                 let bytes = UnsafeRawBufferPointer(start: name, count: length)
