@@ -100,6 +100,16 @@ int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *ne
     return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
 }
 
+ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size) {
+    struct { uint64_t value; uint32_t size; uint32_t flags; } args = {
+        (uint64_t)(uintptr_t)value, size > 0xffffffffu ? 0xffffffffu : (uint32_t)size, 0 };
+    return syscall(464, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
+}
+
+ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size) {
+    return syscall(465, dirfd, name, AT_SYMLINK_NOFOLLOW, list, size);
+}
+
 ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len) {
     return copy_file_range(fd_in, (off_t *)off_in, fd_out, (off_t *)off_out, len, 0);
 }

@@ -69,8 +69,8 @@ final class DirectoryDescriptors: Sendable {
 /// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
 /// since directories may have been replaced on disk, and when full.
 ///
-/// Only reads of names and attributes use them: lookups, the checks before a change, and a
-/// directory's own attributes. A directory moved away behind the daemon's back (even out of
+/// Only reads of names and attributes use them: lookups, the checks before a change, a
+/// directory's own attributes, and the extended attributes of its entries. A directory moved away behind the daemon's back (even out of
 /// its layer) is still looked in until the next invalidation, as a local file system serves a
 /// directory a process has open; everything that opens, reads or changes an entry goes by its
 /// path from the layer's root, so it never follows such a move.

@@ -263,7 +263,30 @@ public final class Overlay: Sendable {
                 return value
             }
             let location = try locate(node)
+            if let value = try besideParent(location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+                try Sys.getxattr(in: dirfd, name, attribute: p)
+            }) {
+                return value
+            }
             return try layer(serving: location.placement).extendedAttribute(location.path, name: p)
+        }
+    }
+
+    /// Runs `body` with the descriptor kept for the node's directory in the layer serving the
+    /// node, and the node's name there: reading its extended attributes that way walks no path
+    /// and opens nothing (`ls -l` reads two of every file). Nil for the root, where no
+    /// descriptor is kept for the directory (its descriptors serve its lookups, see
+    /// `DirectoryCache`), and before Linux 6.13, which has no calls for it.
+    private func besideParent<T>(_ location: NodeTable.Location,
+                                 _ body: (Int32, UnsafePointer<CChar>) throws(Errno) -> T) throws(Errno) -> T? {
+        guard cachesLookups, Sys.hasAttributeCallsAt, !location.path.isRoot,
+              let parentPlacement = nodes.placement(of: location.parent),
+              let dirs = directories.cached(location.parent, parentPlacement) else { return nil }
+        let fd = location.placement.inUpper ? dirs.upper : dirs.lower
+        guard fd >= 0 else { return nil }
+        return try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> T in
+            // the descriptors stay open (referenced) while the call uses one of them
+            try withExtendedLifetime(dirs) { () throws(Errno) -> T in try body(fd, name) }
         }
     }
 
@@ -277,7 +300,13 @@ public final class Overlay: Sendable {
             all = names
         } else {
             let location = try locate(node)
-            all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+            if let names = try besideParent(location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+                try Sys.listxattr(in: dirfd, name)
+            }) {
+                all = names
+            } else {
+                all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+            }
         }
         var shown: [UInt8] = []
         for name in all.split(separator: 0) {

@@ -107,6 +107,22 @@ enum Sys {
         }
     }
 
+    /// Whether this kernel has getxattrat and listxattrat (Linux 6.13).
+    static let hasAttributeCallsAt: Bool = {
+        pb_getxattrat(AT_FDCWD, "/", "user.proxybundle.probe", nil, 0) >= 0 || errno != ENOSYS
+    }()
+
+    /// The whole value of one extended attribute of entry `name` of directory `dirfd` (not
+    /// following a symlink); needs `hasAttributeCallsAt`.
+    static func getxattr(in dirfd: Int32, _ name: UnsafePointer<CChar>, attribute: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+        try readSized { buffer, size in pb_getxattrat(dirfd, name, attribute, buffer, size) }
+    }
+
+    /// The NUL-separated attribute names of entry `name` of directory `dirfd`.
+    static func listxattr(in dirfd: Int32, _ name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
+        try readSized { buffer, size in pb_listxattrat(dirfd, name, buffer?.assumingMemoryBound(to: CChar.self), size) }
+    }
+
     /// Calls a "size query, then fill" style function until the value fits.
     private static func readSized(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(Errno) -> [UInt8] {
         while true {

@@ -104,4 +104,46 @@ final class ExtendedAttributeTests: OverlayTestCase {
         let d = try lookup(overlay, "d")
         XCTAssertEqual(try attributeNames(overlay, d.node), ["user.patch"])
     }
+    /// With lookups cached, a node's attributes are read beside it, through its directory's
+    /// kept descriptor: the node's own (a symlink's, not its target's), from the layer serving
+    /// it, and from its copy once it has one.
+    func testCachedAttributesAreTheNodesOwnFromItsLayer() throws {
+        try write(.main, "d/e/f", "f")
+        try setAttribute(.main, "d/e/f", "user.where", "main")
+        try write(.patch, "d/e/g", "g")
+        try setAttribute(.patch, "d/e/g", "user.where", "patch")
+        try write(.main, "d/e/target", "t")
+        try setAttribute(.main, "d/e/target", "trusted.where", "target")
+        try symlink(.main, "d/e/link", to: "target")
+        try setAttribute(.main, "d/e/link", "trusted.where", "link")
+        let overlay = try makeCachingOverlay()
+        let f = try lookup(overlay, "d/e/f")
+        let g = try lookup(overlay, "d/e/g")
+        let link = try lookup(overlay, "d/e/link")
+        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.where")), n("main"))
+        XCTAssertEqual(try overlay.extendedAttribute(g.node, name: n("user.where")), n("patch"))
+        XCTAssertEqual(try overlay.extendedAttribute(link.node, name: n("trusted.where")), n("link"))
+        XCTAssertEqual(try attributeNames(overlay, link.node), ["trusted.where"])
+        assertErrno(ENODATA, try overlay.extendedAttribute(f.node, name: n("user.absent")))
+
+        try overlay.setExtendedAttribute(f.node, name: n("user.added"), value: n("copy"), flags: 0)
+        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.added")), n("copy"))
+        XCTAssertEqual(try attributeNames(overlay, f.node), ["user.where", "user.added"])
+        XCTAssertEqual(try lstatOf(.main, "d/e/f").st_size, 1, "the main bundle's file is untouched")
+    }
+
+    /// Like lookups, attribute reads go through the directory's kept descriptors until the next
+    /// invalidation (see `DirectoryCache`): a directory moved behind the daemon's back is read
+    /// where it went, not looked for by its old path.
+    func testCachedAttributesAreReadThroughTheKeptDirectory() throws {
+        try write(.main, "d/f", "f")
+        try setAttribute(.main, "d/f", "user.a", "1")
+        let overlay = try makeCachingOverlay()
+        let f = try lookup(overlay, "d/f")
+        try rename(.main, "d", "moved")
+        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.a")), n("1"))
+        XCTAssertEqual(try attributeNames(overlay, f.node), ["user.a"])
+        _ = try overlay.invalidate()
+        assertErrno(ESTALE, try overlay.extendedAttribute(f.node, name: n("user.a")), "gone: its name is resolved again")
+    }
 }
