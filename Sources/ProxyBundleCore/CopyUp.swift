@@ -15,9 +15,12 @@ extension Overlay {
         if location.placement.inUpper { return location.path }
         _ = try upperDirectory(location.parent)
         let st = try lower.attributes(location.path)
-        try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
-            _ = try Sys.check { mkdirat(work, temporary, 0o700) }
-            try Sys.applyMetadata(st, to: temporary, in: work, from: nil)
+        try lower.withEntry(location.path) { (source: Int32) throws(Errno) in
+            // with its extended attributes, a default ACL among them (kernel overlayfs copies them too)
+            try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+                _ = try Sys.check { mkdirat(work, temporary, 0o700) }
+                try Sys.applyMetadata(st, to: temporary, in: work, from: source)
+            }
         }
         recordOrigin(st.st_ino, forCopyAt: location.path)
         nodes.update(node) { $0.inUpper = true }

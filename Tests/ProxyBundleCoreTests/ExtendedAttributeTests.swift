@@ -146,4 +146,20 @@ final class ExtendedAttributeTests: OverlayTestCase {
         _ = try overlay.invalidate()
         assertErrno(ESTALE, try overlay.extendedAttribute(f.node, name: n("user.a")), "gone: its name is resolved again")
     }
+    /// A main-bundle directory copied up (to make an entry in it) keeps its extended
+    /// attributes, a default ACL among them, as kernel overlayfs keeps them.
+    func testCopiedUpDirectoryKeepsItsAttributes() throws {
+        try write(.main, "d/e/f", "f")
+        try setAttribute(.main, "d", "user.dir", "outer")
+        try setAttribute(.main, "d/e", "user.dir", "inner")
+        let overlay = try makeCachingOverlay()
+        let e = try lookup(overlay, "d/e")
+        _ = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: e.node, owner: me)
+        XCTAssertEqual(try lstatOf(.patch, "d/e").st_mode & S_IFMT, S_IFDIR, "copied up")
+        let d = try lookup(overlay, "d")
+        XCTAssertEqual(try overlay.extendedAttribute(d.node, name: n("user.dir")), n("outer"))
+        XCTAssertEqual(try overlay.extendedAttribute(e.node, name: n("user.dir")), n("inner"))
+        var value = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(lgetxattr(path(.patch, "d/e"), "user.dir", &value, value.count), 5, "on the copy itself")
+    }
 }
