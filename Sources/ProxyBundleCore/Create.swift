@@ -31,6 +31,7 @@ extension Overlay {
         var (fd, made) = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
             let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
             let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
+            let entry = Overlay.masked(entry, by: owner.umask, in: dirfd)
             return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> (Int32?, stat) in
                 let fd = try Overlay.make(entry, p, in: dirfd)
                 do throws(Errno) {
@@ -84,6 +85,28 @@ extension Overlay {
             }
         }
         return nil
+    }
+
+    /// `entry` with the requester's umask applied to its mode, unless the directory `dirfd` has
+    /// a default ACL, which the file system then applies instead, as for a process creating
+    /// there itself. The kernel strips the umask before asking unless the mount enforces POSIX
+    /// ACLs (then it leaves it to the file system, here the daemon): a mode stripped already
+    /// is left as it is, without a look for the ACL.
+    static func masked(_ entry: NewEntry, by umask: mode_t, in dirfd: Int32) -> NewEntry {
+        let mode: mode_t
+        switch entry {
+        case .file(let m, _), .directory(let m), .node(let m, _): mode = m
+        case .symlink: return entry
+        }
+        let cleared = mode & ~(umask & 0o777)
+        if cleared == mode { return entry }
+        if let acl = try? Sys.getxattr(fd: dirfd, name: "system.posix_acl_default"), !acl.isEmpty { return entry }
+        switch entry {
+        case .file(_, let flags): return .file(mode: cleared, flags: flags)
+        case .directory: return .directory(mode: cleared)
+        case .node(_, let device): return .node(mode: cleared, device: device)
+        case .symlink: return entry
+        }
     }
 
     /// Removes an entry `make` made (a directory with the opaque marker it may have got).

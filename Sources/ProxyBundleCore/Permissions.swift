@@ -7,11 +7,14 @@ public struct Requester: Sendable {
     public var uid: uid_t
     public var gid: gid_t
     public var groups: [gid_t]
+    /// The requester's umask, for what it creates (see `Overlay.create`).
+    public var umask: mode_t
 
-    public init(uid: uid_t, gid: gid_t, groups: [gid_t]) {
+    public init(uid: uid_t, gid: gid_t, groups: [gid_t], umask: mode_t = 0) {
         self.uid = uid
         self.gid = gid
         self.groups = groups
+        self.umask = umask
     }
 }
 

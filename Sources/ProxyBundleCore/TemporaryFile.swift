@@ -17,6 +17,9 @@ extension Overlay {
         let work = try workspace()
         // O_EXCL: never to be named
         let opened = flags & pb_O_PASSED & ~O_TRUNC | flags & O_EXCL | pb_O_TMPFILE | pb_O_CLOEXEC
+        // made in the work directory, the file gets the requester's umask, not the default ACL
+        // a directory it is linked into may have
+        let mode = mode & ~(owner.umask & 0o777)
         let fd = try Sys.check { openat(work.fd, ".", opened, mode & 0o7777) }
         var made: stat
         do throws(Errno) {

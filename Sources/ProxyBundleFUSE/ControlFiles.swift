@@ -79,6 +79,7 @@ extension FuseServer {
             "passthrough_opens: \(opens.passthrough)",
             "stale_opens: \(opens.stale)",
             "cached_opens: \(opens.cached)",
+            "posix_acl: \(enforcesACL.withLock { $0 } ? "on" : "off")",
             "setid_bits_cleared_by: \(pb_daemon_clears_setid() != 0 ? "daemon" : "kernel")",
             "extended_attribute_reads: \(extendedAttributeReads.withLock { $0 })",
             "lookups: \(readers.lookups)",

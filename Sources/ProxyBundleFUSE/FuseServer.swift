@@ -34,6 +34,9 @@ public struct CacheTimeouts: Sendable, Equatable {
 public final class FuseServer: Sendable {
     public let overlay: Overlay
     public let timeouts: CacheTimeouts
+    /// Whether to ask the kernel to enforce POSIX ACLs (`-o noacl`: not), and whether it does.
+    let usesACL: Bool
+    let enforcesACL = Locked(false)
     let logger: Logger
     /// PROXYBUNDLE_NO_EPOCH=1 in the environment makes invalidation take the path used on
     /// kernels before 6.16 (one notification per cached name); the tests use it.
@@ -57,8 +60,9 @@ public final class FuseServer: Sendable {
     let prefetcher: Prefetcher
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
-                description: [(key: String, value: String)] = []) {
+                description: [(key: String, value: String)] = [], usesACL: Bool = false) {
         self.overlay = overlay
+        self.usesACL = usesACL
         self.prefetcher = Prefetcher(overlay: overlay)
         self.timeouts = timeouts
         self.logger = logger
@@ -121,7 +125,8 @@ public final class FuseServer: Sendable {
     /// Who made the request, without supplementary groups: the owner of what it makes.
     func owner(_ req: fuse_req_t) -> Requester {
         let context = fuse_req_ctx(req)
-        return Requester(uid: context?.pointee.uid ?? 0, gid: context?.pointee.gid ?? 0, groups: [])
+        return Requester(uid: context?.pointee.uid ?? 0, gid: context?.pointee.gid ?? 0, groups: [],
+                         umask: context?.pointee.umask ?? 0)
     }
 
     func log(failure error: Errno, in operation: StaticString) {

@@ -10,8 +10,10 @@ enum Operations {
     static func table(writable: Bool) -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, connection in
-            guard let connection else { return }
-            Capabilities.negotiate(connection)
+            guard let connection, let userdata else { return }
+            let server = Unmanaged<FuseServer>.fromOpaque(userdata).takeUnretainedValue()
+            let enforced = Capabilities.negotiate(connection, acl: server.usesACL)
+            server.enforcesACL.withLock { $0 = enforced }
         }
         ops.lookup = { req, parent, name in
             FuseServer.handle(req, "lookup") { server throws(Errno) in

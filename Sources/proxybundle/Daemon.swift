@@ -20,7 +20,8 @@ enum Daemon {
             _ = pb_set_parent_death_signal(SIGTERM)
         }
         let ready = getenv(readyVariable).flatMap { Int32(String(cString: $0)) }
-        // modes arrive from the kernel with the caller's umask already applied
+        // the caller's umask is applied by the kernel, or with POSIX ACLs by the daemon (see
+        // `Overlay.masked`), never the daemon's own
         umask(0)
         // one malloc arena for all workers: with one per worker, the cache's nodes spread over
         // several heaps, each with its own slack (after the bench's walk: 4.4 MB resident with
@@ -54,7 +55,8 @@ enum Daemon {
             throw Failure("cannot open the layers: \(error)")
         }
         let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger,
-                                description: [("main", plan.main), ("substitution", plan.substitution)])
+                                description: [("main", plan.main), ("substitution", plan.substitution)],
+                                usesACL: plan.options.acl)
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {

@@ -11,6 +11,11 @@ struct MountOptions {
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
     var readOnly = false
+    /// `acl`: the kernel enforces the layers' POSIX ACLs (see `Capabilities.acl`); by default
+    /// (`noacl`) it checks the mode bits alone, which is much faster for users who own nothing
+    /// they open (the kernel asks for the ACL of each such file, again after each change of its
+    /// attributes).
+    var acl = false
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
@@ -24,13 +29,16 @@ struct MountOptions {
     static let mountCommandFlags: Set<String> = [
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
-    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "nocache", "ro"]
+    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "nocache", "ro",
+                      "acl", "noacl"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
         attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
-        EROFS; .invalidate still works), rw (the default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
+        EROFS; .invalidate still works), rw (the default), acl (the kernel enforces the layers' \
+        POSIX ACLs and new entries inherit default ACLs, as on kernel overlayfs; slower for users who \
+        own nothing they open), noacl (the default: permissions by the mode bits alone), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
@@ -61,6 +69,8 @@ struct MountOptions {
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
         case ("rw", nil): readOnly = false
+        case ("acl", nil): acl = true
+        case ("noacl", nil): acl = false
         case (_, nil) where MountOptions.mountCommandFlags.contains(key): break
         case _ where key.hasPrefix("x-") || key == "comment": break
         case (_, nil) where MountOptions.passedFlags.contains(key): fuse.append(key)

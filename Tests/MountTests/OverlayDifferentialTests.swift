@@ -441,11 +441,12 @@ enum KernelOverlay {
 
     /// Starts the fixture's mount and a writable kernel overlay of the same main bundle (with an
     /// empty upper directory), runs `exercise` on the root of each, and returns what each gave.
-    static func onBoth(_ fx: MountFixture, _ exercise: (String) throws -> [String]) throws -> (mine: [String], theirs: [String]) {
+    static func onBoth(_ fx: MountFixture, options: [String] = [],
+                       _ exercise: (String) throws -> [String]) throws -> (mine: [String], theirs: [String]) {
         let kernel = fx.root + "/kernel"
         defer { Unmounter.force(kernel) }
         try mountWritable(fx, at: kernel, upper: fx.root + "/kernel-upper")
-        try fx.start()
+        try fx.start(options)
         return (try exercise(fx.mountpoint), try exercise(kernel))
     }
 
