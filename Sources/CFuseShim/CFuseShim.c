@@ -106,6 +106,12 @@ ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *
     return syscall(464, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
 }
 
+int pb_setxattrat(int dirfd, const char *name, const char *attribute, const void *value, size_t size) {
+    struct { uint64_t value; uint32_t size; uint32_t flags; } args = {
+        (uint64_t)(uintptr_t)value, size > 0xffffffffu ? 0xffffffffu : (uint32_t)size, 0 };
+    return (int)syscall(463, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
+}
+
 ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size) {
     return syscall(465, dirfd, name, AT_SYMLINK_NOFOLLOW, list, size);
 }

@@ -83,11 +83,24 @@ extension Overlay {
                 _ = try Sys.check { symlinkat(t, dirfd, name) }
             }
             try Sys.applyMetadata(st, to: name, in: dirfd, from: nil)
+            try copyExtendedAttributes(at: path, of: layer, to: name, in: dirfd)
         default:
             _ = try Sys.check { mknodat(dirfd, name, st.st_mode, st.st_rdev) }
             try Sys.applyMetadata(st, to: name, in: dirfd, from: nil)
+            try copyExtendedAttributes(at: path, of: layer, to: name, in: dirfd)
         }
         return try Sys.lstatat(dirfd, name).st_ino
+    }
+
+    /// Copies the extended attributes of the entry at `path` of `layer`, which is not opened
+    /// for it (see `Sys.copyExtendedAttributes`), to `name` in `dirfd`.
+    private func copyExtendedAttributes(at path: LayerPath, of layer: Layer, to name: UnsafePointer<CChar>,
+                                        in dirfd: Int32) throws(Errno) {
+        try layer.withDirectory(path.parent) { (source: Int32) throws(Errno) in
+            path.lastName.withCStringCopy { (entry: UnsafePointer<CChar>) in
+                Sys.copyExtendedAttributes(of: entry, in: source, to: name, in: dirfd)
+            }
+        }
     }
 
     /// Builds an entry under a temporary name in the work directory with `build`, then renames

@@ -123,6 +123,21 @@ enum Sys {
         try readSized { buffer, size in pb_listxattrat(dirfd, name, buffer?.assumingMemoryBound(to: CChar.self), size) }
     }
 
+    /// Copies the extended attributes of entry `name` of `sourceDir` to entry `target` of
+    /// `targetDir`, neither followed if a symlink: for the entries that cannot be opened to
+    /// copy them (a symlink, a FIFO, a device). Nothing before Linux 6.13; attributes the file
+    /// system or our privileges refuse (`user.*` on a symlink) are skipped.
+    static func copyExtendedAttributes(of name: UnsafePointer<CChar>, in sourceDir: Int32,
+                                       to target: UnsafePointer<CChar>, in targetDir: Int32) {
+        guard hasAttributeCallsAt, let names = try? listxattr(in: sourceDir, name) else { return }
+        for attribute in names.split(separator: 0) {
+            Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) in
+                guard let value = try? getxattr(in: sourceDir, name, attribute: key) else { return }
+                _ = pb_setxattrat(targetDir, target, key, value, value.count)
+            }
+        }
+    }
+
     /// Calls a "size query, then fill" style function until the value fits.
     private static func readSized(_ call: (UnsafeMutableRawPointer?, Int) -> Int) throws(Errno) -> [UInt8] {
         while true {

@@ -162,4 +162,27 @@ final class ExtendedAttributeTests: OverlayTestCase {
         var value = [UInt8](repeating: 0, count: 16)
         XCTAssertEqual(lgetxattr(path(.patch, "d/e"), "user.dir", &value, value.count), 5, "on the copy itself")
     }
+    /// A symlink or a FIFO copied up (by a change of owner) keeps its extended attributes: its
+    /// own, not its target's, as kernel overlayfs copies them.
+    func testCopiedUpSymlinkAndFIFOKeepTheirAttributes() throws {
+        try write(.main, "target", "t")
+        try setAttribute(.main, "target", "trusted.mark", "target")
+        try symlink(.main, "link", to: "target")
+        try setAttribute(.main, "link", "trusted.mark", "link")
+        XCTAssertEqual(mkfifo(path(.main, "fifo"), 0o644), 0)
+        try setAttribute(.main, "fifo", "trusted.mark", "fifo")
+        let overlay = try makeCachingOverlay()
+        var changes = Overlay.AttributeChanges()
+        changes.uid = 1234
+        for name in ["link", "fifo"] {
+            _ = try overlay.setAttributes(try lookup(overlay, name).node, changes, openFile: nil)
+            XCTAssertEqual(try lstatOf(.patch, name).st_uid, 1234, "\(name) copied up")
+        }
+        var value = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(lgetxattr(path(.patch, "link"), "trusted.mark", &value, value.count), 4)
+        XCTAssertEqual(Array(value.prefix(4)), n("link"))
+        XCTAssertEqual(lgetxattr(path(.patch, "fifo"), "trusted.mark", &value, value.count), 4)
+        XCTAssertEqual(Array(value.prefix(4)), n("fifo"))
+        XCTAssertEqual(try overlay.extendedAttribute(try lookup(overlay, "link").node, name: n("trusted.mark")), n("link"))
+    }
 }

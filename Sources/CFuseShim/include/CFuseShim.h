@@ -79,6 +79,7 @@ int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *ne
 // (getxattrat and listxattrat, Linux 6.13): -1 with errno ENOSYS before.
 ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size);
 ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size);
+int pb_setxattrat(int dirfd, const char *name, const char *attribute, const void *value, size_t size);
 ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
 int pb_fallocate(int fd, int mode, int64_t offset, int64_t length);
 extern const int pb_SEEK_DATA;
