@@ -70,10 +70,11 @@ final class DirectoryDescriptors: Sendable {
 /// since directories may have been replaced on disk, and when full.
 ///
 /// Only reads of names and attributes use them: lookups, the checks before a change, a
-/// directory's own attributes, and the extended attributes of its entries. A directory moved away behind the daemon's back (even out of
-/// its layer) is still looked in until the next invalidation, as a local file system serves a
-/// directory a process has open; everything that opens, reads or changes an entry goes by its
-/// path from the layer's root, so it never follows such a move.
+/// directory's own attributes, and the extended attributes of its entries. A directory moved
+/// away behind the daemon's back (even out of its layer) is still looked in until the next
+/// invalidation, as a local file system serves a directory a process has open; everything
+/// that opens, reads or changes an entry goes by its path from the layer's root, so it never
+/// follows such a move.
 final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
     /// Told of every directory opened here, before any name is resolved in it.

@@ -13,11 +13,12 @@ enum Capabilities {
     /// further entry one request at a time when `find`, `ls -l`, `rsync` or `git` stat them.
     static let unwanted: UInt32 = UInt32(FUSE_CAP_READDIRPLUS_AUTO)
 
-    /// POSIX ACLs: the kernel reads a file's ACL (once, then caches it) and enforces it, as
-    /// kernel overlayfs and the layers' own file system do; without it, `default_permissions`
-    /// checks the mode bits alone, refusing what a named entry grants and granting the owning
-    /// group what its entry refuses. With it, the kernel is asked to leave the umask to the
-    /// daemon, which applies it unless a default ACL applies instead (see `Overlay.masked`).
+    /// POSIX ACLs (`-o acl`): the kernel reads a file's ACL (kept until it next refreshes the
+    /// file's attributes) and enforces it, as kernel overlayfs and the layers' own file system
+    /// do; without it, `default_permissions` checks the mode bits alone, refusing what a named
+    /// entry grants and granting the owning group what its entry refuses. With it, the kernel
+    /// is asked to leave the umask to the daemon, which applies it unless a default ACL applies
+    /// instead (see `Overlay.masked`).
     static let acl: UInt32 = UInt32(FUSE_CAP_POSIX_ACL) | UInt32(FUSE_CAP_DONT_MASK)
 
     /// Sets what the daemon wants; returns whether the kernel enforces POSIX ACLs.

@@ -34,7 +34,7 @@ public struct CacheTimeouts: Sendable, Equatable {
 public final class FuseServer: Sendable {
     public let overlay: Overlay
     public let timeouts: CacheTimeouts
-    /// Whether to ask the kernel to enforce POSIX ACLs (`-o noacl`: not), and whether it does.
+    /// Whether to ask the kernel to enforce POSIX ACLs (`-o acl`), and whether it does.
     let usesACL: Bool
     let enforcesACL = Locked(false)
     let logger: Logger
