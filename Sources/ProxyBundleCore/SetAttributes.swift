@@ -88,7 +88,7 @@ extension Overlay {
 
     /// Runs `body` with a descriptor of the substitution's entry of `node` (copied up first): an
     /// O_PATH one of its path, or one open on it when every name of it was removed.
-    private func withUpperEntry<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+    func withUpperEntry<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
         if let result = try withRemovedFile(node, body) { return result }
         let path = try copyUp(node)
         return try upper.withEntry(path, body)
@@ -122,30 +122,6 @@ extension Overlay {
             }
         }
         return mode == old ? nil : mode
-    }
-
-    public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
-        if work == nil { throw Errno.readOnly }
-        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
-        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
-            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { CFuseShim.setxattr(proc, key, value, value.count, flags) }
-                }
-            }
-        }
-    }
-
-    public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
-        if work == nil { throw Errno.readOnly }
-        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
-        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
-            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { CFuseShim.removexattr(proc, key) }
-                }
-            }
-        }
     }
 
     /// fsyncdir: flushes the substitution's directory (the main bundle's is never written).

@@ -1,0 +1,98 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFuseShim
+
+/// Extended attributes: read from the layer serving a node, written to its copy in the
+/// substitution; the overlay's own (`trusted.overlay.*`, `user.overlay.*`) are neither shown
+/// nor settable.
+extension Overlay {
+    public func extendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
+        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
+        if ControlFile(node: node) != nil { throw Errno.noData }
+        return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+            // a file whose every name was removed is read through a descriptor open on it
+            if let value = try nodes.withDetachedOpenFile(of: node, { (fd: Int32, _: Placement) throws(Errno) -> [UInt8] in
+                try Sys.getxattr(fd: fd, name: p)
+            }) {
+                return value
+            }
+            let location = try locate(node)
+            if let value = try besideParent(location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+                try Sys.getxattr(in: dirfd, name, attribute: p)
+            }) {
+                return value
+            }
+            return try layer(serving: location.placement).extendedAttribute(location.path, name: p)
+        }
+    }
+
+    /// Runs `body` with the descriptor kept for the node's directory in the layer serving the
+    /// node, and the node's name there: reading its extended attributes that way walks no path
+    /// and opens nothing (`ls -l` reads two of every file). Nil for the root, where no
+    /// descriptor is kept for the directory (its descriptors serve its lookups, see
+    /// `DirectoryCache`), and before Linux 6.13, which has no calls for it.
+    private func besideParent<T>(_ location: NodeTable.Location,
+                                 _ body: (Int32, UnsafePointer<CChar>) throws(Errno) -> T) throws(Errno) -> T? {
+        guard cachesLookups, Sys.hasAttributeCallsAt, !location.path.isRoot,
+              let parentPlacement = nodes.placement(of: location.parent),
+              let dirs = directories.cached(location.parent, parentPlacement) else { return nil }
+        let fd = location.placement.inUpper ? dirs.upper : dirs.lower
+        guard fd >= 0 else { return nil }
+        return try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> T in
+            // the descriptors stay open (referenced) while the call uses one of them
+            try withExtendedLifetime(dirs) { () throws(Errno) -> T in try body(fd, name) }
+        }
+    }
+
+    /// The node's attribute names, NUL-separated, without the overlay's private ones.
+    public func extendedAttributeNames(_ node: NodeID) throws(Errno) -> [UInt8] {
+        if ControlFile(node: node) != nil { return [] }
+        let all: [UInt8]
+        if let names = try nodes.withDetachedOpenFile(of: node, { (fd: Int32, _: Placement) throws(Errno) -> [UInt8] in
+            try Sys.listxattr(fd: fd)
+        }) {
+            all = names
+        } else {
+            let location = try locate(node)
+            if let names = try besideParent(location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+                try Sys.listxattr(in: dirfd, name)
+            }) {
+                all = names
+            } else {
+                all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+            }
+        }
+        var shown: [UInt8] = []
+        for name in all.split(separator: 0) {
+            if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { continue }
+            shown.append(contentsOf: name)
+            shown.append(0)
+        }
+        return shown
+    }
+
+    public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
+        if work == nil { throw Errno.readOnly }
+        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
+        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
+            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { CFuseShim.setxattr(proc, key, value, value.count, flags) }
+                }
+            }
+        }
+    }
+
+    public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
+        if work == nil { throw Errno.readOnly }
+        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
+        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
+            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { CFuseShim.removexattr(proc, key) }
+                }
+            }
+        }
+    }
+}
