@@ -63,6 +63,22 @@ final class ACLTests: XCTestCase {
                        ["plain/file 640", "plain/dir 750", "plain/fifo 640", "shared/file 660", "shared/dir 770", "shared/fifo 660"])
     }
 
+    /// chmod of a file with an ACL sets its mask (the group bits), which limits the named
+    /// entries: the copy-up keeps the ACL and the file system rewrites it, as on kernel overlayfs.
+    func testChmodOfAFileWithAnACLSetsItsMaskAsOnKernelOverlayfs() throws {
+        let (mine, theirs) = try KernelOverlay.onBoth(fx, options: ["-o", "acl,allow_other"]) { root in
+            var answers = [try read(root + "/f", as: 12346, groups: [])]
+            guard chmod(root + "/f", 0o600) == 0 else { throw TestFailure("chmod: errno \(errno)") }
+            let st = try XCTUnwrap(Disk.lstat(root + "/f"))
+            answers.append(String(st.st_mode & 0o7777, radix: 8) + " " + attribute(root + "/f", "system.posix_acl_access"))
+            answers.append(try read(root + "/f", as: 12346, groups: []))
+            return answers
+        }
+        XCTAssertEqual(mine, theirs)
+        XCTAssertEqual(mine.first, "secret\n")
+        XCTAssertEqual(mine.last, "refused", "the mask now refuses the named user")
+    }
+
     func testAnACLSetThroughTheMountIsEnforcedAtOnceAndLandsInTheSubstitution() throws {
         try Disk.write(fx.inMain("g"), "g\n", mode: 0o600)
         try fx.start(["-o", "acl,allow_other"])
