@@ -81,7 +81,7 @@ extension Overlay {
                 if let below = lowerEntry, isDirectory(below) {
                     let child = try Sys.check { openat(dirs.upper, p, pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
                     defer { Sys.close(child) }
-                    merges = try !Whiteout.isOpaque(child)
+                    merges = try !Whiteout.isOpaque(child, named: p, in: dirs.upper)
                 }
                 return Resolved(placement: Placement(inUpper: true, inLower: merges, isDirectory: true),
                                 attributes: reported(st, inUpper: true))

@@ -70,12 +70,18 @@ public enum Whiteout {
     }
 
     /// Whether the substitution directory `dirfd` hides the main bundle's entries below it.
-    static func isOpaque(_ dirfd: Int32) throws(Errno) -> Bool {
+    /// `name` and `parent`, when given, name the same directory: its attributes are then read
+    /// beside it (`getxattrat`), walking no path through /proc.
+    static func isOpaque(_ dirfd: Int32, named name: UnsafePointer<CChar>? = nil, in parent: Int32 = -1) throws(Errno) -> Bool {
         if try exists(opaqueMarker, in: dirfd) { return true }
         for attribute in opaqueAttributes {
             let value: [UInt8]
             do {
-                value = try Sys.getxattr(fd: dirfd, name: attribute)
+                if let name, parent >= 0, Sys.hasAttributeCallsAt {
+                    value = try Sys.getxattr(in: parent, name, attribute: attribute)
+                } else {
+                    value = try Sys.getxattr(fd: dirfd, name: attribute)
+                }
             } catch let error where [ENODATA, ENOTSUP, EPERM].contains(error.code) {
                 continue
             }

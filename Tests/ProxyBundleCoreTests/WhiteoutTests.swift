@@ -199,6 +199,20 @@ final class WhiteoutTests: OverlayTestCase {
                        "only the value y makes a directory opaque", file: file, line: line)
     }
 
+    func testOpaqueAttributesOfNestedDirectoriesAreReadBesideThem() throws {
+        for attribute in Whiteout.opaqueAttributes {
+            let dir = "deep/\(attribute)/res"
+            try write(.main, dir + "/a", "a")
+            try write(.patch, dir + "/c", "c")
+            try setAttribute(.patch, dir, attribute, "y")
+        }
+        let overlay = try makeCachingOverlay()
+        for attribute in Whiteout.opaqueAttributes {
+            let res = try lookup(overlay, "deep/\(attribute)/res")
+            XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), ["c"], attribute)
+        }
+    }
+
     func testOpaqueAttributeOnTheSubstitutionRoot() throws {
         try write(.main, "a", "a")
         try write(.patch, "c", "c")
