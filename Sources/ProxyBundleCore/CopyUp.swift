@@ -229,14 +229,8 @@ extension Sys {
     }
 
     private static func copyExtendedAttributes(from source: Int32, toOpenFile target: Int32) throws(Errno) {
-        let names = (try? listxattr(fd: source)) ?? []
-        for attribute in names.split(separator: 0) {
-            try Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                guard let value = try? getxattr(fd: source, name: key) else { return }
-                // attributes the file system or our privileges refuse are skipped
-                _ = CFuseShim.fsetxattr(target, key, value, value.count, 0)
-            }
-        }
+        copyAttributes(named: (try? listxattr(fd: source)) ?? [], read: { try? getxattr(fd: source, name: $0) },
+                       write: { key, value in _ = CFuseShim.fsetxattr(target, key, value, value.count, 0) })
     }
 }
 

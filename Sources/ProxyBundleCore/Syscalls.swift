@@ -130,10 +130,18 @@ enum Sys {
     static func copyExtendedAttributes(of name: UnsafePointer<CChar>, in sourceDir: Int32,
                                        to target: UnsafePointer<CChar>, in targetDir: Int32) {
         guard hasAttributeCallsAt, let names = try? listxattr(in: sourceDir, name) else { return }
+        copyAttributes(named: names, read: { try? getxattr(in: sourceDir, name, attribute: $0) },
+                       write: { key, value in _ = pb_setxattrat(targetDir, target, key, value, value.count) })
+    }
+
+    /// Copies each attribute `names` (NUL-separated) lists that `read` can read, with `write`;
+    /// what the file system or our privileges refuse is skipped.
+    static func copyAttributes(named names: [UInt8], read: (UnsafePointer<CChar>) -> [UInt8]?,
+                               write: (UnsafePointer<CChar>, [UInt8]) -> Void) {
         for attribute in names.split(separator: 0) {
             Array(attribute).withCStringCopy { (key: UnsafePointer<CChar>) in
-                guard let value = try? getxattr(in: sourceDir, name, attribute: key) else { return }
-                _ = pb_setxattrat(targetDir, target, key, value, value.count)
+                guard let value = read(key) else { return }
+                write(key, value)
             }
         }
     }

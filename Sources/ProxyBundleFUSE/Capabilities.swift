@@ -22,7 +22,6 @@ enum Capabilities {
     static let acl: UInt32 = UInt32(FUSE_CAP_POSIX_ACL) | UInt32(FUSE_CAP_DONT_MASK)
 
     /// Sets what the daemon wants; returns whether the kernel enforces POSIX ACLs.
-    @discardableResult
     static func negotiate(_ connection: UnsafeMutablePointer<fuse_conn_info>, acl usesACL: Bool) -> Bool {
         let capable = connection.pointee.capable
         let wanted = usesACL ? wanted | acl : wanted
