@@ -190,9 +190,8 @@ layer_of() {
   fi
 }
 
-# the control files at the root (.invalidate, .stats) belong to the mount, not to the layers
-find "$mnt" -mindepth 1 \( -path "$mnt/.invalidate" -o -path "$mnt/.stats" \) -prune -o -printf '%P\0' \
-  > "$work/listing.raw" || die "listing the mount with find failed"
+# the control files at the root (.invalidate, .stats, .layers) are reached by name, never listed
+find "$mnt" -mindepth 1 -printf '%P\0' > "$work/listing.raw" || die "listing the mount with find failed"
 entries=()
 mapfile -d '' -t entries < <(LC_ALL=C sort -z "$work/listing.raw")
 

@@ -2,31 +2,37 @@
 import Glibc
 #endif
 
-/// The control files at the root of the mount. They are not in either layer and hide any
-/// entry of the same name there; they cannot be removed, renamed or linked.
+/// The control files at the root of the mount. They are in no layer and hide any entry of
+/// the same name there; they cannot be removed, renamed or linked.
 /// - `.invalidate`: writing to it (or truncating it) flushes every cache, the daemon's and
 ///   the kernel's; writing a relative path limits the flush to that subtree.
 /// - `.stats`: read-only; the cache's figures as `key: value` lines.
+/// - `.layers`: the layers, one `ROLE PATH` line each, top first; writing a list of patch
+///   directories replaces the patches.
 public enum ControlFile: CaseIterable, Sendable {
     case invalidate
     case stats
+    case layers
 
     public var name: [UInt8] {
         switch self {
         case .invalidate: ControlFile.invalidateName
         case .stats: ControlFile.statsName
+        case .layers: ControlFile.layersName
         }
     }
 
     // built once: names are compared on every lookup in the root
     private static let invalidateName = Array(".invalidate".utf8)
     private static let statsName = Array(".stats".utf8)
+    private static let layersName = Array(".layers".utf8)
 
     /// The node ID the kernel knows it by (reserved: below `NodeTable.firstNodeID`).
     public var node: NodeID {
         switch self {
         case .invalidate: 2
         case .stats: 3
+        case .layers: 4
         }
     }
 
@@ -35,7 +41,7 @@ public enum ControlFile: CaseIterable, Sendable {
 
     var mode: mode_t {
         switch self {
-        case .invalidate: S_IFREG | 0o644
+        case .invalidate, .layers: S_IFREG | 0o644
         case .stats: S_IFREG | 0o444
         }
     }
@@ -45,6 +51,7 @@ public enum ControlFile: CaseIterable, Sendable {
         switch node {
         case ControlFile.invalidate.node: self = .invalidate
         case ControlFile.stats.node: self = .stats
+        case ControlFile.layers.node: self = .layers
         default: return nil
         }
     }
@@ -56,6 +63,8 @@ public enum ControlFile: CaseIterable, Sendable {
             self = .invalidate
         } else if name == ControlFile.statsName {
             self = .stats
+        } else if name == ControlFile.layersName {
+            self = .layers
         } else {
             return nil
         }

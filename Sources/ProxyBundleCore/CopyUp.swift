@@ -3,49 +3,52 @@ import Glibc
 #endif
 import CFuseShim
 
-/// Copy-up: before the first change to a main-bundle entry, a copy of it is made in the
-/// substitution. The copy is built in the work directory (data, then mode, owner, xattrs and
-/// times) and renamed into place, so it appears complete or not at all.
+/// Copy-up: before the first change to an entry of a layer below the substitution (a patch or
+/// the main bundle), a copy of it is made in the substitution. The copy is built in the work
+/// directory (data, then mode, owner, xattrs and times) and renamed into place, so it appears
+/// complete or not at all.
 extension Overlay {
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
-    /// returns its path. A directory copied up stays merged with the main bundle's.
-    func upperDirectory(_ node: NodeID) throws(Errno) -> LayerPath {
+    /// returns its path. A directory copied up stays merged with the layers' below.
+    func substitutionDirectory(_ node: NodeID) throws(Errno) -> LayerPath {
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
-        if location.placement.inUpper { return location.path }
-        _ = try upperDirectory(location.parent)
-        let st = try lower.attributes(location.path)
-        try lower.withEntry(location.path) { (source: Int32) throws(Errno) in
+        if location.placement.inSubstitution { return location.path }
+        _ = try substitutionDirectory(location.parent)
+        let source = layer(serving: location.placement)
+        let st = try source.attributes(location.path)
+        try source.withEntry(location.path) { (fd: Int32) throws(Errno) in
             // with its extended attributes, a default ACL among them (kernel overlayfs copies them too)
             try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 _ = try Sys.check { mkdirat(work, temporary, 0o700) }
-                try Sys.applyMetadata(st, to: temporary, in: work, from: source)
+                try Sys.applyMetadata(st, to: temporary, in: work, from: fd)
             }
         }
-        recordOrigin(st.st_ino, forCopyAt: location.path)
-        nodes.update(node) { $0.inUpper = true }
+        recordOrigin(shown(st).st_ino, forCopyAt: location.path)
+        nodes.update(node) { $0.top = 0 }
         return location.path
     }
 
-    /// Copies non-directory `node` up if it lives in the main bundle; returns its path.
-    /// `withData: false` copies an empty file (for an open with O_TRUNC).
+    /// Copies non-directory `node` up if a layer below the substitution serves it; returns its
+    /// path. `withData: false` copies an empty file (for an open with O_TRUNC).
     @discardableResult
     func copyUp(_ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
         let location = try locate(node)
-        if location.placement.isDirectory { return try upperDirectory(node) }
-        if location.placement.inUpper { return location.path }
-        _ = try upperDirectory(location.parent)
-        let st = try lower.attributes(location.path)
+        if location.placement.isDirectory { return try substitutionDirectory(node) }
+        if location.placement.inSubstitution { return location.path }
+        _ = try substitutionDirectory(location.parent)
+        let source = layer(serving: location.placement)
+        let st = try source.attributes(location.path)
         var copy: ino_t = 0
         let placed = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
-            copy = try copyEntry(st, at: location.path, from: lower, to: temporary, in: work, withData: withData)
+            copy = try copyEntry(st, at: location.path, from: source, to: temporary, in: work, withData: withData)
         }
         if placed {
-            recordOrigin(st.st_ino, forCopyInode: copy)
+            recordOrigin(shown(st).st_ino, forCopyInode: copy)
         } else {
-            recordOrigin(st.st_ino, forCopyAt: location.path)  // a concurrent copy-up's
+            recordOrigin(shown(st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
         }
-        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
+        nodes.update(node) { $0 = .file(in: 0) }
         return location.path
     }
 
@@ -114,7 +117,7 @@ extension Overlay {
         return try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) -> Bool in
             do throws(Errno) {
                 try build(work.fd, tmp)
-                return try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
+                return try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
                     // a copy-up shows no change in its directory: its times are put back
                     let times = try Sys.fstat(dirfd)
                     let placed = try path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> Bool in

@@ -4,7 +4,7 @@ import Glibc
 import CFuseShim
 
 /// Creating names. A new entry is made in the substitution directory of its parent (copied
-/// up first if needed). If a whiteout hid a main-bundle entry of that name, the new entry is
+/// up first if needed). If a whiteout hid an entry of that name in a layer below, the new entry is
 /// created beside it and the whiteout removed after: the substitution's entry wins while both
 /// exist, so no moment shows neither or both. A new directory over a whiteout is made opaque
 /// first, so it starts empty.
@@ -23,12 +23,12 @@ extension Overlay {
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
         if !isWritable { throw Errno.readOnly }
-        let dirPath = try upperDirectory(parent)
+        let dirPath = try substitutionDirectory(parent)
         if (try? resolve(name, inNode: parent)) != nil { throw Errno(EEXIST) }
         // the reply describes the entry made, stat'ed through the same directory descriptor: a
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
         // reply of another file type makes the kernel fail the call with EIO
-        var (fd, made) = try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
+        var (fd, made) = try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
             let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
             let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
             let entry = Overlay.masked(entry, by: owner.umask, in: dirfd)
@@ -52,12 +52,12 @@ extension Overlay {
         }
         directories.added(name, in: parent)
         // a new inode may reuse the number of a removed copy: it shows its own
-        if hasOrigins { dropOrigin(ofUpperInode: made.st_ino) }
-        made.st_ino = shownInode(made.st_ino, inUpper: true)
+        if hasOrigins { dropOrigin(ofSubstitutionInode: made.st_ino) }
+        made = shown(made)
         let isDirectory = (made.st_mode & S_IFMT) == S_IFDIR
-        // nothing of the main bundle shows through a new entry: a name visible there was
+        // nothing of the layers below shows through a new entry: a name visible there was
         // refused above, and a new directory over a whiteout is opaque
-        let placement = Placement(inUpper: true, inLower: false, isDirectory: isDirectory)
+        let placement = Placement(top: 0, bottom: 0, isDirectory: isDirectory)
         let id = nodes.remember(parent: parent, name: name, placement: placement, kind: NodeTable.kind(of: made.st_mode),
                                 identity: UInt64(made.st_ino), resolvedAt: nil)
         if let fd { nodes.opened(id, fd: fd) }
@@ -163,10 +163,10 @@ extension Overlay {
         let location = try locate(node)
         if location.placement.isDirectory { throw Errno.notPermitted }
         let source = try copyUp(node)
-        let dirPath = try upperDirectory(newParent)
+        let dirPath = try substitutionDirectory(newParent)
         if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
-        try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-            try upper.withEntry(source) { (sourcefd: Int32) throws(Errno) in
+        try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+            try substitution.withEntry(source) { (sourcefd: Int32) throws(Errno) in
                 try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { linkat(sourcefd, "", dirfd, p, pb_AT_EMPTY_PATH) }
                 }

@@ -8,59 +8,65 @@ import CFuseShim
 /// the layer's root, and (the name being a single component, never followed) no way out of
 /// the layer. Closed when the last user lets go.
 final class DirectoryDescriptors: Sendable {
-    /// -1 where the layer has no such directory.
-    let upper: Int32
-    let lower: Int32
+    /// One per layer of the stack, -1 where the layer has no such directory or is not merged.
+    private let descriptors: [Int32]
     /// The placement the directory had when opened: a change (a copy-up) makes them outdated.
     let placement: Placement
     let isRoot: Bool
     /// The directory's names once read (kept descriptors only), to answer misses without a system call.
     let known: KnownNames?
     /// Held so the roots' descriptors stay open while in use.
-    private let layers: (upper: Layer, lower: Layer)
+    private let layers: LayerStack
 
-    init(_ path: LayerPath, _ placement: Placement, upper: Layer, lower: Layer, knowsNames: Bool = false) throws(Errno) {
+    init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, knowsNames: Bool = false) throws(Errno) {
         self.placement = placement
+        self.layers = layers
         known = knowsNames ? KnownNames() : nil
         isRoot = path.isRoot
-        layers = (upper, lower)
-        let opened = try DirectoryDescriptors.open(path, in: upper, placement.inUpper)
-        do throws(Errno) {
-            self.lower = try DirectoryDescriptors.open(path, in: lower, placement.inLower)
-        } catch {
-            if !path.isRoot && opened >= 0 { Sys.close(opened) }
-            throw error
+        var opened = [Int32](repeating: -1, count: layers.count)
+        for index in placement.layers where index < layers.count {
+            if path.isRoot {
+                opened[index] = layers[index].rootFD
+                continue
+            }
+            do throws(Errno) {
+                opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
+                    try layers[index].open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+                } ?? -1
+            } catch {
+                for fd in opened where fd >= 0 { Sys.close(fd) }
+                throw error
+            }
         }
-        self.upper = opened
+        descriptors = opened
     }
 
     deinit {
         guard !isRoot else { return }
-        if upper >= 0 { Sys.close(upper) }
-        if lower >= 0 { Sys.close(lower) }
+        for fd in descriptors where fd >= 0 { Sys.close(fd) }
     }
 
-    /// Whether every layer the placement names had the directory when it was opened (a
-    /// concurrent change or one behind the daemon's back may have taken it away).
+    /// The directory's descriptor in layer `index`, -1 when it has none.
+    subscript(index: Int) -> Int32 {
+        index < descriptors.count ? descriptors[index] : -1
+    }
+
+    /// The layers that have the directory, top first.
+    var present: [Int] { descriptors.indices.filter { descriptors[$0] >= 0 } }
+
+    /// Whether the top and bottom layers of the placement had the directory when it was opened
+    /// (a concurrent change or one behind the daemon's back may have taken it away).
     var isComplete: Bool {
-        placement.inUpper == (upper >= 0) && placement.inLower == (lower >= 0)
+        self[Int(placement.top)] >= 0 && self[Int(placement.bottom)] >= 0
     }
 
-    /// The attributes of the directory in the upper or lower layer; nil if it was not there
-    /// when opened. A method, so that these descriptors stay alive (and open) during the
-    /// call: a caller holding only a descriptor number may see the last reference go, and the
-    /// number closed or reused, before it is used.
-    func attributes(inUpper: Bool) throws(Errno) -> stat? {
-        let fd = inUpper ? upper : lower
+    /// The attributes of the directory in layer `index`; nil if it was not there when opened.
+    /// A method, so that these descriptors stay alive (and open) during the call: a caller
+    /// holding only a descriptor number may see the last reference go, and the number closed
+    /// or reused, before it is used.
+    func attributes(in index: Int) throws(Errno) -> stat? {
+        let fd = self[index]
         return fd >= 0 ? try Sys.fstat(fd) : nil
-    }
-
-    /// The directory's descriptor in `layer` (the root's own for the root); -1 when it is not
-    /// `wanted` or not there.
-    private static func open(_ path: LayerPath, in layer: Layer, _ wanted: Bool) throws(Errno) -> Int32 {
-        guard wanted else { return -1 }
-        if path.isRoot { return layer.rootFD }
-        return try absentAsNil { () throws(Errno) -> Int32 in try layer.open(path, flags: pb_O_PATH | pb_O_DIRECTORY) } ?? -1
     }
 }
 
@@ -89,18 +95,19 @@ final class DirectoryCache: Sendable {
         self.nodes = nodes
         self.knowsNames = knowsNames
     }
-    /// Two descriptors per entry at most, well below the usual limit of 1,024 open files.
-    static let limit = 256
+    /// Directories kept: 512 descriptors at most (two layers: 256 directories), well below the
+    /// usual limit of 1,024 open files.
+    static func limit(layers: Int) -> Int { max(16, 512 / max(1, layers)) }
 
     /// The descriptors of directory node `id` at `location` (fresh), opened if needed.
     /// `located` is the node table's version before `location` was computed: if names
     /// changed since, the path may have led to another directory (a rename of an ancestor),
     /// so what it opened serves this once but is neither kept nor watched for the node; so do
     /// descriptors that miss a layer the placement names.
-    func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64, upper: Layer,
-                     lower: Layer) throws(Errno) -> DirectoryDescriptors {
+    func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64,
+                     layers: LayerStack) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
-        let opened = try DirectoryDescriptors(location.path, location.placement, upper: upper, lower: lower,
+        let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
                                               knowsNames: knowsNames && nodes.version == located)
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
@@ -109,7 +116,7 @@ final class DirectoryCache: Sendable {
         // checked again under the lock that `removeAll` takes, after a change bumped the version
         let kept = entries.withLock { entries -> Bool in
             guard nodes.version == located else { return false }
-            if entries.count >= DirectoryCache.limit { entries.removeAll(keepingCapacity: true) }
+            if entries.count >= DirectoryCache.limit(layers: layers.count) { entries.removeAll(keepingCapacity: true) }
             entries[id] = opened
             return true
         }

@@ -37,14 +37,14 @@ extension Overlay {
         guard try locate(node).placement.isDirectory else { throw Errno.notDirectory }
     }
 
-    /// The visible entries of directory `node`: "." and "..", then the substitution's entries,
-    /// then the main bundle's entries that are neither shadowed nor whited out. Each name once.
+    /// The visible entries of directory `node`: "." and "..", then each layer's entries that no
+    /// layer above shadows or whites out, top layer first. Each name once.
     public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {
         if ControlFile(node: node) != nil { throw Errno.notDirectory }
         let version = nodes.version
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
-        let directories = try self.directories.descriptors(node, location, located: version, upper: upper, lower: lower)
+        let directories = try self.directories.descriptors(node, location, located: version, layers: layers)
         let own = try attributes(at: location.path, location.placement)
         let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
         var list = EntryList()
@@ -52,59 +52,70 @@ extension Overlay {
         list.append([0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode))
         try mergeEntries(location.path, location.placement, into: &list)
         if node == rootNodeID {
-            // the control files hide any entry of their name in the layers
+            // the control files hide any entry of their name in the layers, and are not listed
+            // themselves: a listing shows exactly the bundle (backups, manifests and signature
+            // checks count its files); they are reached by name
             let controls = ControlFile.allCases
             list.filter { _, name in !controls.contains { $0.name.elementsEqual(name) } }
-            for control in controls { list.append(control.name, type: UInt8(DT_REG), inode: UInt64(control.inode)) }
         }
         return DirectoryListing(node: node, list: list, directories: directories, version: version)
     }
 
-    /// The visible entries of the directory at `path` (without "." and ".."): the
-    /// substitution's, then the main bundle's that are neither shadowed nor whited out.
+    /// The visible entries of the directory at `path` (without "." and ".."), top layer first.
     func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> EntryList {
         var list = EntryList()
         try mergeEntries(path, placement, into: &list)
         return list
     }
 
-    /// Appends the visible entries of the directory at `path` to `list`.
+    /// Appends the visible entries of the directory at `path` to `list`: each merged layer's
+    /// entries whose names no layer above has or whites out, down to a layer where the
+    /// directory is opaque.
     private func mergeEntries(_ path: LayerPath, _ placement: Placement, into list: inout EntryList) throws(Errno) {
-        let upperEntries = placement.inUpper
-            ? try absentAsNil { () throws(Errno) -> EntryList in try upper.entries(path) } ?? EntryList()
-            : EntryList()
-        let lowerEntries = placement.inLower
-            ? try absentAsNil { () throws(Errno) -> EntryList in try lower.entries(path) } ?? EntryList()
-            : EntryList()
+        let stack = layers
+        var read: [EntryList] = []
+        for index in placement.layers where index < stack.count {
+            read.append(try absentAsNil { () throws(Errno) -> EntryList in try stack[index].entries(path) } ?? EntryList())
+        }
         let numbers = shownInodes()
-        list.reserve(upperEntries.entries.count + lowerEntries.entries.count,
-                     nameBytes: upperEntries.nameBytes + lowerEntries.nameBytes)
-        upperEntries.withNames { upperNames in
-            // names the substitution shows or whites out: the main bundle's are not listed
-            var taken = NameSet(capacity: upperEntries.entries.count)
+        list.reserve(read.reduce(0) { $0 + $1.entries.count }, nameBytes: read.reduce(0) { $0 + $1.nameBytes })
+        // names shown or whited out by the layers merged so far: none below shows them
+        var taken = NameSet(capacity: read.dropLast().reduce(0) { $0 + $1.entries.count })
+        Overlay.merge(read[...], first: Int(placement.top), devices: stack.layers.map(\.device), numbers,
+                      taken: &taken, into: &list)
+    }
+
+    /// Merges `lists` (the layers' entries from layer `first` down) into `list`. Recursive, so
+    /// that every layer's names stay in place while the layers below are merged: `taken`
+    /// points into them.
+    private static func merge(_ lists: ArraySlice<EntryList>, first: Int, devices: [UInt64], _ numbers: ShownInodes,
+                              taken: inout NameSet, into list: inout EntryList) {
+        guard let layerList = lists.first else { return }
+        let device = devices[first]
+        layerList.withNames { names in
             var opaque = false
-            for entry in upperEntries.entries {
-                let name = upperNames.name(entry)
+            for entry in layerList.entries {
+                let name = names.name(entry)
+                if entry.isWhiteoutDevice || Whiteout.hasPrefix(name) {
+                    if name.elementsEqual(Whiteout.opaqueMarker) { opaque = true }
+                    continue
+                }
+                if !taken.isEmpty && taken.contains(name) { continue }
+                list.append(name, type: entry.type, inode: UInt64(numbers.number(ino_t(entry.inode), device: device)),
+                            layer: first)
+            }
+            if opaque || lists.count == 1 { return }
+            for entry in layerList.entries {
+                let name = names.name(entry)
                 if entry.isWhiteoutDevice {
                     taken.insert(name)
                 } else if Whiteout.hasPrefix(name) {
-                    if name.elementsEqual(Whiteout.opaqueMarker) { opaque = true }
                     if let hidden = Whiteout.hiddenName(name) { taken.insert(hidden) }
                 } else {
                     taken.insert(name)
-                    list.append(name, type: entry.type, inode: UInt64(numbers.number(ino_t(entry.inode), inUpper: true)),
-                                fromUpper: true)
                 }
             }
-            if opaque { return }
-            lowerEntries.withNames { lowerNames in
-                for entry in lowerEntries.entries {
-                    let name = lowerNames.name(entry)
-                    if entry.isWhiteoutDevice || Whiteout.hasPrefix(name) { continue }
-                    if !taken.isEmpty && taken.contains(name) { continue }
-                    list.append(name, type: entry.type, inode: UInt64(numbers.number(ino_t(entry.inode), inUpper: false)))
-                }
-            }
+            merge(lists.dropFirst(), first: first + 1, devices: devices, numbers, taken: &taken, into: &list)
         }
     }
 }

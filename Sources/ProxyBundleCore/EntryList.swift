@@ -10,27 +10,26 @@ public struct EntryList: Sendable {
         /// The inode number: in the layer's file system for a layer's entries, as the mount
         /// reports it for a merged listing.
         public var inode: UInt64
-        /// Where the name starts in the buffer, and its length in bytes.
+        /// Where the name starts in the buffer, and its length in bytes (at most 255).
         let start: UInt32
-        public let length: UInt16
+        public let length: UInt8
+        /// The layer the entry was read from: in a merged listing, the highest layer that has
+        /// the name (no layer above it has the name or a whiteout for it).
+        public var layer: UInt8
         /// A `d_type` value.
         public var type: UInt8
         private var flags: UInt8
 
-        init(start: UInt32, length: UInt16, type: UInt8, inode: UInt64, fromUpper: Bool) {
+        init(start: UInt32, length: UInt8, type: UInt8, inode: UInt64, layer: UInt8) {
             self.inode = inode
             self.start = start
             self.length = length
             self.type = type
-            self.flags = fromUpper ? Self.fromUpperFlag : 0
+            self.layer = layer
+            self.flags = 0
         }
 
-        private static let fromUpperFlag: UInt8 = 1
-        private static let whiteoutDeviceFlag: UInt8 = 2
-
-        /// Whether the entry was read from the substitution (else from the main bundle, where
-        /// the substitution had neither the name nor a whiteout for it).
-        var fromUpper: Bool { flags & Self.fromUpperFlag != 0 }
+        private static let whiteoutDeviceFlag: UInt8 = 1
 
         /// Whether a layer's entry is a whiteout device (character device 0/0).
         var isWhiteoutDevice: Bool {
@@ -57,17 +56,18 @@ public struct EntryList: Sendable {
     }
 
     /// Adds an entry. A directory whose names fill 4 GiB is listed up to there (offsets are
-    /// 32-bit); a name is at most 255 bytes.
-    mutating func append(_ name: UnsafeRawBufferPointer, type: UInt8, inode: UInt64, fromUpper: Bool = false) {
-        guard let start = UInt32(exactly: bytes.count), let length = UInt16(exactly: name.count),
+    /// 32-bit); a name is at most 255 bytes (NAME_MAX: a longer one is not listed).
+    mutating func append(_ name: UnsafeRawBufferPointer, type: UInt8, inode: UInt64, layer: Int = 0) {
+        guard let start = UInt32(exactly: bytes.count), let length = UInt8(exactly: name.count),
               bytes.count + name.count < Int(UInt32.max) else { return }
         bytes.append(contentsOf: name)
         bytes.append(0)
-        entries.append(Entry(start: start, length: length, type: type, inode: inode, fromUpper: fromUpper))
+        entries.append(Entry(start: start, length: length, type: type, inode: inode,
+                             layer: UInt8(truncatingIfNeeded: layer)))
     }
 
-    mutating func append(_ name: [UInt8], type: UInt8, inode: UInt64, fromUpper: Bool = false) {
-        name.withUnsafeBytes { append($0, type: type, inode: inode, fromUpper: fromUpper) }
+    mutating func append(_ name: [UInt8], type: UInt8, inode: UInt64, layer: Int = 0) {
+        name.withUnsafeBytes { append($0, type: type, inode: inode, layer: layer) }
     }
 
     /// Replaces the entry at `index` (its name stays).

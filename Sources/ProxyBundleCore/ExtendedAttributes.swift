@@ -37,7 +37,7 @@ extension Overlay {
         guard cachesLookups, Sys.hasAttributeCallsAt, !location.path.isRoot,
               let parentPlacement = nodes.placement(of: location.parent),
               let dirs = directories.cached(location.parent, parentPlacement) else { return nil }
-        let fd = location.placement.inUpper ? dirs.upper : dirs.lower
+        let fd = dirs[Int(location.placement.top)]
         guard fd >= 0 else { return nil }
         return try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> T in
             // the descriptors stay open (referenced) while the call uses one of them
@@ -75,7 +75,7 @@ extension Overlay {
     public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
         if work == nil { throw Errno.readOnly }
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
-        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
+        try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CFuseShim.setxattr(proc, key, value, value.count, flags) }
@@ -87,7 +87,7 @@ extension Overlay {
     public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
         if work == nil { throw Errno.readOnly }
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
-        try withUpperEntry(node) { (fd: Int32) throws(Errno) in
+        try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CFuseShim.removexattr(proc, key) }

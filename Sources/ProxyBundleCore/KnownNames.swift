@@ -28,16 +28,16 @@ final class KnownNames: Sendable {
         return state.withLock { $0.hashes?.contains(hash) ?? true }
     }
 
-    /// A name looked for in vain in the directory open as `upper` and `lower` (-1 where a
-    /// layer does not have it); on the last miss allowed, the names of both are read.
-    func missed(upper: Int32, lower: Int32) {
+    /// A name looked for in vain in the directory open as `dirs`; on the last miss allowed,
+    /// the names of every layer it has are read.
+    func missed(_ dirs: DirectoryDescriptors) {
         state.withLock { s in
             guard s.hashes == nil, s.misses < KnownNames.missesBeforeReading else { return }
             s.misses += 1
             guard s.misses == KnownNames.missesBeforeReading else { return }
             var hashes = Set<Int>()
-            for fd in [upper, lower] where fd >= 0 {
-                guard (try? KnownNames.read(fd, into: &hashes)) != nil else { return }
+            for layer in dirs.present {
+                guard (try? KnownNames.read(dirs[layer], into: &hashes)) != nil else { return }
             }
             s.hashes = hashes
         }

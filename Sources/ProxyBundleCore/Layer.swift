@@ -9,6 +9,10 @@ import CFuseShim
 public final class Layer: Sendable {
     public let rootFD: Int32
     public let device: UInt64
+    /// The root directory's inode number: with `device`, which directory the layer is.
+    public let inode: UInt64
+    /// The path the layer was opened at, as given: for people (`.layers`, `.stats`, `which`).
+    public let path: String
     /// Whether reads leave access times alone (`O_NOATIME`, where the daemon may use it): the
     /// main bundle's, which nothing changes, not even reading it.
     let preservesAccessTimes: Bool
@@ -18,6 +22,7 @@ public final class Layer: Sendable {
     /// Opens the layer's root. `path` is the user's argument and may itself contain symlinks.
     public init(path: String, preservesAccessTimes: Bool = false) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
+        self.path = path
         let fd = try Sys.check { Glibc.open(path, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) }
         let st: stat
         do throws(Errno) {
@@ -27,6 +32,7 @@ public final class Layer: Sendable {
             throw error
         }
         device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
         rootFD = fd
     }
 
@@ -124,6 +130,14 @@ public final class Layer: Sendable {
             }
         }
         return result
+    }
+
+    /// Where the root is now, with every symlink resolved (nil if it cannot be told).
+    public var canonicalPath: String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/fd/\(rootFD)", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     public func fileSystemStatistics() throws(Errno) -> statvfs {

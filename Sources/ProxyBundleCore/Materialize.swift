@@ -5,17 +5,18 @@ import CFuseShim
 
 /// Materializing a directory: its whole visible tree is copied into one opaque directory of
 /// the substitution, which then holds everything the name shows. Renaming (or exchanging) a
-/// directory with main-bundle content does this first, so the move itself happens within the
-/// substitution and is portable (no overlayfs redirect). Cost: a copy of every main-bundle
-/// file of the tree; the substitution's own files are hard-linked into the copy.
+/// directory with content in the layers below the substitution does this first, so the move
+/// itself happens within the substitution and is portable (no overlayfs redirect). Cost: a
+/// copy of every file of the tree served by a patch or the main bundle; the substitution's own
+/// files are hard-linked into the copy.
 extension Overlay {
-    /// Materializes directory `node` (nothing to do unless it merges main-bundle content). The
+    /// Materializes directory `node` (nothing to do unless it reaches below the substitution). The
     /// copy is built in the work directory and exchanged with the substitution's directory in
     /// one step, so a crash leaves the old state or the new one.
     func materialize(_ node: NodeID) throws(Errno) {
         let location = try locate(node)
-        guard location.placement.isDirectory, location.placement.inLower, node != rootNodeID else { return }
-        let parentPath = try upperDirectory(location.parent)
+        guard location.placement.isDirectory, location.placement.reachesBelowSubstitution, node != rootNodeID else { return }
+        let parentPath = try substitutionDirectory(location.parent)
         let shown = try attributes(at: location.path, location.placement).st_ino
         let work = try workspace()
         let temporary = work.temporaryName()
@@ -31,9 +32,9 @@ extension Overlay {
                 let source = try serving.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
                 defer { Sys.close(source) }
                 try Sys.applyMetadata(try serving.attributes(location.path), to: tmp, in: work.fd, from: source)
-                try upper.withDirectory(parentPath) { (dirfd: Int32) throws(Errno) in
+                try substitution.withDirectory(parentPath) { (dirfd: Int32) throws(Errno) in
                     try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
-                        let flags = location.placement.inUpper ? pb_RENAME_EXCHANGE : pb_RENAME_NOREPLACE
+                        let flags = location.placement.inSubstitution ? pb_RENAME_EXCHANGE : pb_RENAME_NOREPLACE
                         _ = try Sys.check { pb_renameat2(work.fd, tmp, dirfd, name, flags) }
                     }
                 }
@@ -44,8 +45,8 @@ extension Overlay {
         }
         // after an exchange the substitution's old directory is in the work directory
         try? Workspace.removeTree(temporary, in: work.fd)
-        if let copy = try? upper.attributes(location.path) { recordShown(shown, forUpperInode: copy.st_ino) }
-        nodes.update(node) { $0.inUpper = true; $0.inLower = false }
+        if let copy = try? substitution.attributes(location.path) { recordOrigin(shown, forCopyInode: copy.st_ino) }
+        nodes.update(node) { $0 = Placement(top: 0, bottom: 0, isDirectory: true) }
         nodes.markStale(under: node)
         // the substitution's directories beneath were replaced by copies, while their nodes
         // keep their placement: their descriptors would lead into the removed originals
@@ -54,24 +55,25 @@ extension Overlay {
 
     private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
         let list = try mergedEntries(path, placement)
+        let dirs = try DirectoryDescriptors(path, placement, layers: layers)
         for item in list.entries {
             let itemName = list.name(item)
-            let child = try resolve(itemName, in: path, placement)
+            let child = try resolve(itemName, in: dirs)
             let childPath = path.appending(itemName)
             let serving = layer(serving: child.placement)
             let st = try serving.attributes(childPath)
             try itemName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
-                if !child.placement.isDirectory && child.placement.inUpper {
+                if !child.placement.isDirectory && child.placement.inSubstitution {
                     // the substitution's own files are linked, not copied: they keep their
                     // inode (hard links, open descriptors, inode numbers stay right)
-                    return try upper.withDirectory(path) { (source: Int32) throws(Errno) in
+                    return try substitution.withDirectory(path) { (source: Int32) throws(Errno) in
                         _ = try Sys.check { linkat(source, name, dirfd, name, 0) }
                     }
                 }
                 // the copy keeps showing the number the entry had
-                let shown = shownInode(st.st_ino, inUpper: child.placement.inUpper)
+                let shown = self.shown(st).st_ino
                 guard child.placement.isDirectory else {
-                    recordShown(shown, forUpperInode: try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd))
+                    recordOrigin(shown, forCopyInode: try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd))
                     return
                 }
                 _ = try Sys.check { mkdirat(dirfd, name, 0o700) }
@@ -82,7 +84,7 @@ extension Overlay {
                 let source = try serving.open(childPath, flags: O_RDONLY | pb_O_DIRECTORY)
                 defer { Sys.close(source) }
                 try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
-                recordShown(shown, forUpperInode: try Sys.fstat(sub).st_ino)
+                recordOrigin(shown, forCopyInode: try Sys.fstat(sub).st_ino)
             }
         }
     }

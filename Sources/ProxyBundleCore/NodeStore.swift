@@ -14,7 +14,7 @@ struct NodeStore {
     }
 
     static let pageSize = 256
-    static let empty = NodeTable.Node(parent: 0, name: [], lookups: 0, placement: Placement(inUpper: false, inLower: false, isDirectory: false))
+    static let empty = NodeTable.Node(parent: 0, name: [], lookups: 0, placement: .file(in: 0))
 
     private var pages: [NodeID: Page] = [:]
     private(set) var count = 0

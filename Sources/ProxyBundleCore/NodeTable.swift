@@ -7,22 +7,6 @@ public typealias NodeID = UInt64
 
 public let rootNodeID: NodeID = 1
 
-/// Which layers hold a node's entry. A non-directory lives in exactly one layer; a directory
-/// may be merged from both.
-public struct Placement: Equatable, Sendable {
-    /// The substitution has an entry at this path, and it serves the node's attributes.
-    public var inUpper: Bool
-    /// The main bundle's entry at this path is visible (for a directory: merged in).
-    public var inLower: Bool
-    public var isDirectory: Bool
-
-    public init(inUpper: Bool, inLower: Bool, isDirectory: Bool) {
-        self.inUpper = inUpper
-        self.inLower = inLower
-        self.isDirectory = isDirectory
-    }
-}
-
 /// The nodes the kernel knows about: each has a parent and a name, so its path is computed
 /// from the chain, and a lookup count the kernel decrements with FORGET. The table is also the
 /// daemon's lookup cache: a fresh node's placement answers a lookup of its name without
@@ -213,7 +197,7 @@ final class NodeTable: Sendable {
             s.absent.remove(key)
             if resolvedAt == nil { s.version &+= 1 }
             let current = resolvedAt == nil || resolvedAt == s.version
-            let shared = current && placement.inUpper && !placement.isDirectory && linkCount > 1 && identity != 0
+            let shared = current && placement.inSubstitution && !placement.isDirectory && linkCount > 1 && identity != 0
             if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
             let hash = ChildIndex.hash(parent, name)
             if let id = s.child(key, hash: hash), var node = s.nodes[id] {
@@ -245,7 +229,7 @@ final class NodeTable: Sendable {
     /// more kernel reference), if the table has one.
     private static func linkedNode(_ identity: UInt64, kind: UInt8, for key: ChildKey, in s: inout State) -> NodeID? {
         guard let id = s.linked[identity] else { return nil }
-        guard var node = s.nodes[id], node.identity == identity, node.kind == kind, node.placement.inUpper,
+        guard var node = s.nodes[id], node.identity == identity, node.kind == kind, node.placement.inSubstitution,
               !node.placement.isDirectory else {
             s.linked[identity] = nil
             return nil
@@ -366,7 +350,7 @@ final class NodeTable: Sendable {
             s.absent.remove(key)
             guard let node = s.nodes[id] else { return }
             s.nodes[id]?.addLookup()
-            if node.identity != 0 && node.placement.inUpper && !node.placement.isDirectory { s.linked[node.identity] = id }
+            if node.identity != 0 && node.placement.inSubstitution && !node.placement.isDirectory { s.linked[node.identity] = id }
             if s.child(key) != id { NodeTable.attach(key, to: id, node, in: &s) }
         }
     }

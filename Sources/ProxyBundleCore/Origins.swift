@@ -8,7 +8,7 @@ import Glibc
 /// kept per substitution inode, for as long as the daemon runs (not across a remount), whether
 /// or not the kernel still knows the node.
 ///
-/// The numbers belong to the substitution layer (`Overlay.Top`): a swapped substitution
+/// The numbers belong to the substitution layer (`Overlay.Stack`): a swapped substitution
 /// starts without any. A number is dropped when the daemon removes the copy's last link or creates an entry that
 /// got the same substitution inode (a reused number). A copy deleted directly in the
 /// substitution leaves its number behind until the inode is reused through the mount.
@@ -33,47 +33,57 @@ struct Origins: Sendable {
 }
 
 extension Overlay {
-    /// The inode number shown for `ino` of the substitution (`inUpper`) or the main bundle.
-    func shownInode(_ ino: ino_t, inUpper: Bool) -> ino_t {
-        shownInodes().number(ino, inUpper: inUpper)
+    /// `st` with the inode number the mount shows for it (see `InodeNumbers`, `Origins`).
+    func shown(_ st: stat) -> stat {
+        var result = st
+        result.st_ino = shownInodes().number(st)
+        return result
     }
 
     /// The numbering as it is now, to number many entries under one lock (a listing).
     func shownInodes() -> ShownInodes {
-        top.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins) }
+        stack.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins, substitution: $0.layers.substitution.device) }
     }
 
     struct ShownInodes {
         let inodes: InodeNumbers
         let origins: Origins
+        /// The substitution's file system: only its inodes can be copies.
+        let substitution: UInt64
 
-        func number(_ ino: ino_t, inUpper: Bool) -> ino_t {
-            let number = inodes.number(ino, inUpper: inUpper)
-            guard inUpper, let origin = origins.number(for: UInt64(number)) else { return number }
+        func number(_ st: stat) -> ino_t {
+            number(st.st_ino, device: UInt64(st.st_dev))
+        }
+
+        func number(_ ino: ino_t, device: UInt64) -> ino_t {
+            let number = inodes.number(ino, device: device)
+            guard device == substitution, let origin = origins.number(for: UInt64(number)) else { return number }
             return ino_t(origin)
         }
     }
 
-    var hasOrigins: Bool { top.withLock { !$0.origins.isEmpty } }
+    var hasOrigins: Bool { stack.withLock { !$0.origins.isEmpty } }
 
-    /// The copy at `path` of the substitution shows `origin` (a main-bundle entry's own number).
+    /// The copy at `path` of the substitution shows `origin` (the number the mount showed for
+    /// the entry copied).
     func recordOrigin(_ origin: ino_t, forCopyAt path: LayerPath) {
-        guard let st = try? upper.attributes(path) else { return }
+        guard let st = try? substitution.attributes(path) else { return }
         recordOrigin(origin, forCopyInode: st.st_ino)
     }
 
-    /// The same, for the substitution's inode `copy` (a rename keeps a file's inode).
-    func recordOrigin(_ origin: ino_t, forCopyInode copy: ino_t) {
-        recordShown(inodes.number(origin, inUpper: false), forUpperInode: copy)
-    }
-
-    /// The substitution's inode `ino` shows `shown` (a number as the mount reported it).
-    func recordShown(_ shown: ino_t, forUpperInode ino: ino_t) {
-        top.withLock { $0.origins.record(UInt64(shown), for: UInt64($0.inodes.number(ino, inUpper: true))) }
+    /// The substitution's inode `copy` shows `shown` (a number as the mount reported it; a
+    /// rename keeps a file's inode).
+    func recordOrigin(_ shown: ino_t, forCopyInode copy: ino_t) {
+        stack.withLock { s in
+            let number = s.inodes.number(copy, device: s.layers.substitution.device)
+            s.origins.record(UInt64(shown), for: UInt64(number))
+        }
     }
 
     /// The substitution's inode `ino` is new or gone: it shows its own number again.
-    func dropOrigin(ofUpperInode ino: ino_t) {
-        top.withLock { $0.origins.drop(UInt64($0.inodes.number(ino, inUpper: true))) }
+    func dropOrigin(ofSubstitutionInode ino: ino_t) {
+        stack.withLock { s in
+            s.origins.drop(UInt64(s.inodes.number(ino, device: s.layers.substitution.device)))
+        }
     }
 }

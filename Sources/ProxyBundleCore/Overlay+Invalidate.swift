@@ -25,8 +25,7 @@ extension Overlay {
     public func invalidate(subtree: [UInt8]? = nil, listingNames: Bool = true) throws(Errno) -> Invalidation {
         let swapped = try reopenSubstitutionIfSwapped()
         let names = swapped ? nil : try subtree.flatMap(Overlay.pathNames)
-        let rootOpaque = try Whiteout.isOpaque(upper.rootFD)
-        let root = Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true)
+        let root = try layers.rootPlacement()
         defer {
             directories.removeAll()
             var now = timespec()
@@ -43,6 +42,19 @@ extension Overlay {
         return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
     }
 
+    /// Forgets everything cached (after the layers changed): every node is resolved again,
+    /// and every directory watched anew.
+    func invalidateEverything(listingNames: Bool) throws(Errno) -> Invalidation {
+        let root = try layers.rootPlacement()
+        let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
+        watch.restart()
+        directories.removeAll()
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        controlTime.withLock { $0 = now }
+        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
+    }
+
     /// The names of a relative path as written to `.invalidate`; nil for the whole tree.
     static func pathNames(_ text: [UInt8]) throws(Errno) -> [[UInt8]]? {
         let names = text.split(separator: UInt8(ascii: "/")).map(Array.init).filter { $0 != [0x2E] }
@@ -55,9 +67,9 @@ extension Overlay {
         guard let path = substitutionPath else { return false }
         var onDisk = stat()
         guard stat(path, &onDisk) == 0 else { return false }  // gone for now: keep serving the one we have
-        let open = try Sys.fstat(upper.rootFD)
+        let open = try Sys.fstat(substitution.rootFD)
         if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return false }
-        try replaceUpper(try Layer(path: path))
+        try replaceSubstitution(try Layer(path: path))
         return true
     }
 

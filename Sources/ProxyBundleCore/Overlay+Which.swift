@@ -5,25 +5,28 @@ import Glibc
 /// Which layer serves a path of the merged view (for `proxybundle which`).
 public struct Serving: Equatable, Sendable {
     public enum Source: Equatable, Sendable {
-        /// The substitution's entry (a file, or a directory that hides the main bundle's).
-        case substitution
-        /// The main bundle's entry.
-        case main
-        /// A directory present in both layers, merged.
+        /// One layer's entry (`places` has that layer).
+        case layer
+        /// A directory merged from several layers (`places` has each of them, top first).
         case merged
-        /// Hidden by a whiteout (`path` is the whiteout, in the substitution).
+        /// Hidden by a whiteout (`places` has the whiteout: a `.wh.` file or a 0/0 device).
         case whiteout
-        /// Hidden because the substitution's directory `path` is opaque.
+        /// Hidden because a directory on the way is opaque (`places` has that directory).
         case opaqueDirectory
-        /// One of the mount's control files (`.invalidate`, `.stats`).
+        /// One of the mount's control files (`.invalidate`, `.stats`, `.layers`).
         case control
-        /// In neither layer.
+        /// In no layer.
         case missing
     }
 
+    /// A path in a layer (relative to its root).
+    public struct Place: Equatable, Sendable {
+        public var layer: Int
+        public var path: LayerPath
+    }
+
     public var source: Source
-    /// The backing path, relative to the layer's root (for `merged`: in both layers).
-    public var path: LayerPath
+    public var places: [Place]
 }
 
 extension Overlay {
@@ -40,7 +43,7 @@ extension Overlay {
             case .found(let entry):
                 if ControlFile(node: entry.node) != nil {
                     guard index == names.count - 1 else { throw Errno.notDirectory }
-                    return Serving(source: .control, path: LayerPath(bytes: name))
+                    return Serving(source: .control, places: [])
                 }
                 node = entry.node
             case .absent:
@@ -49,22 +52,35 @@ extension Overlay {
             }
         }
         let location = try locate(node)
-        let placement = location.placement
-        let source: Serving.Source = placement.inUpper ? (placement.inLower ? .merged : .substitution) : .main
-        return Serving(source: source, path: location.path)
+        guard location.placement.isDirectory else {
+            return Serving(source: .layer, places: [Serving.Place(layer: Int(location.placement.top), path: location.path)])
+        }
+        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: layers)
+        let places = dirs.present.map { Serving.Place(layer: $0, path: location.path) }
+        return Serving(source: places.count > 1 ? .merged : .layer, places: places)
     }
 
-    /// Why `name` is not found in directory `parent`: a whiteout, an opaque directory, or not there.
+    /// Why `name` is not found in directory `parent`: a whiteout in a layer it merges, a layer
+    /// below that it does not merge because it is opaque there, or in no layer at all.
     private func whyAbsent(_ name: [UInt8], in parent: NodeID) throws(Errno) -> Serving {
         let dir = try locate(parent)
         let path = dir.path.appending(name)
-        guard dir.placement.inUpper else { return Serving(source: .missing, path: path) }
-        let whiteoutFile = dir.path.appending(Whiteout.fileName(hiding: name))
-        if (try? upper.attributes(whiteoutFile)) != nil { return Serving(source: .whiteout, path: whiteoutFile) }
-        if let st = try? upper.attributes(path), Whiteout.isDevice(st) { return Serving(source: .whiteout, path: path) }
-        if !dir.placement.inLower, (try? lower.attributes(path)) != nil {
-            return Serving(source: .opaqueDirectory, path: dir.path)
+        let stack = layers
+        for index in dir.placement.layers where index < stack.count {
+            let layer = stack[index]
+            let whiteoutFile = dir.path.appending(Whiteout.fileName(hiding: name))
+            if (try? layer.attributes(whiteoutFile)) != nil {
+                return Serving(source: .whiteout, places: [Serving.Place(layer: index, path: whiteoutFile)])
+            }
+            if let st = try? layer.attributes(path), Whiteout.isDevice(st) {
+                return Serving(source: .whiteout, places: [Serving.Place(layer: index, path: path)])
+            }
         }
-        return Serving(source: .missing, path: path)
+        let bottom = Int(dir.placement.bottom)
+        if bottom + 1 < stack.count, stack.layers[(bottom + 1)...].contains(where: { (try? $0.attributes(path)) != nil }),
+           (try? stack[bottom].withDirectory(dir.path) { (fd: Int32) throws(Errno) in try Whiteout.isOpaque(fd) }) == true {
+            return Serving(source: .opaqueDirectory, places: [Serving.Place(layer: bottom, path: dir.path)])
+        }
+        return Serving(source: .missing, places: [])
     }
 }

@@ -3,15 +3,26 @@ import Glibc
 #endif
 import CFuseShim
 
-/// The merged view of a main bundle (lower layer, only ever read) shadowed by a
-/// substitution directory (upper layer). Operations are named after the FUSE requests that
-/// use them and take kernel node IDs; nothing here imports libfuse.
+/// The merged view of a stack of layers (see `LayerStack`): the substitution on top, the only
+/// layer written, then the patches, then the main bundle. Operations are named after the FUSE
+/// requests that use them and take kernel node IDs; nothing here imports libfuse.
+///
+/// Locks, in the order they may nest (a lock is never taken while one after it is held):
+/// 1. `FuseServer.invalidations` (FUSE target): held for a whole invalidation or change of
+///    the patches, during which the daemon calls into the layers and notifies the kernel.
+/// 2. `DirectoryCache`'s, `KnownNames`'s and `LayerWatch`'s own locks, and `stack`: each held
+///    only to read or swap a value; `LayerWatch` adds inotify watches under its lock.
+/// 3. `NodeTable.state`: held for table changes only, never while calling into a layer or the
+///    kernel, except `withOpenFile`, which runs one `fstat`/`f*xattr` on a descriptor the
+///    table owns (a concurrent release must not close it meanwhile).
+/// No lock is held while the daemon replies to or notifies the kernel, except (1): a
+/// notification may wait for a directory lock that a request in flight holds, and that
+/// request never needs (1).
 public final class Overlay: Sendable {
-    public let lower: Layer
     let nodes: NodeTable
-    /// The substitution and what lives in it; replaced when an invalidation finds that the
-    /// substitution's path now names another directory.
-    let top: Locked<Top>
+    /// The layers and what belongs to them; replaced as a whole when the patches change, or
+    /// when an invalidation finds that the substitution's path now names another directory.
+    let stack: Locked<Stack>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: String?
     /// The last invalidation's time (the control files' times).
@@ -25,8 +36,8 @@ public final class Overlay: Sendable {
     /// Whether changes go to the substitution (false: they answer EROFS).
     public let isWritable: Bool
 
-    struct Top {
-        var layer: Layer
+    struct Stack {
+        var layers: LayerStack
         /// The copy-up work directory; nil for a read-only overlay.
         var work: Workspace?
         var inodes: InodeNumbers
@@ -34,9 +45,11 @@ public final class Overlay: Sendable {
         var origins = Origins()
     }
 
-    public var upper: Layer { top.withLock { $0.layer } }
-    var work: Workspace? { top.withLock { $0.work } }
-    var inodes: InodeNumbers { top.withLock { $0.inodes } }
+    /// The layers as they are now, top first.
+    public var layers: LayerStack { stack.withLock { $0.layers } }
+    /// The substitution: the only layer written.
+    public var substitution: Layer { stack.withLock { $0.layers.substitution } }
+    var work: Workspace? { stack.withLock { $0.work } }
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -47,30 +60,40 @@ public final class Overlay: Sendable {
     /// With `writable`, changes go to the substitution; otherwise they answer EROFS. With
     /// `substitutionPath`, an invalidation reopens the substitution when that path has come to
     /// name another directory.
-    public init(main: Layer, substitution: Layer, writable: Bool = false, substitutionPath: String? = nil,
+    public init(layers: LayerStack, writable: Bool = false, substitutionPath: String? = nil,
                 cachesLookups: Bool = true) throws(Errno) {
-        lower = main
         isWritable = writable
         self.cachesLookups = cachesLookups
         self.substitutionPath = substitutionPath
-        top = Locked(try Overlay.top(substitution, main: main, writable: writable))
-        let rootOpaque = try Whiteout.isOpaque(substitution.rootFD)
-        nodes = NodeTable(root: Placement(inUpper: true, inLower: !rootOpaque, isDirectory: true))
+        var inodes = InodeNumbers(main: layers.main.device)
+        inodes.register(layers)
+        stack = Locked(Stack(layers: layers, work: writable ? try Workspace(in: layers.substitution) : nil,
+                             inodes: inodes))
+        nodes = NodeTable(root: try layers.rootPlacement())
         directories = DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime = Locked(now)
     }
 
-    static func top(_ substitution: Layer, main: Layer, writable: Bool) throws(Errno) -> Top {
-        Top(layer: substitution, work: writable ? try Workspace(in: substitution) : nil,
-            inodes: InodeNumbers(separateDevices: main.device != substitution.device))
+    /// The overlay of `main` under `patches` (the first wins) under `substitution`.
+    public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer, writable: Bool = false,
+                            substitutionPath: String? = nil, cachesLookups: Bool = true) throws(Errno) {
+        try self.init(layers: LayerStack(substitution: substitution, patches: patches, main: main), writable: writable,
+                      substitutionPath: substitutionPath, cachesLookups: cachesLookups)
     }
 
-    /// Installs a new substitution layer (after it was swapped on disk).
-    func replaceUpper(_ substitution: Layer) throws(Errno) {
-        let next = try Overlay.top(substitution, main: lower, writable: isWritable)
-        top.withLock { $0 = next }
+    /// Installs another substitution (after it was swapped on disk): a new work directory, and
+    /// no kept inode numbers (they belonged to the old one's inodes).
+    func replaceSubstitution(_ substitution: Layer) throws(Errno) {
+        let layers = try self.layers.replacingSubstitution(substitution)
+        let work = isWritable ? try Workspace(in: substitution) : nil
+        stack.withLock { s in
+            s.layers = layers
+            s.work = work
+            s.inodes.register(layers)
+            s.origins = Origins()
+        }
         directories.removeAll()
     }
 
@@ -149,20 +172,20 @@ public final class Overlay: Sendable {
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return showingOpen(node, st) }
+        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
         do throws(Errno) {
             let location = try locate(node)
             let st = try attributes(of: node, at: location)
             guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
                 // another kind of entry took the name (the kernel would mark the inode bad)
-                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return showingOpen(node, st) }
+                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return shown(st) }
                 throw Errno.stale
             }
             return st
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open
             guard let st = nodes.openFileAttributes(of: node, detachedOnly: true) else { throw error }
-            return showingOpen(node, st)
+            return shown(st)
         }
     }
 
@@ -171,18 +194,14 @@ public final class Overlay: Sendable {
     private func attributes(of node: NodeID, at location: NodeTable.Location) throws(Errno) -> stat {
         let placement = location.placement
         if cachesLookups, placement.isDirectory, let dirs = directories.cached(node, placement),
-           var st = try dirs.attributes(inUpper: placement.inUpper) {
-            st.st_ino = shownInode(st.st_ino, inUpper: placement.inUpper)
-            return st
+           let st = try dirs.attributes(in: Int(placement.top)) {
+            return shown(st)
         }
         return try attributes(at: location.path, placement)
     }
 
     func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
-        let layer = placement.inUpper ? upper : lower
-        var st = try layer.attributes(path)
-        st.st_ino = shownInode(st.st_ino, inUpper: placement.inUpper)
-        return st
+        shown(try layer(serving: placement).attributes(path))
     }
 
     public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
@@ -207,7 +226,7 @@ public final class Overlay: Sendable {
         var location = try locate(node)
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
-        if writes && !location.placement.inUpper {
+        if writes && !location.placement.inSubstitution {
             try copyUp(node, withData: flags & O_TRUNC == 0)
             location = try locate(node)
         }
@@ -240,14 +259,7 @@ public final class Overlay: Sendable {
     /// The attributes of an open file, through its descriptor (also after its name was removed).
     public func attributes(of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        return showingOpen(node, try Sys.fstat(fd))
-    }
-
-    /// Attributes read from an open file of `node`, with the inode number the mount shows.
-    func showingOpen(_ node: NodeID, _ st: stat) -> stat {
-        var st = st
-        st.st_ino = shownInode(st.st_ino, inUpper: nodes.placement(of: node)?.inUpper ?? true)
-        return st
+        return shown(try Sys.fstat(fd))
     }
 
     // MARK: file system
@@ -255,7 +267,7 @@ public final class Overlay: Sendable {
     /// The substitution's file system, with the name limit reduced so that a whiteout for
     /// any name still fits.
     public func fileSystemStatistics() throws(Errno) -> statvfs {
-        var result = try upper.fileSystemStatistics()
+        var result = try substitution.fileSystemStatistics()
         let reserve = UInt(Whiteout.prefix.count)
         result.f_namemax = result.f_namemax > reserve ? result.f_namemax - reserve : result.f_namemax
         return result
@@ -276,19 +288,8 @@ public final class Overlay: Sendable {
         return work
     }
 
+    /// The layer that serves an entry placed so (its top layer).
     func layer(serving placement: Placement) -> Layer {
-        placement.inUpper ? upper : lower
-    }
-}
-
-/// Inode numbers as the mount reports them: unique within the mount, stable while mounted,
-/// shared by hard links within a layer. When both layers live on one file system their own
-/// numbers are already distinct and are reported as they are (as overlayfs does); otherwise
-/// the substitution's numbers are tagged with the top bit.
-struct InodeNumbers: Sendable {
-    let separateDevices: Bool
-
-    func number(_ ino: ino_t, inUpper: Bool) -> ino_t {
-        (inUpper && separateDevices) ? ino | (1 << 63) : ino
+        layers[Int(placement.top)]
     }
 }

@@ -24,7 +24,9 @@ extension Overlay {
     public func warmSubdirectory(_ name: [UInt8], of parent: NodeID) {
         guard let location = try? nodes.location(of: parent), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
-        for layer in [upper, lower] {
+        let stack = layers
+        for index in location.placement.layers where index < stack.count {
+            let layer = stack[index]
             guard let fd = try? layer.open(path, flags: O_RDONLY | pb_O_DIRECTORY, preservingAccessTime: true) else {
                 continue
             }
@@ -55,7 +57,7 @@ extension Overlay {
     /// a symlink, without waiting for a FIFO's writer and without changing an access time where
     /// the daemon may avoid it; nothing is read into the daemon.
     public func readAhead(_ item: DirectoryListing.Item, of listing: DirectoryListing, limit: Int) -> ReadAhead {
-        let dirfd = item.fromUpper ? listing.directories.upper : listing.directories.lower
+        let dirfd = listing.directories[Int(item.layer)]
         guard item.type == UInt8(DT_REG), dirfd >= 0 else { return .skipped }
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
         let opened = try? listing.list.withNames { (names) throws(Errno) -> Int32 in

@@ -3,8 +3,8 @@ import Glibc
 #endif
 import CFuseShim
 
-/// Removing and renaming names. When the main bundle has an entry of the removed name, the
-/// whiteout is written first (the substitution's entry still wins beside it), then the
+/// Removing and renaming names. When a layer below the substitution shows an entry of the
+/// removed name, the whiteout is written first (the substitution's entry still wins beside it), then the
 /// substitution's entry goes: the view changes in one step, and if the whiteout cannot be
 /// written nothing changes at all.
 extension Overlay {
@@ -30,15 +30,15 @@ extension Overlay {
     }
 
     private func remove(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
-        let hidesMain = try mainHas(name, in: dir)
-        let dirPath = try upperDirectory(parent)
-        try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-            if hidesMain { try Whiteout.write(hiding: name, in: dirfd) }
-            guard child.placement.inUpper else { return }
+        let hidesBelow = try shownBelowSubstitution(name, in: parent, dir)
+        let dirPath = try substitutionDirectory(parent)
+        try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+            if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
+            guard child.placement.inSubstitution else { return }
             do throws(Errno) {
-                try removeUpperEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
+                try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
             } catch {
-                if hidesMain { try? Whiteout.remove(hiding: name, in: dirfd) }
+                if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
                 throw error
             }
         }
@@ -47,7 +47,7 @@ extension Overlay {
 
     /// Removes an entry of the substitution; a directory (which may still hold whiteouts) is
     /// first moved into the work directory, so it disappears in one step.
-    func removeUpperEntry(_ name: [UInt8], in dirfd: Int32, isDirectory: Bool) throws(Errno) {
+    func removeSubstitutionEntry(_ name: [UInt8], in dirfd: Int32, isDirectory: Bool) throws(Errno) {
         try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
             if !isDirectory {
                 _ = try Sys.check { unlinkat(dirfd, p, 0) }
@@ -60,15 +60,5 @@ extension Overlay {
             }
             try? Workspace.removeTree(temporary, in: work.fd)
         }
-    }
-
-    /// Whether the main bundle has an entry `name` in directory `dir` that removing or
-    /// renaming the name must keep hidden.
-    func mainHas(_ name: [UInt8], in dir: NodeTable.Location) throws(Errno) -> Bool {
-        guard dir.placement.inLower else { return false }
-        guard let st = try absentAsNil({ () throws(Errno) -> stat in try lower.attributes(dir.path.appending(name)) }) else {
-            return false
-        }
-        return !Whiteout.isDevice(st)
     }
 }

@@ -4,9 +4,9 @@ import Glibc
 import CFuseShim
 
 /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE. Everything moves within the
-/// substitution: a file is copied up first; a directory with main-bundle content is
+/// substitution: a file is copied up first; a directory with content in a layer below is
 /// materialized first (its visible tree copied into one opaque directory, see Materialize.swift).
-/// A name the main bundle has gets its whiteout before the substitution's entry leaves it, so a
+/// A name a layer below shows gets its whiteout before the substitution's entry leaves it, so a
 /// crash may leave an entry under both names but never under neither.
 extension Overlay {
     public func rename(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
@@ -26,45 +26,45 @@ extension Overlay {
             return try exchange(name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
-        // a main-bundle name leaves a whiteout behind: refuse before copying anything if that
-        // name cannot exist
-        if source.placement.inLower && name.count + Whiteout.prefix.count > Int(NAME_MAX) { throw Errno(ENAMETOOLONG) }
+        // a name a layer below has leaves a whiteout behind: refuse before copying anything if
+        // that name cannot exist
+        if source.placement.reachesBelowSubstitution && name.count + Whiteout.prefix.count > Int(NAME_MAX) { throw Errno(ENAMETOOLONG) }
         if let target {
             if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
             try checkReplace(target, at: newDir.path.appending(newName), by: source)
         }
-        if source.placement.isDirectory && source.placement.inLower {
+        if source.placement.isDirectory && source.placement.reachesBelowSubstitution {
             try prepareByName(name, in: parent)
             (dir, source) = try visibleChild(name, in: parent)
             newDir = try locate(newParent)
             target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
         }
-        let hidesMainSource = try mainHas(name, in: dir)
-        let hidesMainTarget = try mainHas(newName, in: newDir)
-        if !source.placement.inUpper { try prepareByName(name, in: parent) }
-        let replacesUpperDirectory = source.placement.isDirectory && target?.placement.isDirectory == true
-            && target?.placement.inUpper == true
-        let fromPath = try upperDirectory(parent)
-        let toPath = try upperDirectory(newParent)
-        try upper.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
-            try upper.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
-                if source.placement.isDirectory && hidesMainTarget {
-                    // the moved directory must not merge with the main bundle's entry it lands on
+        let hidesBelowSource = try shownBelowSubstitution(name, in: parent, dir)
+        let hidesBelowTarget = try shownBelowSubstitution(newName, in: newParent, newDir)
+        if !source.placement.inSubstitution { try prepareByName(name, in: parent) }
+        let replacesSubstitutionDirectory = source.placement.isDirectory && target?.placement.isDirectory == true
+            && target?.placement.inSubstitution == true
+        let fromPath = try substitutionDirectory(parent)
+        let toPath = try substitutionDirectory(newParent)
+        try substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
+            try substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+                if source.placement.isDirectory && hidesBelowTarget {
+                    // the moved directory must not merge with the entry below that it lands on
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }
                 }
-                if replacesUpperDirectory {
+                if replacesSubstitutionDirectory {
                     // the target (empty as shown, but it may hold whiteouts) trades places with
                     // the source, and is then removed from the source's name
                     try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
-                    if hidesMainSource { try Whiteout.write(hiding: name, in: fromfd) }
-                    try removeUpperEntry(name, in: fromfd, isDirectory: true)
+                    if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
+                    try removeSubstitutionEntry(name, in: fromfd, isDirectory: true)
                     return
                 }
-                if hidesMainSource { try Whiteout.write(hiding: name, in: fromfd) }
+                if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
                 do throws(Errno) {
                     try renameAt(fromfd, name, tofd, newName, flags)
                 } catch {
-                    if hidesMainSource { try? Whiteout.remove(hiding: name, in: fromfd) }
+                    if hidesBelowSource { try? Whiteout.remove(hiding: name, in: fromfd) }
                     throw error
                 }
                 if !source.placement.isDirectory { try? Whiteout.remove(hiding: newName, in: tofd) }
@@ -75,21 +75,23 @@ extension Overlay {
     }
 
     /// RENAME_EXCHANGE: both names stay visible, so no whiteout changes; each side is first
-    /// made to live wholly in the substitution, and a directory landing where the main bundle
+    /// made to live wholly in the substitution, and a directory landing where a layer below
     /// has an entry is made opaque.
     private func exchange(_ name: [UInt8], in parent: NodeID, with newName: [UInt8], in newParent: NodeID) throws(Errno) {
         try prepareByName(name, in: parent)
         try prepareByName(newName, in: newParent)
         let (dir, source) = try visibleChild(name, in: parent)
         let (newDir, target) = try visibleChild(newName, in: newParent)
-        let fromPath = try upperDirectory(parent)
-        let toPath = try upperDirectory(newParent)
-        try upper.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
-            try upper.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
-                if source.placement.isDirectory, try mainHas(newName, in: newDir) {
+        let fromPath = try substitutionDirectory(parent)
+        let toPath = try substitutionDirectory(newParent)
+        let hidesBelowSource = try shownBelowSubstitution(name, in: parent, dir)
+        let hidesBelowTarget = try shownBelowSubstitution(newName, in: newParent, newDir)
+        try substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
+            try substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+                if source.placement.isDirectory, hidesBelowTarget {
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }
                 }
-                if target.placement.isDirectory, try mainHas(name, in: dir) {
+                if target.placement.isDirectory, hidesBelowSource {
                     try newName.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: tofd) }
                 }
                 try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
@@ -117,7 +119,7 @@ extension Overlay {
     }
 
     /// Makes the entry `name` of `parent` live wholly in the substitution: a file is copied
-    /// up, a directory with main-bundle content materialized.
+    /// up, a directory with content below the substitution materialized.
     private func prepareByName(_ name: [UInt8], in parent: NodeID) throws(Errno) {
         let entry = try lookup(parent: parent, name: name)
         defer { forget(entry.node, count: 1) }

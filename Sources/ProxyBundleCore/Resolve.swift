@@ -10,11 +10,9 @@ extension Overlay {
         var attributes: stat
     }
 
-    /// Resolves `name` in the directory at `dir`: the substitution's entry wins unless it is a
-    /// whiteout; the main bundle's entry shows through where the directory is not opaque; a
-    /// directory present in both is merged unless the substitution's copy is opaque.
+    /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
     func resolve(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
-        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, upper: upper, lower: lower))
+        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, layers: layers))
     }
 
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
@@ -30,75 +28,93 @@ extension Overlay {
         if let placement = nodes.placement(of: parent), let kept = directories.cached(parent, placement) { return kept }
         let dir = try locate(parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        return try directories.descriptors(parent, dir, located: located, upper: upper, lower: lower)
+        return try directories.descriptors(parent, dir, located: located, layers: layers)
     }
 
-    /// Resolves a listed `item` in the directory `dirs` it was listed from, while nothing
-    /// changed since: an entry of the main bundle (which the substitution neither has nor
-    /// whites out) or a non-directory of the substitution is one `fstatat` away; a directory of
-    /// the substitution may merge the main bundle's and is resolved in full.
+    /// Resolves a listed `item` in the directory it was listed from, while nothing changed
+    /// since: the listing found nothing of its name, and no whiteout for it, in the layers
+    /// above the item's. A non-directory, or a directory of the lowest layer the listing
+    /// merged, is one `fstatat` away; a directory above that may merge those below it.
     func resolve(listed item: DirectoryListing.Item, of listing: DirectoryListing) throws(Errno) -> Resolved {
         let dirs = listing.directories
-        let fd = item.fromUpper ? dirs.upper : dirs.lower
-        guard fd >= 0, !(item.fromUpper && item.type == UInt8(DT_DIR)) else {
-            return try resolve(listing.name(item), in: dirs)
+        let layer = Int(item.layer)
+        let below = layer ..< Int(dirs.placement.bottom) + 1
+        let fd = dirs[layer]
+        guard fd >= 0, !(below.count > 1 && item.type == UInt8(DT_DIR)) else {
+            return try resolve(listing.name(item), in: dirs, layers: below)
         }
         let st = try listing.list.withNames { (names) throws(Errno) -> stat in try Sys.lstatat(fd, names.cString(item)) }
-        if Whiteout.isDevice(st) || (item.fromUpper && isDirectory(st)) { return try resolve(listing.name(item), in: dirs) }
-        return Resolved(placement: Placement(inUpper: item.fromUpper, inLower: !item.fromUpper, isDirectory: isDirectory(st)),
-                        attributes: reported(st, inUpper: item.fromUpper))
+        if Whiteout.isDevice(st) || (below.count > 1 && isDirectory(st)) {
+            return try resolve(listing.name(item), in: dirs, layers: below)
+        }
+        return Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: isDirectory(st)), attributes: shown(st))
     }
 
-    /// Resolves `name` in the directory open as `dirs`: one `fstatat` per layer that has the
-    /// directory, and a look for a whiteout only where the main bundle has the name.
-    func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors) throws(Errno) -> Resolved {
-        if let known = dirs.known, !known.mayHave(name) { throw Errno.noEntry }
+    /// Resolves `name` in the directory open as `dirs`, through its layers top first (or only
+    /// `layers`): the first layer with an entry of the name serves it, unless a whiteout hides
+    /// it (a 0/0 device of the name, or a `.wh.` file in a layer above); a directory merges
+    /// the directories of the name in the layers below, until one of them is opaque (its
+    /// marker, its attribute, or a `.wh.` file beside it) or a layer has another kind of entry
+    /// or a whiteout there. One `fstatat` per layer that has the directory; a look for a
+    /// whiteout file or an opaque directory only once a layer below has the name.
+    func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors, layers: Range<Int>? = nil) throws(Errno) -> Resolved {
+        if layers == nil, let known = dirs.known, !known.mayHave(name) { throw Errno.noEntry }
+        let searched = layers ?? dirs.placement.layers.lowerBound ..< dirs.placement.layers.upperBound + 1
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
-            var upperEntry: stat? = nil
-            if dirs.upper >= 0 {
-                upperEntry = try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(dirs.upper, p) }
-                if let st = upperEntry {
-                    if Whiteout.isDevice(st) { throw Errno.noEntry }
-                    if !isDirectory(st) {
-                        return Resolved(placement: Placement(inUpper: true, inLower: false, isDirectory: false),
-                                        attributes: reported(st, inUpper: true))
-                    }
+            var found: Resolved? = nil
+            var anyEntry = false
+            // layers passed since the entry last taken (its own included), whose `.wh.` files
+            // would hide what lies below them
+            var unchecked = searched.lowerBound
+            for layer in searched {
+                let fd = dirs[layer]
+                guard fd >= 0, let st = try absentAsNil({ () throws(Errno) -> stat in try Sys.lstatat(fd, p) }) else {
+                    continue
                 }
-            }
-            var lowerEntry: stat? = nil
-            if dirs.lower >= 0 {
-                lowerEntry = try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(dirs.lower, p) }
-                if let st = lowerEntry, Whiteout.isDevice(st) { lowerEntry = nil }
-            }
-            // a whiteout file hides the main bundle's entry; beside a substitution directory
-            // of the same name it means that directory was made anew, so it is not merged
-            if lowerEntry != nil, dirs.upper >= 0, try Whiteout.fileExists(hiding: name, in: dirs.upper) {
-                if upperEntry == nil { throw Errno.noEntry }
-                lowerEntry = nil
-            }
-            if let st = upperEntry {
-                var merges = false
-                if let below = lowerEntry, isDirectory(below) {
-                    let child = try Sys.check { openat(dirs.upper, p, pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
-                    defer { Sys.close(child) }
-                    merges = try !Whiteout.isOpaque(child, named: p, in: dirs.upper)
+                anyEntry = true
+                if Whiteout.isDevice(st) { break }
+                if found != nil && !isDirectory(st) { break }
+                if try Overlay.whitesOut(name, dirs, unchecked ..< layer) { break }
+                if let above = found {
+                    if try isOpaqueDirectory(p, in: dirs[Int(above.placement.bottom)]) { break }
+                    found?.placement.bottom = UInt8(layer)
+                } else if isDirectory(st) {
+                    found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true), attributes: shown(st))
+                } else {
+                    return Resolved(placement: .file(in: layer), attributes: shown(st))
                 }
-                return Resolved(placement: Placement(inUpper: true, inLower: merges, isDirectory: true),
-                                attributes: reported(st, inUpper: true))
+                unchecked = layer
             }
-            guard let st = lowerEntry else {
-                if upperEntry == nil { dirs.known?.missed(upper: dirs.upper, lower: dirs.lower) }
+            guard let found else {
+                if !anyEntry && layers == nil { dirs.known?.missed(dirs) }
                 throw Errno.noEntry
             }
-            return Resolved(placement: Placement(inUpper: false, inLower: true, isDirectory: isDirectory(st)),
-                            attributes: reported(st, inUpper: false))
+            return found
         }
     }
 
-    private func reported(_ st: stat, inUpper: Bool) -> stat {
-        var result = st
-        result.st_ino = shownInode(st.st_ino, inUpper: inUpper)
-        return result
+    /// Whether a layer of `range` that has the directory holds a whiteout file for `name`.
+    private static func whitesOut(_ name: [UInt8], _ dirs: DirectoryDescriptors, _ range: Range<Int>) throws(Errno) -> Bool {
+        for layer in range where dirs[layer] >= 0 {
+            if try Whiteout.fileExists(hiding: name, in: dirs[layer]) { return true }
+        }
+        return false
+    }
+
+    /// Whether the directory `name` in `dirfd` hides the layers below it.
+    private func isOpaqueDirectory(_ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Bool {
+        let child = try Sys.check { openat(dirfd, name, pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
+        defer { Sys.close(child) }
+        return try Whiteout.isOpaque(child, named: name, in: dirfd)
+    }
+
+    /// Whether a layer below the substitution shows `name` in directory `parent` (placed at
+    /// `dir`): removing or renaming the name must then leave a whiteout.
+    func shownBelowSubstitution(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location) throws(Errno) -> Bool {
+        guard dir.placement.reachesBelowSubstitution else { return false }
+        let dirs = try descriptors(of: parent, located: nodes.version)
+        let below = max(1, Int(dirs.placement.top)) ..< Int(dirs.placement.bottom) + 1
+        return try absentAsNil { () throws(Errno) -> Resolved in try resolve(name, in: dirs, layers: below) } != nil
     }
 
     private func isDirectory(_ st: stat) -> Bool {

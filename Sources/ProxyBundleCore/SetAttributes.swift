@@ -27,12 +27,13 @@ extension Overlay {
             try Overlay.apply(changes, toOpenFile: fd ?? open)
             return try Sys.fstat(fd ?? open)
         }) {
-            return showingOpen(node, st)
+            return shown(st)
         }
         let path = try copyUp(node, withData: changes.size != 0)
-        try upper.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
+        let substitution = self.substitution
+        try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
-                let at = path.isRoot ? upper.rootFD : dirfd
+                let at = path.isRoot ? substitution.rootFD : dirfd
                 if let size = changes.size {
                     if let fd {
                         _ = try Sys.check { ftruncate(fd, size) }
@@ -77,21 +78,21 @@ extension Overlay {
     }
 
     /// Runs `body` with a descriptor open on `node` when every name of it was removed (nil when
-    /// it has a name). Only a substitution file may be changed so: a main-bundle file stays as
-    /// it is (ESTALE; kernel overlayfs fails such a change too).
+    /// it has a name). Only a substitution file may be changed so: a file of a patch or of the
+    /// main bundle stays as it is (ESTALE; kernel overlayfs fails such a change too).
     private func withRemovedFile<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T? {
         try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) -> T in
-            guard placement.inUpper else { throw Errno.stale }
+            guard placement.inSubstitution else { throw Errno.stale }
             return try body(fd)
         }
     }
 
     /// Runs `body` with a descriptor of the substitution's entry of `node` (copied up first): an
     /// O_PATH one of its path, or one open on it when every name of it was removed.
-    func withUpperEntry<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+    func withSubstitutionEntry<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
         if let result = try withRemovedFile(node, body) { return result }
         let path = try copyUp(node)
-        return try upper.withEntry(path, body)
+        return try substitution.withEntry(path, body)
     }
 
     /// Clears the set-user-ID bit of regular file `node`, and its set-group-ID bit where the
@@ -124,12 +125,12 @@ extension Overlay {
         return mode == old ? nil : mode
     }
 
-    /// fsyncdir: flushes the substitution's directory (the main bundle's is never written).
+    /// fsyncdir: flushes the substitution's directory (the other layers are never written).
     public func syncDirectory(_ node: NodeID, dataOnly: Bool) throws(Errno) {
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
-        guard location.placement.inUpper else { return }
-        let fd = try upper.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
+        guard location.placement.inSubstitution else { return }
+        let fd = try substitution.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
         defer { Sys.close(fd) }
         _ = try Sys.check { dataOnly ? fdatasync(fd) : fsync(fd) }
     }

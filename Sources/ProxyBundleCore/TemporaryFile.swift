@@ -31,9 +31,9 @@ extension Overlay {
             Sys.close(fd)
             throw error
         }
-        if hasOrigins { dropOrigin(ofUpperInode: made.st_ino) }
-        made.st_ino = shownInode(made.st_ino, inUpper: true)
-        let id = nodes.rememberUnnamed(placement: Placement(inUpper: true, inLower: false, isDirectory: false),
+        if hasOrigins { dropOrigin(ofSubstitutionInode: made.st_ino) }
+        made = shown(made)
+        let id = nodes.rememberUnnamed(placement: .file(in: 0),
                                        kind: NodeTable.kind(of: made.st_mode), identity: UInt64(made.st_ino))
         nodes.opened(id, fd: fd)
         return (Entry(node: id, attributes: made), fd)
@@ -44,11 +44,11 @@ extension Overlay {
     /// file made with O_TMPFILE and without O_EXCL (else ENOENT).
     func linkUnnamed(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Bool {
         guard nodes.isUnnamed(node) else { return false }
-        let dirPath = try upperDirectory(newParent)
+        let dirPath = try substitutionDirectory(newParent)
         if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         let linked: Void? = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
-            guard placement.inUpper else { throw Errno.noEntry }
-            try upper.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+            guard placement.inSubstitution else { throw Errno.noEntry }
+            try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
                 try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
                         _ = try Sys.check { linkat(AT_FDCWD, proc, dirfd, p, AT_SYMLINK_FOLLOW) }

@@ -12,18 +12,18 @@ final class Workspace: Sendable {
     let fd: Int32
     private let counter = Locked<UInt64>(0)
 
-    init(in upper: Layer) throws(Errno) {
-        let root = try Sys.fstat(upper.rootFD)
+    init(in substitution: Layer) throws(Errno) {
+        let root = try Sys.fstat(substitution.rootFD)
         try Workspace.name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
-            if mkdirat(upper.rootFD, p, 0o700) == 0 {
+            if mkdirat(substitution.rootFD, p, 0o700) == 0 {
                 // the hidden directory must not change the visible root's times
                 var times = [root.st_atim, root.st_mtim]
-                _ = utimensat(upper.rootFD, ".", &times, 0)
+                _ = utimensat(substitution.rootFD, ".", &times, 0)
             } else if errno != EEXIST {
                 throw Errno.current
             }
         }
-        fd = try upper.open(LayerPath(bytes: Workspace.name), flags: O_RDONLY | pb_O_DIRECTORY)
+        fd = try substitution.open(LayerPath(bytes: Workspace.name), flags: O_RDONLY | pb_O_DIRECTORY)
         let list = try Sys.entries(of: fd)
         for entry in list.entries { try? Workspace.removeTree(list.name(entry), in: fd) }
     }

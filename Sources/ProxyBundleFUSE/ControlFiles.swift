@@ -5,7 +5,7 @@ import CFuse3
 import CFuseShim
 import ProxyBundleCore
 
-/// The requests on the control files (`.invalidate`, `.stats`; see `ControlFile`). Their
+/// The requests on the control files (`.invalidate`, `.stats`, `.layers`; see `ControlFile`). Their
 /// handles hold no descriptor, so every handler that would use one checks the node first.
 ///
 /// What invalidates: a write to `.invalidate`, or truncating it (`truncate(2)`, `ftruncate(2)`).
@@ -29,25 +29,34 @@ extension FuseServer {
     }
 
     func readControl(_ control: ControlFile, size: Int, offset: off_t) -> Reply {
-        guard control == .stats else { return .bytes([]) }
-        let text = statsText()
+        let text: [UInt8]
+        switch control {
+        case .invalidate: return .bytes([])
+        case .stats: text = statsText()
+        case .layers: text = Array(overlay.layersText.utf8)
+        }
         let start = min(text.count, max(0, Int(offset)))
         return .bytes(Array(text[start..<min(text.count, start + size)]))
     }
 
     func writeControl(_ control: ControlFile, _ data: [UInt8]) throws(Errno) -> Reply {
-        guard control == .invalidate else { throw Errno(EBADF) }
-        try invalidate(data)
+        switch control {
+        case .invalidate: try invalidate(data)
+        case .layers: try replacePatches(data)
+        case .stats: throw Errno(EBADF)
+        }
         return .written(data.count)
     }
 
-    /// setattr: truncating `.invalidate` invalidates; times are
-    /// accepted (so `touch` works) and left alone; anything else is refused.
+    /// setattr: truncating `.invalidate` invalidates, truncating `.layers` removes every
+    /// patch; times are accepted (so `touch` works) and left alone; anything else is refused.
     func setControlAttributes(_ control: ControlFile, _ toSet: Int32) throws(Errno) -> Reply {
         let times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW
             | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME
-        guard control == .invalidate, toSet & ~(times | FUSE_SET_ATTR_SIZE) == 0 else { throw Errno.notPermitted }
-        if toSet & FUSE_SET_ATTR_SIZE != 0 { try invalidate([]) }
+        guard control != .stats, toSet & ~(times | FUSE_SET_ATTR_SIZE) == 0 else { throw Errno.notPermitted }
+        if toSet & FUSE_SET_ATTR_SIZE != 0 {
+            if control == .invalidate { try invalidate([]) } else { try replacePatches([]) }
+        }
         return .attributes(try overlay.attributes(of: control.node), timeout: 0)
     }
 
@@ -60,8 +69,12 @@ extension FuseServer {
         let opens = passthrough.statistics
         let readers = listingReaders.figures
         let listed = listings.figures
-        let about = description.map { "\($0.key): \($0.value.replacingNewlines)" }
+        // the main bundle and the substitution first, as before there were patches
+        let stack = overlay.layers
+        let about = ["main: \(stack.main.path.replacingNewlines)", "substitution: \(stack.substitution.path.replacingNewlines)"]
+            + stack.patches.map { "patch: \($0.path.replacingNewlines)" }
         let lines = about + [
+            "mountpoint: \(mountpoint.replacingNewlines)",
             "pid: \(getpid())",
             "started: \(started)",
             "cache_entries: \(cache.nodes + cache.absentNames)",

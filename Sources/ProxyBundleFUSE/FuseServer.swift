@@ -43,9 +43,8 @@ public final class FuseServer: Sendable {
     let notifier = KernelNotifier(usesEpoch: getenv("PROXYBUNDLE_NO_EPOCH") == nil)
     /// Held for the length of each invalidation, so they run one at a time.
     let invalidations = Locked(InvalidationRecord())
-    /// What `.stats` says about this mount before the figures: `key: value` pairs such as
-    /// the layers' paths (`proxybundle status` and `which` read them).
-    let description: [(key: String, value: String)]
+    /// Where the mount is (a patch given to `.layers` must not lie inside it).
+    let mountpoint: String
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.
     let started: Int
     /// Reads and writes of open files straight to the layers' files, where the kernel allows.
@@ -60,13 +59,13 @@ public final class FuseServer: Sendable {
     let prefetcher: Prefetcher
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
-                description: [(key: String, value: String)] = [], usesACL: Bool = false) {
+                mountpoint: String, usesACL: Bool = false) {
         self.overlay = overlay
         self.usesACL = usesACL
         self.prefetcher = Prefetcher(overlay: overlay)
         self.timeouts = timeouts
         self.logger = logger
-        self.description = description
+        self.mountpoint = mountpoint
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         started = now.tv_sec

@@ -58,7 +58,11 @@ extension FuseServer {
     /// One invalidation.
     private func invalidate(subtree: [UInt8]?) throws(Errno) -> Touched {
         let epochKnownToWork = notifier.acceptsEpoch.withLock { $0 } == true
-        let touched = try overlay.invalidate(subtree: subtree, listingNames: !epochKnownToWork)
+        return forget(try overlay.invalidate(subtree: subtree, listingNames: !epochKnownToWork))
+    }
+
+    /// Tells the kernel to forget what an invalidation of the overlay touched.
+    private func forget(_ touched: Overlay.Invalidation) -> Touched {
         var names = 0
         if touched.exact || !notifier.expireAllNames() {
             for entry in touched.entries { notifier.invalidateName(entry.name, in: entry.parent) }
@@ -66,6 +70,38 @@ extension FuseServer {
         }
         for node in touched.nodes { notifier.invalidateNode(node) }
         return Touched(nodes: touched.nodes.count, names: names, exact: touched.exact)
+    }
+
+    /// `.layers` was written: the patches become the directories it names (absolute paths, one
+    /// per line, highest priority first; none for no patches), and every cache is flushed, as
+    /// by an invalidation, before the write returns. ENOENT or ENOTDIR for a path that is not a
+    /// directory, EINVAL for a relative path, a path inside the mount, or a directory given
+    /// twice or already a layer; nothing changes then.
+    func replacePatches(_ text: [UInt8]) throws(Errno) {
+        var patches: [Layer] = []
+        let mountDevice = MountTable.current().mount(at: mountpoint)?.device
+        for line in FuseServer.paths(in: text) {
+            let path = String(decoding: line, as: UTF8.self)
+            guard path.hasPrefix("/"), !line.contains(0) else { throw Errno.invalid }
+            if path == mountpoint || path.hasPrefix(mountpoint == "/" ? "/" : mountpoint + "/") { throw Errno.invalid }
+            let layer = try Layer(path: path, preservesAccessTimes: true)
+            // a symlink may still have led into the mount
+            if let mountDevice, FuseServer.deviceName(layer.device) == mountDevice { throw Errno.invalid }
+            patches.append(layer)
+        }
+        try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in
+            let epochKnownToWork = notifier.acceptsEpoch.withLock { $0 } == true
+            let touched = forget(try overlay.replacePatches(patches, listingNames: !epochKnownToWork))
+            record.count += 1
+            record.last = touched
+        }
+    }
+
+    /// A device number as mountinfo writes it, "major:minor".
+    static func deviceName(_ device: UInt64) -> String {
+        let major = (device >> 8) & 0xfff | (device >> 32) & ~0xfff
+        let minor = device & 0xff | (device >> 12) & ~0xff
+        return "\(major):\(minor)"
     }
 
     /// The non-empty lines of what was written, without surrounding blanks.

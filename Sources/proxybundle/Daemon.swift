@@ -31,7 +31,8 @@ enum Daemon {
         do throws(Failure) {
             let session = try open(plan, logger: logger)
             do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
-            logger.info("mounted \(plan.main) with \(plan.substitution) on \(plan.mountpoint)")
+            let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.joined(separator: ", "))"
+            logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
             if let ready { report("ready", to: ready) }
             _ = chdir("/")
             let status = session.run(maxThreads: plan.options.maxThreads, spinMicroseconds: plan.options.spin)
@@ -46,16 +47,19 @@ enum Daemon {
     private static func open(_ plan: MountPlan, logger: Logger) throws(Failure) -> Session {
         let overlay: Overlay
         do {
+            // reading the main bundle and the patches leaves their access times alone
             let main = try Layer(path: plan.main, preservesAccessTimes: true)
+            var patches: [Layer] = []
+            for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true)) }
             let substitution = try Layer(path: plan.substitution)
-            overlay = try Overlay(main: main, substitution: substitution, writable: !plan.readOnly,
+            overlay = try Overlay(main: main, patches: patches, substitution: substitution, writable: !plan.readOnly,
                                   substitutionPath: plan.substitution,
                                   cachesLookups: plan.options.timeouts != .none)
         } catch {
             throw Failure("cannot open the layers: \(error)")
         }
         let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger,
-                                description: [("main", plan.main), ("substitution", plan.substitution)],
+                                mountpoint: plan.mountpoint,
                                 usesACL: plan.options.acl)
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }

@@ -11,12 +11,16 @@ import Glibc
 enum DaemonImage {
     /// The first argument of the fresh image; not a command anyone types.
     static let marker = "--serve-checked-mount"
+    /// Before each patch's path among the fresh image's arguments.
+    static let patchPrefix = "--patch="
 
     /// The arguments (after the program's name) that start the daemon image serving `plan`
     /// with the `-o` lists `options`.
     static func arguments(_ plan: MountPlan, options: [String], level: Logger.Level,
                           destination: LogDestination) -> [String] {
-        [marker, plan.main, plan.mountpoint, plan.substitution, level.rawValue, destination.argument] + options
+        // the patches as checked (canonical), in place of any the options named
+        [marker, plan.main, plan.mountpoint, plan.substitution, level.rawValue, destination.argument]
+            + plan.patches.map { patchPrefix + $0 } + options
     }
 
     /// Replaces this process with the daemon image started with `arguments`. Returns only by
@@ -38,9 +42,11 @@ enum DaemonImage {
                   let destination = LogDestination(argument: arguments[4]) else {
                 throw Failure("\(marker) is for proxybundle mount only")
             }
-            let options = try MountOptions(Array(arguments.dropFirst(5)))
+            let rest = arguments.dropFirst(5)
+            let patches = rest.filter { $0.hasPrefix(patchPrefix) }.map { String($0.dropFirst(patchPrefix.count)) }
+            let options = try MountOptions(rest.filter { !$0.hasPrefix(patchPrefix) })
             let plan = try MountPlan(main: arguments[0], mountpoint: arguments[1], substitution: arguments[2],
-                                     options: options)
+                                     patches: patches, options: options)
             try destination.bootstrap(level: level)
             return try Daemon.serve(plan, logger: Logger(label: "proxybundle"))
         } catch {

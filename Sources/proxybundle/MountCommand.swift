@@ -7,17 +7,20 @@ import Glibc
 struct MountCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "mount",
-        abstract: "Mount the merged view of MAIN shadowed by a substitution directory on MOUNTPOINT.",
+        abstract: "Mount the merged view of MAIN under any patches under a substitution directory on MOUNTPOINT.",
         discussion: """
-            A name in the substitution directory wins over the same name in MAIN; directory \
-            listings are merged. In the substitution, `.wh.NAME` hides NAME of MAIN and \
-            `.wh..wh..opq` hides all of MAIN's entries of its directory. MAIN is never modified.
+            The layers, top first: the substitution directory (written), each --patch in the \
+            order given (the first wins), MAIN. A name in a layer wins over the same name in \
+            every layer below; directory listings are merged. In a layer, `.wh.NAME` hides NAME \
+            of the layers below and `.wh..wh..opq` hides all of their entries of its directory. \
+            MAIN and the patches are never modified.
 
             Without --foreground the command returns once the mount answers and the daemon \
             keeps running detached.
 
             Example:
               proxybundle mount /opt/MyApp/Resources /mnt/myapp --substitution /var/cache/myapp/patch
+              proxybundle mount /opt/MyApp/Resources /mnt/myapp --patch /srv/hotfix --patch /srv/base
               proxybundle mount App.bundle /mnt/app -o entry_timeout=5,allow_other
             """
     )
@@ -33,6 +36,11 @@ struct MountCommand: ParsableCommand {
         discussion: "Default: ${XDG_CACHE_HOME:-$HOME/.cache}/proxybundle/<basename of MAIN>/patch",
         valueName: "dir"))
     var substitution: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "A read-only patch layer between the substitution and MAIN; repeat for more, highest priority first.",
+        valueName: "dir"))
+    var patch: [String] = []
 
     @Flag(name: .long, help: "Stay attached and log to stderr instead of running detached.")
     var foreground = false
@@ -51,7 +59,8 @@ struct MountCommand: ParsableCommand {
 
     func run() throws {
         let parsed = try MountOptions(options)
-        let plan = try MountPlan(main: main, mountpoint: mountpoint, substitution: substitution, options: parsed)
+        let plan = try MountPlan(main: main, mountpoint: mountpoint, substitution: substitution,
+                                 patches: patch + parsed.patches, options: parsed)
         let logFile = logFile.map(Paths.absolute)
         if let logFile { try LogDestination.checkWritable(logFile) }
         let destination: LogDestination = logFile.map { .file($0) } ?? (syslog || !foreground ? .syslog : .standardError)

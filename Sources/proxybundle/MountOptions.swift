@@ -8,6 +8,9 @@ struct MountOptions {
     /// Microseconds a worker polls for the next request before it sleeps (0: never).
     var spin: UInt32 = 20
     var substitution: String?
+    /// `patches=DIR1:DIR2` (a `:` in a path written `\:`), highest priority first; a later
+    /// `patches=` replaces an earlier one.
+    var patches: [String] = []
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
     var readOnly = false
@@ -29,8 +32,8 @@ struct MountOptions {
     static let mountCommandFlags: Set<String> = [
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
-    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "nocache", "ro",
-                      "acl", "noacl"]
+    static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
+                      "nocache", "ro", "acl", "noacl"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
@@ -39,7 +42,8 @@ struct MountOptions {
         EROFS; .invalidate still works), rw (the default), acl (the kernel enforces the layers' \
         POSIX ACLs and new entries inherit default ACLs, as on kernel overlayfs; slower for users who \
         own nothing they open), noacl (the default: permissions by the mode bits alone), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
-        request before sleeping; default 20, 0 never polls), substitution=DIR. Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
+        request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
+        highest priority first, after any --patch; a ':' in a path written '\\:'). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
 
@@ -66,6 +70,7 @@ struct MountOptions {
             guard let n = UInt32(v), n <= 1000 else { throw Failure("spin takes a number of microseconds from 0 to 1000, not '\(v)'") }
             spin = n
         case ("substitution", let v?): substitution = v
+        case ("patches", let v?): patches = MountOptions.splitPatches(v)
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
         case ("rw", nil): readOnly = false
@@ -87,5 +92,29 @@ struct MountOptions {
             throw Failure("\(key) takes a number of seconds, not '\(value)'")
         }
         return number
+    }
+
+    /// The directories of a `patches=` value: separated by `:`, where `\:` is a colon and
+    /// `\\` a backslash within a path.
+    static func splitPatches(_ value: String) -> [String] {
+        var result: [String] = []
+        var current = ""
+        var escaped = false
+        for character in value {
+            if escaped {
+                current.append(character)
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else if character == ":" {
+                result.append(current)
+                current = ""
+            } else {
+                current.append(character)
+            }
+        }
+        if escaped { current.append("\\") }
+        result.append(current)
+        return result.filter { !$0.isEmpty }
     }
 }

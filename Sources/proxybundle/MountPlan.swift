@@ -8,23 +8,29 @@ struct MountPlan {
     var main: String
     var mountpoint: String
     var substitution: String
+    /// The patches, highest priority first.
+    var patches: [String]
     var options: MountOptions
 
     /// `-o ro`: every change answers EROFS.
     var readOnly: Bool { options.readOnly }
 
     init(main mainArgument: String, mountpoint mountArgument: String, substitution substitutionArgument: String?,
-         options: MountOptions) throws(Failure) {
+         patches patchArguments: [String] = [], options: MountOptions) throws(Failure) {
         self.options = options
-        main = try MountPlan.directory(mainArgument, role: "main bundle")
-        if access(main, R_OK | X_OK) != 0 {
-            throw Failure("main bundle \(mainArgument) cannot be read: \(Paths.describe(errno))")
-        }
+        main = try MountPlan.readableDirectory(mainArgument, role: "main bundle")
         mountpoint = try MountPlan.directory(mountArgument, role: "mountpoint")
         try MountPlan.checkNotMounted(mountpoint, argument: mountArgument)
+        var patches: [String] = []
+        for argument in patchArguments {
+            patches.append(try MountPlan.readableDirectory(argument, role: "patch"))
+        }
+        self.patches = patches
         let wanted = substitutionArgument ?? options.substitution ?? Paths.defaultSubstitution(forMain: main)
         try MountPlan.checkNoLoop(main: main, mountpoint: mountpoint, substitution: Paths.resolved(wanted),
                                   argument: wanted)
+        try MountPlan.checkPatches(zip(patchArguments, patches).map { ($0, $1) }, main: main, mountpoint: mountpoint,
+                                   substitution: Paths.resolved(wanted))
         let kind = Paths.kind(wanted)
         if !kind.exists {
             if kind.error != ENOENT {
@@ -33,6 +39,38 @@ struct MountPlan {
             try Paths.makeDirectories(Paths.absolute(wanted))
         }
         substitution = try MountPlan.directory(wanted, role: "substitution directory")
+    }
+
+    /// Each patch must be a layer of its own: not the same directory as another layer, not
+    /// inside one nor holding one, and apart from the mountpoint.
+    private static func checkPatches(_ patches: [(argument: String, path: String)], main: String, mountpoint: String,
+                                     substitution: String) throws(Failure) {
+        let inside = Paths.isInside
+        var others: [(name: String, path: String)] = [("the main bundle", main), ("the substitution directory", substitution)]
+        for patch in patches {
+            let name = "patch \(patch.argument)"
+            for other in others {
+                if patch.path == other.path { throw Failure("\(name) is the same directory as \(other.name)") }
+                if inside(patch.path, other.path) { throw Failure("\(name) is inside \(other.name) \(other.path)") }
+                if inside(other.path, patch.path) { throw Failure("\(other.name) \(other.path) is inside \(name)") }
+            }
+            if inside(patch.path, mountpoint) {
+                throw Failure("\(name) is inside the mountpoint \(mountpoint); the mount would hide it")
+            }
+            if inside(mountpoint, patch.path) {
+                throw Failure("mountpoint \(mountpoint) is inside \(name); the mount would contain itself")
+            }
+            others.append((name, patch.path))
+        }
+    }
+
+    /// An existing directory the daemon can read, canonical.
+    private static func readableDirectory(_ argument: String, role: String) throws(Failure) -> String {
+        let path = try directory(argument, role: role)
+        if access(path, R_OK | X_OK) != 0 {
+            throw Failure("\(role) \(argument) cannot be read: \(Paths.describe(errno))")
+        }
+        return path
     }
 
     /// A mountpoint that is already mounted, or the stale mount of a dead daemon (whose

@@ -19,7 +19,7 @@ struct ProxyBundle: ParsableCommand {
               /etc/fstab: /opt/MyApp/Resources /mnt/myapp fuse.proxybundle substitution=/var/cache/myapp/patch 0 0
             """,
         subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
-                      WhichCommand.self]
+                      WhichCommand.self, LayersCommand.self]
     )
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.

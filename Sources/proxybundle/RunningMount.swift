@@ -18,6 +18,12 @@ struct RunningMount {
 
     var main: String { stat("main") ?? source }
     var substitution: String? { stat("substitution") }
+    /// The patches, highest priority first.
+    var patches: [String] { stats.filter { $0.key == "patch" }.map(\.value) }
+    /// Every layer, top first: its role (`substitution`, `patch`, `main`) and path.
+    var layers: [(role: String, path: String)] {
+        (substitution.map { [("substitution", $0)] } ?? []) + patches.map { ("patch", $0) } + [("main", main)]
+    }
     var pid: pid_t? { stat("pid").flatMap { pid_t($0) } }
     var started: Int? { stat("started").flatMap { Int($0) } }
     var isAlive: Bool { error == 0 }
@@ -76,5 +82,28 @@ struct RunningMount {
         }
         guard done.wait(timeout: .now() + seconds) == .success else { return (nil, ETIMEDOUT) }
         return answer.withLock { $0 } ?? (nil, EIO)
+    }
+
+    /// Writes `bytes` to the file at `path` in one write; returns 0, the errno of the failed
+    /// open or write, or ETIMEDOUT when no answer came within `seconds` (the writing thread is
+    /// left behind, and ends with the process).
+    static func write(_ bytes: [UInt8], to path: String, seconds: Double) -> Int32 {
+        let answer = Locked<Int32?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            var error: Int32 = 0
+            let fd = open(path, O_WRONLY | O_CLOEXEC)
+            if fd < 0 {
+                error = errno
+            } else {
+                let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                if written < 0 { error = errno }
+                close(fd)
+            }
+            answer.withLock { $0 = error }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + seconds) == .success else { return ETIMEDOUT }
+        return answer.withLock { $0 } ?? EIO
     }
 }

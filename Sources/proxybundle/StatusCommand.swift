@@ -6,7 +6,7 @@ import Glibc
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "status",
-        abstract: "List proxybundle mounts: main bundle, substitution, daemon pid, uptime and cache figures.",
+        abstract: "List proxybundle mounts: layers, daemon pid, uptime and cache figures.",
         discussion: """
             A mount whose daemon has died is listed as "not connected"; clear it with \
             proxybundle unmount. With --json, one array of objects, for scripts.
@@ -53,9 +53,10 @@ struct StatusCommand: ParsableCommand {
                 lines.append("  the daemon has died; clear the mount with: proxybundle unmount \(mount.mountpoint)")
             }
             if let substitution = mount.substitution { lines.append("  substitution: \(substitution)") }
+            for patch in mount.patches { lines.append("  patch: \(patch)") }
             if let pid = mount.pid { lines.append("  pid: \(pid)") }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
-            let shown: Set<String> = ["main", "substitution", "pid", "started"]
+            let shown: Set<String> = ["main", "substitution", "patch", "pid", "started"]
             for (key, value) in mount.stats where !shown.contains(key) { lines.append("  \(key): \(value)") }
             return lines.joined(separator: "\n")
         }.joined(separator: "\n\n")
@@ -68,10 +69,13 @@ struct StatusCommand: ParsableCommand {
                 ("state", JSON.string(state(mount))),
                 ("main", JSON.string(mount.main)),
                 ("substitution", mount.substitution.map(JSON.string) ?? "null"),
+                ("patches", "[" + mount.patches.map(JSON.string).joined(separator: ",") + "]"),
+                ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.string($0.path))]) }
+                    .joined(separator: ",") + "]"),
                 ("pid", mount.pid.map { String($0) } ?? "null"),
                 ("uptime_seconds", mount.started.map { String(now - $0) } ?? "null"),
             ]
-            let figures = mount.stats.filter { !["main", "substitution", "pid"].contains($0.key) }
+            let figures = mount.stats.filter { !["main", "substitution", "patch", "pid"].contains($0.key) }
             fields.append(("stats", JSON.object(figures.map { ($0.key, JSON.value($0.value)) })))
             return JSON.object(fields)
         }

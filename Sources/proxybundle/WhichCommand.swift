@@ -9,11 +9,13 @@ struct WhichCommand: ParsableCommand {
         commandName: "which",
         abstract: "Tell which layer serves a path of a mount, and its backing path.",
         discussion: """
-            Prints one line: `substitution PATH`, `main PATH`, `merged SUBSTITUTION_PATH \
-            MAIN_PATH` (a directory in both layers), `hidden by whiteout PATH`, `hidden by \
-            opaque directory PATH`, or `control file`; a name in neither layer is an error. \
-            The answer is computed from the layers as they are on disk (what the mount shows \
-            after an invalidation). A symlink is reported itself, not followed.
+            Prints one line: the role of the layer that serves the path and the backing path \
+            (`substitution PATH`, `patch PATH` or `main PATH`); for a directory in several \
+            layers, `merged` and each of them, top first (`merged substitution PATH main \
+            PATH`); `hidden by whiteout PATH`, `hidden by opaque directory PATH`, or `control \
+            file`; a name in no layer is an error. The answer is computed from the layers as \
+            they are on disk (what the mount shows after an invalidation). A symlink is \
+            reported itself, not followed.
             Example:
               proxybundle which /mnt/myapp/en.lproj/Localizable.strings
             """
@@ -38,8 +40,11 @@ struct WhichCommand: ParsableCommand {
         }
         let relative = String(full.dropFirst(mount.mountpoint == "/" ? 1 : mount.mountpoint.count))
         let overlay: Overlay
+        let paths = [substitution] + mount.patches + [mount.main]
         do {
-            overlay = try Overlay(main: try WhichCommand.layer(mount.main, of: mount),
+            var patches: [Layer] = []
+            for patch in mount.patches { patches.append(try WhichCommand.layer(patch, of: mount)) }
+            overlay = try Overlay(main: try WhichCommand.layer(mount.main, of: mount), patches: patches,
                                   substitution: try WhichCommand.layer(substitution, of: mount))
         } catch {
             throw Failure("cannot open the layers of \(mount.mountpoint): \(error)")
@@ -50,16 +55,16 @@ struct WhichCommand: ParsableCommand {
         } catch {
             throw Failure("\(path) cannot be resolved: \(Paths.describe(error.code))")
         }
-        let inMain = WhichCommand.join(mount.main, serving.path)
-        let inSubstitution = WhichCommand.join(substitution, serving.path)
+        let places = serving.places.map { place in
+            (role: overlay.layers.role(place.layer).rawValue, path: WhichCommand.join(paths[place.layer], place.path))
+        }
         switch serving.source {
-        case .substitution: print("substitution \(inSubstitution)")
-        case .main: print("main \(inMain)")
-        case .merged: print("merged \(inSubstitution) \(inMain)")
-        case .whiteout: print("hidden by whiteout \(inSubstitution)")
-        case .opaqueDirectory: print("hidden by opaque directory \(inSubstitution)")
+        case .layer: print(places.map { "\($0.role) \($0.path)" }.joined(separator: " "))
+        case .merged: print((["merged"] + places.map { "\($0.role) \($0.path)" }).joined(separator: " "))
+        case .whiteout: print("hidden by whiteout \(places.map(\.path).joined(separator: " "))")
+        case .opaqueDirectory: print("hidden by opaque directory \(places.map(\.path).joined(separator: " "))")
         case .control: print("control file")
-        case .missing: throw Failure("\(path) is in neither layer")
+        case .missing: throw Failure("\(path) is in no layer")
         }
     }
 

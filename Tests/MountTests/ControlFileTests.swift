@@ -1,8 +1,9 @@
 import Foundation
 import XCTest
 
-/// `.invalidate` and `.stats` at the mount's root: listed, usable from the usual tools, not
-/// removable, and hiding any layer entry of the same name.
+/// `.invalidate`, `.stats` and `.layers` at the mount's root: reachable by name but not listed
+/// (a listing shows exactly the bundle), usable from the usual tools, not removable, and
+/// hiding any layer entry of the same name.
 final class ControlFileTests: XCTestCase {
     var fx: MountFixture!
 
@@ -15,10 +16,12 @@ final class ControlFileTests: XCTestCase {
         try Spawn.run(program, ["-c", "cd '\(fx.mountpoint)' && " + command]).status
     }
 
-    func testListedAsEmptyRegularFilesOwnedByTheMountingUser() throws {
+    func testNotListedButReachableAsEmptyRegularFilesOwnedByTheMountingUser() throws {
+        try Disk.write(fx.inMain("file"), "f")
         try fx.start()
         let listed = try Spawn.run("/bin/ls", ["-a", fx.mountpoint]).output.split(separator: "\n")
-        XCTAssertTrue(listed.contains(".invalidate") && listed.contains(".stats"), "\(listed)")
+        XCTAssertEqual(listed, [".", "..", "file"], "a listing shows exactly the bundle")
+        XCTAssertEqual(Disk.lstat(fx.inMount(".layers"))?.st_mode, S_IFREG | 0o644)
         let invalidate = try XCTUnwrap(Disk.lstat(fx.inMount(".invalidate")))
         XCTAssertEqual(invalidate.st_mode, S_IFREG | 0o644)
         XCTAssertEqual(invalidate.st_size, 0)
@@ -70,7 +73,7 @@ final class ControlFileTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount(".invalidate")), "")
         XCTAssertTrue(try Disk.read(fx.inMount(".stats")).hasPrefix("main: \(fx.main)\n"))
         let listed = try Spawn.run("/bin/ls", ["-a", fx.mountpoint]).output.split(separator: "\n")
-        XCTAssertEqual(listed.filter { $0 == ".invalidate" }.count, 1, "\(listed)")
+        XCTAssertEqual(listed.filter { $0 == ".invalidate" || $0 == ".stats" }.count, 0, "\(listed)")
         XCTAssertEqual(try Disk.read(fx.inPatch(".stats")), "patch's own file")
     }
 

@@ -292,14 +292,14 @@ final class DaemonLifeTests: XCTestCase {
             ("shadowed", "substitution \(fx.inPatch("shadowed"))"),
             ("plain", "main \(fx.inMain("plain"))"),
             ("added", "substitution \(fx.inPatch("added"))"),
-            ("both", "merged \(fx.inPatch("both")) \(fx.inMain("both"))"),
+            ("both", "merged substitution \(fx.inPatch("both")) main \(fx.inMain("both"))"),
             ("both/deleted", "hidden by whiteout \(fx.inPatch("both/.wh.deleted"))"),
             ("replaced", "substitution \(fx.inPatch("replaced"))"),
             ("replaced/old", "hidden by opaque directory \(fx.inPatch("replaced"))"),
             ("link", "substitution \(fx.inPatch("link"))"),
             ("./both/../plain", "main \(fx.inMain("plain"))"),
             (".invalidate", "control file"),
-            ("", "merged \(fx.substitution) \(fx.main)"),
+            ("", "merged substitution \(fx.substitution) main \(fx.main)"),
         ]
         for (path, expected) in cases {
             let result = try proxybundle(["which", fx.inMount(path)])
@@ -310,7 +310,7 @@ final class DaemonLifeTests: XCTestCase {
         let relative = try Spawn.run("/bin/sh", ["-c", "cd '\(fx.mountpoint)/both' && '\(MountFixture.binary)' which ../plain"])
         XCTAssertEqual(relative.output, "main \(fx.inMain("plain"))\n", relative.error)
 
-        for (path, message) in [(fx.inMount("missing"), "is in neither layer"), (fx.root + "/main/plain", "not inside a proxybundle mount"),
+        for (path, message) in [(fx.inMount("missing"), "is in no layer"), (fx.root + "/main/plain", "not inside a proxybundle mount"),
                                 (fx.inMount("plain/below"), "cannot be resolved")] {
             let result = try proxybundle(["which", path])
             XCTAssertEqual(result.status, 1, path)

@@ -10,8 +10,8 @@ final class DemoTests: XCTestCase {
             .deletingLastPathComponent().appendingPathComponent("Scripts/demo.sh").path
     }
 
-    /// Before the fix: the mount's control files (.invalidate, .stats) were listed with the
-    /// layers' entries, and the demo failed its comparison with Examples/merged-view.txt.
+    /// The listing through the mount must equal Examples/merged-view.txt: the control files
+    /// (.invalidate, .stats, .layers) are not listed.
     func testDemoShowsTheExpectedMergedViewAndUnmounts() throws {
         let result = try Spawn.run("/bin/bash", [Self.script], environment: ["PROXYBUNDLE_BIN=\(MountFixture.binary)"],
                                    seconds: 120)

@@ -575,7 +575,7 @@ enum Raw {
         }
     }
 
-    /// The names of a directory as bytes, without "." and ".." and the root's control files.
+    /// The names of a directory as bytes, without "." and "..".
     static func list(_ dir: String) -> Set<[UInt8]> { Set(entries(dir).map(\.name)) }
 
     static func types(_ dir: String) -> [String: UInt8] {
@@ -589,7 +589,6 @@ enum Raw {
         while let entry = readdir(stream) {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
             if name == [0x2E] || name == [0x2E, 0x2E] { continue }
-            if Disk.isControlFile(String(decoding: name, as: UTF8.self), inode: UInt64(entry.pointee.d_ino)) { continue }
             result.append((name, entry.pointee.d_type))
         }
         return result

@@ -578,7 +578,7 @@ enum OverlayTree {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
             }
-            if name != "." && name != ".." && !Disk.isControlFile(name, inode: UInt64(entry.pointee.d_ino)) {
+            if name != "." && name != ".." {
                 names.append((name, entry.pointee.d_type))
             }
         }

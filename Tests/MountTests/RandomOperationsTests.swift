@@ -30,7 +30,7 @@ import XCTest
 ///   overlayfs avoids by restoring the parent's times), still shows;
 /// - inode numbers are not compared except as hard-link groups; `st_nlink` and `st_size` of
 ///   directories, atime and ctime are not compared (OverlayTree leaves them out already);
-/// - the root's control files `.invalidate` and `.stats` are not listed (OverlayTree.list).
+/// - the root's control files are not listed by the mount, so the walk does not see them.
 ///
 /// Differences once accepted, now failures by default: proxybundle used to answer `EXDEV` to a
 /// rename involving a directory with main-bundle content (as overlayfs without redirect_dir

@@ -25,7 +25,7 @@ final class ChildIndexTests: XCTestCase {
                 let id = nextID
                 nextID += 1
                 state.nodes[id] = NodeTable.Node(parent: key.parent, name: key.name, lookups: 1,
-                                                 placement: Placement(inUpper: true, inLower: false, isDirectory: false))
+                                                 placement: Placement.file(in: 0))
                 state.setChild(key, id)
                 expected[key] = id
             case 2:
@@ -63,7 +63,7 @@ final class ChildIndexTests: XCTestCase {
         let own = NodeTable.ChildKey(parent: 1, name: Array("a".utf8))
         let other = NodeTable.ChildKey(parent: 1, name: Array("b".utf8))
         state.nodes[20] = NodeTable.Node(parent: 1, name: own.name, lookups: 1,
-                                         placement: Placement(inUpper: true, inLower: false, isDirectory: false))
+                                         placement: Placement.file(in: 0))
         state.setChild(own, 20)
         state.setChild(other, 20)
         XCTAssertEqual(state.child(own), 20)
@@ -86,11 +86,11 @@ struct SeededNumbers: RandomNumberGenerator {
 }
 
 final class NodeTableNameTests: XCTestCase {
-    private let file = Placement(inUpper: true, inLower: false, isDirectory: false)
+    private let file = Placement.file(in: 0)
 
     /// A forgotten node leaves no name behind, hard links' other names included.
     func testAForgottenNodeLeavesNoNameBehind() {
-        let table = NodeTable(root: Placement(inUpper: true, inLower: true, isDirectory: true))
+        let table = NodeTable(root: Placement(top: 0, bottom: 1, isDirectory: true))
         let id = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8, identity: 7,
                                 resolvedAt: nil)
         table.addAlias(id, parent: rootNodeID, name: Array("b".utf8))
@@ -104,7 +104,7 @@ final class NodeTableNameTests: XCTestCase {
 
     /// A hard link made onto a name the table still gives another node takes the name from it.
     func testALinkTakesItsNameFromTheNodeThatHadIt() throws {
-        let table = NodeTable(root: Placement(inUpper: true, inLower: true, isDirectory: true))
+        let table = NodeTable(root: Placement(top: 0, bottom: 1, isDirectory: true))
         let target = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8,
                                     identity: 7, resolvedAt: nil)
         let other = table.remember(parent: rootNodeID, name: Array("b".utf8), placement: file, kind: 8,

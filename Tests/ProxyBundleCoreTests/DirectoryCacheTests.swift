@@ -22,9 +22,8 @@ final class DirectoryCacheTests: OverlayTestCase {
         let outdated = try overlay.nodes.location(of: a)
         try overlay.rename(n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
         try overlay.rename(n("b"), in: rootNodeID, to: n("a"), in: rootNodeID, flags: 0)
-        let served = try overlay.directories.descriptors(a, outdated, located: located, upper: overlay.upper,
-                                                         lower: overlay.lower)
-        XCTAssertGreaterThanOrEqual(served.upper, 0, "served once all the same")
+        let served = try overlay.directories.descriptors(a, outdated, located: located, layers: overlay.layers)
+        XCTAssertGreaterThanOrEqual(served[0], 0, "served once all the same")
         XCTAssertEqual(try lookup(overlay, "c").node, a)
         XCTAssertEqual(try lookup(overlay, "c/x").attributes.st_size, 4, "a's own x")
         XCTAssertEqual(try lookup(overlay, "a/x").attributes.st_size, 14, "b's x")
@@ -59,8 +58,8 @@ final class DirectoryCacheTests: OverlayTestCase {
         let location = try overlay.nodes.location(of: d)
         try rename(.patch, "d", "away")
         let opened = try overlay.directories.descriptors(d, location, located: overlay.nodes.version,
-                                                         upper: overlay.upper, lower: overlay.lower)
-        XCTAssertEqual(opened.upper, -1, "fixture: opened while away")
+                                                         layers: overlay.layers)
+        XCTAssertEqual(opened[0], -1, "fixture: opened while away")
         try rename(.patch, "away", "d")
         return (overlay, d)
     }

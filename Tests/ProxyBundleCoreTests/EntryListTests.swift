@@ -12,11 +12,11 @@ final class EntryListTests: OverlayTestCase {
         let names: [[UInt8]] = [[0x2E], Array("a".utf8), Array("exactly8".utf8), Array("seventeen-bytes!!".utf8),
                                 Array(repeating: 0x78, count: 255), Array("é.strings".utf8)]
         for (index, name) in names.enumerated() {
-            list.append(name, type: UInt8(DT_REG), inode: UInt64(index), fromUpper: index % 2 == 0)
+            list.append(name, type: UInt8(DT_REG), inode: UInt64(index), layer: index % 2 == 0 ? 0 : 1)
         }
         XCTAssertEqual(list.entries.map(list.name), names)
         XCTAssertEqual(list.entries.map(\.inode), Array(0 ..< UInt64(names.count)))
-        XCTAssertEqual(list.entries.map(\.fromUpper), names.indices.map { $0 % 2 == 0 })
+        XCTAssertEqual(list.entries.map(\.layer), names.indices.map { UInt8($0 % 2 == 0 ? 0 : 1) })
         list.withNames { buffer in
             for (entry, name) in zip(list.entries, names) {
                 XCTAssertEqual(strlen(buffer.cString(entry)), name.count)

@@ -25,7 +25,7 @@ final class NodeSizeTests: XCTestCase {
 
     func node(_ name: String, lookups: UInt32 = 1) -> NodeTable.Node {
         NodeTable.Node(parent: rootNodeID, name: Array(name.utf8), lookups: lookups,
-                       placement: Placement(inUpper: true, inLower: false, isDirectory: false))
+                       placement: Placement.file(in: 0))
     }
 
     /// The store answers what was put in, across pages, and forgets what was removed.

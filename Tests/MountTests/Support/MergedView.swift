@@ -22,7 +22,7 @@ enum MergedView {
         }
     }
 
-    static let controlFiles: Set<String> = [".invalidate", ".stats"]
+    static let controlFiles: Set<String> = [".invalidate", ".stats", ".layers"]
 
     /// What a fresh mount of these two layers must show, by relative path ("" is the root).
     static func expected(main: String, substitution: String) throws -> [String: Node] {

@@ -1,0 +1,149 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The layers of a mount, top first: the substitution (index 0, the only layer ever written),
+/// then the patches in the order given (the first wins), then the main bundle (last). A name
+/// in a higher layer shadows the same name in every layer below it; a directory merges with
+/// the same directory in the layers below, down to the first layer where it is opaque.
+public final class LayerStack: Sendable {
+    /// What a layer is to the mount.
+    public enum Role: String, Sendable {
+        case substitution, patch, main
+    }
+
+    public let layers: [Layer]
+
+    /// The most layers a mount can have: a layer is numbered by one byte in nodes and listings.
+    public static let limit = 255
+
+    /// E2BIG past `limit` layers; EINVAL when a directory is given twice, or one layer lies
+    /// inside another (a change in one would change the other behind the daemon's back).
+    public init(substitution: Layer, patches: [Layer] = [], main: Layer) throws(Errno) {
+        guard patches.count + 2 <= LayerStack.limit else { throw Errno(E2BIG) }
+        layers = [substitution] + patches + [main]
+        try LayerStack.checkApart(layers)
+    }
+
+    private static func checkApart(_ layers: [Layer]) throws(Errno) {
+        let paths = layers.map(\.canonicalPath)
+        for (i, one) in layers.enumerated() {
+            for (j, other) in layers.enumerated() where j > i {
+                if one.device == other.device && one.inode == other.inode { throw Errno.invalid }
+                guard let a = paths[i], let b = paths[j] else { continue }
+                if LayerStack.isInside(a, b) || LayerStack.isInside(b, a) { throw Errno.invalid }
+            }
+        }
+    }
+
+    /// Whether `path` lies beneath `ancestor` (both canonical).
+    static func isInside(_ path: String, _ ancestor: String) -> Bool {
+        ancestor == "/" || path.hasPrefix(ancestor + "/")
+    }
+
+    public var count: Int { layers.count }
+    public subscript(index: Int) -> Layer { layers[index] }
+    public var substitution: Layer { layers[0] }
+    public var main: Layer { layers[layers.count - 1] }
+    public var patches: ArraySlice<Layer> { layers[1 ..< layers.count - 1] }
+    public var mainIndex: Int { layers.count - 1 }
+
+    public func role(_ index: Int) -> Role {
+        index == 0 ? .substitution : index == layers.count - 1 ? .main : .patch
+    }
+
+    /// The same layers with other patches.
+    func replacingPatches(_ patches: [Layer]) throws(Errno) -> LayerStack {
+        try LayerStack(substitution: substitution, patches: patches, main: main)
+    }
+
+    /// The same layers with another substitution.
+    func replacingSubstitution(_ substitution: Layer) throws(Errno) -> LayerStack {
+        try LayerStack(substitution: substitution, patches: Array(patches), main: main)
+    }
+
+    /// Where the root merges: from the substitution down to the first layer whose root is
+    /// opaque, or to the main bundle.
+    func rootPlacement() throws(Errno) -> Placement {
+        for index in layers.indices where try Whiteout.isOpaque(layers[index].rootFD) {
+            return Placement(top: 0, bottom: index, isDirectory: true)
+        }
+        return Placement(top: 0, bottom: mainIndex, isDirectory: true)
+    }
+}
+
+/// Which layers hold a node's entry: `top` is the highest layer that has it, which serves its
+/// attributes (and a file's data); a directory merges the same directory of every layer from
+/// `top` down to `bottom` that has it (a layer between them may lack it, none has another
+/// kind of entry or a whiteout there). A non-directory lives in one layer: `bottom == top`.
+public struct Placement: Equatable, Sendable {
+    public var top: UInt8
+    public var bottom: UInt8
+    public var isDirectory: Bool
+
+    public init(top: Int, bottom: Int, isDirectory: Bool) {
+        self.top = UInt8(truncatingIfNeeded: top)
+        self.bottom = UInt8(truncatingIfNeeded: bottom)
+        self.isDirectory = isDirectory
+    }
+
+    /// A non-directory in `layer`.
+    public static func file(in layer: Int) -> Placement {
+        Placement(top: layer, bottom: layer, isDirectory: false)
+    }
+
+    /// The layers the entry may be in, top first.
+    public var layers: ClosedRange<Int> { Int(top) ... Int(bottom) }
+
+    /// Whether the substitution has the entry (then changes need no copy-up).
+    public var inSubstitution: Bool { top == 0 }
+
+    /// Whether a layer below the substitution serves the entry or merges into it.
+    public var reachesBelowSubstitution: Bool { bottom > 0 }
+}
+
+/// Inode numbers as the mount reports them: unique within the mount, stable while mounted,
+/// shared by hard links within a layer. Layers on one file system have distinct numbers
+/// already and report them as they are (as overlayfs does); the numbers of another file system
+/// carry a tag in their top bits, one per file system: none for the main bundle's, the highest
+/// bit for the next one seen (so a substitution on a file system of its own is tagged with
+/// bit 63), then bit 62, bits 63 and 62, and so on (the tag's bits reversed, from bit 63 down).
+/// File systems are numbered in the order first seen and keep their tag for the life of the
+/// daemon, also when the patches change.
+struct InodeNumbers: Sendable {
+    /// The devices seen, in order; the main bundle's first.
+    private(set) var devices: [UInt64]
+
+    init(main: UInt64) { devices = [main] }
+
+    /// Gives each layer's file system a tag, keeping those already given.
+    mutating func register(_ stack: LayerStack) {
+        for layer in stack.layers where !devices.contains(layer.device) && devices.count < 256 {
+            devices.append(layer.device)
+        }
+    }
+
+    /// The tag of the file system `device` (0 for the main bundle's and any not registered).
+    func tag(_ device: UInt64) -> UInt64 {
+        if devices.count == 1 || device == devices[0] { return 0 }
+        guard let index = devices.firstIndex(of: device) else { return 0 }
+        return UInt64(UInt8(index).bitReversed) << 56
+    }
+
+    func number(_ ino: ino_t, device: UInt64) -> ino_t {
+        ino | ino_t(tag(device))
+    }
+}
+
+extension UInt8 {
+    /// The bits in reverse order (bit 0 becomes bit 7).
+    var bitReversed: UInt8 {
+        var value = self
+        var result: UInt8 = 0
+        for _ in 0..<8 {
+            result = result << 1 | value & 1
+            value >>= 1
+        }
+        return result
+    }
+}

@@ -1,0 +1,25 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Changing the patches while mounted (`.layers`).
+extension Overlay {
+    /// The layers as `.layers` shows them: one `ROLE PATH` line each, top first.
+    public var layersText: String {
+        let stack = layers
+        return stack.layers.indices.map { "\(stack.role($0).rawValue) \(stack[$0].path)\n" }.joined()
+    }
+
+    /// Replaces the patches with `patches` (highest priority first) as one change, and forgets
+    /// everything cached: every later request sees the new stack. Returns what the kernel must
+    /// forget (see `invalidate`). EINVAL, changing nothing, when a directory is given twice or
+    /// one layer lies inside another. Files open before keep what they opened.
+    public func replacePatches(_ patches: [Layer], listingNames: Bool = true) throws(Errno) -> Invalidation {
+        let next = try layers.replacingPatches(patches)
+        stack.withLock { s in
+            s.layers = next
+            s.inodes.register(next)
+        }
+        return try invalidateEverything(listingNames: listingNames)
+    }
+}

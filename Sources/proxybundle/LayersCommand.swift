@@ -1,0 +1,85 @@
+import ArgumentParser
+import Dispatch
+import ProxyBundleCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct LayersCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "layers",
+        abstract: "Print the layers of a mount, or replace its patches while it is mounted.",
+        discussion: """
+            Prints one line per layer, top first: `substitution PATH`, `patch PATH` for each \
+            patch, `main PATH`. With --set, the patches become DIR... (highest priority first; \
+            none: no patches) in one step: when the command returns, every later access through \
+            the mount sees the new layers. Files already open keep reading what they opened.
+            An updater installs a patch version by unpacking it into a new directory, setting \
+            the layers, then removing the old directory.
+            Example:
+              proxybundle layers /mnt/myapp --set /srv/patches/v2 /srv/patches/base
+            """
+    )
+
+    @Argument(help: "The mountpoint of a proxybundle mount.")
+    var mountpoint: String
+
+    @Flag(name: .long, help: "Replace the patches with DIR... (none: no patches).")
+    var set = false
+
+    @Argument(help: ArgumentHelp("The new patches, highest priority first (with --set).", valueName: "dir"))
+    var directories: [String] = []
+
+    func validate() throws {
+        if !set && !directories.isEmpty { throw ValidationError("give --set to replace the patches with \(directories[0])") }
+    }
+
+    func run() throws {
+        let absolute = Paths.absolute(mountpoint)
+        guard let mount = RunningMount.at(absolute) else { throw Failure("\(mountpoint) is not a proxybundle mount") }
+        guard mount.isAlive else {
+            throw Failure("the daemon of \(mount.mountpoint) does not answer (\(StatusCommand.state(mount))); "
+                              + "clear the mount with: proxybundle unmount \(mount.mountpoint)")
+        }
+        if set { try replace(mount) }
+        let answer = RunningMount.read(absolute + "/.layers", seconds: RunningMount.patience)
+        guard let text = answer.text else {
+            throw Failure("cannot read the layers of \(mountpoint): \(Paths.describe(answer.error))")
+        }
+        print(text, terminator: "")
+    }
+
+    /// Checks the new patches as `mount` checks its own, then writes them to `.layers`.
+    private func replace(_ mount: RunningMount) throws(Failure) {
+        var paths: [String] = []
+        let fixed = [(mount.main, "the main bundle"), (mount.substitution ?? "", "the substitution directory")]
+        for argument in directories {
+            let kind = Paths.kind(argument)
+            if !kind.exists { throw Failure("patch \(argument) does not exist") }
+            guard kind.isDirectory else { throw Failure("patch \(argument) is not a directory") }
+            guard let path = Paths.canonical(argument) else {
+                throw Failure("patch \(argument) cannot be resolved: \(Paths.describe(errno))")
+            }
+            if Paths.isInside(path, mount.mountpoint) {
+                throw Failure("patch \(argument) is inside the mountpoint \(mount.mountpoint); the mount would hide it")
+            }
+            for (other, name) in fixed + paths.map({ ($0, "patch \($0)") }) {
+                if path == other { throw Failure("patch \(argument) is the same directory as \(name)") }
+                if Paths.isInside(path, other) || Paths.isInside(other, path) {
+                    throw Failure("patch \(argument) and \(name) lie one inside the other")
+                }
+            }
+            paths.append(path)
+        }
+        // a write of nothing would not reach the daemon: an empty line stands for no patches
+        let text = paths.isEmpty ? "\n" : paths.map { $0 + "\n" }.joined()
+        let error = RunningMount.write(Array(text.utf8), to: mount.mountpoint + "/.layers", seconds: 30)
+        switch error {
+        case 0: return
+        case ETIMEDOUT:
+            throw Failure("the daemon of \(mount.mountpoint) did not answer within 30 s; "
+                              + "clear the mount with: proxybundle unmount \(mount.mountpoint)")
+        default: throw Failure("cannot set the patches of \(mount.mountpoint): \(Paths.describe(error))")
+        }
+    }
+}
