@@ -43,10 +43,14 @@ extension Overlay {
         let placed = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
             copy = try copyEntry(st, at: location.path, from: source, to: temporary, in: work, withData: withData)
         }
-        if placed {
-            recordOrigin(shown(st).st_ino, forCopyInode: copy)
-        } else {
-            recordOrigin(shown(st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
+        // one name of a file with several is copied alone, as on kernel overlayfs: the copy
+        // shows a number of its own, not the one the other names keep showing
+        if st.st_nlink == 1 {
+            if placed {
+                recordOrigin(shown(st).st_ino, forCopyInode: copy)
+            } else {
+                recordOrigin(shown(st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
+            }
         }
         nodes.update(node) { $0 = .file(in: 0) }
         return location.path

@@ -73,7 +73,9 @@ extension Overlay {
                 // the copy keeps showing the number the entry had
                 let shown = self.shown(st).st_ino
                 guard child.placement.isDirectory else {
-                    recordOrigin(shown, forCopyInode: try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd))
+                    let copy = try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
+                    // as for a copy-up: a file with other names shows a number of its own
+                    if st.st_nlink == 1 { recordOrigin(shown, forCopyInode: copy) }
                     return
                 }
                 _ = try Sys.check { mkdirat(dirfd, name, 0o700) }

@@ -167,6 +167,25 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(item(listing, "one")?.inode, UInt64(one.attributes.st_ino))
     }
 
+    /// Copying up one name of a main-bundle file with several gives that name a file of its
+    /// own, which must show a number of its own (kernel overlayfs keeps the lower number only
+    /// for a file with one link). Before the fix it kept the number the other names still show.
+    func testCopyingUpOneNameOfAHardLinkedFileGivesItANumberOfItsOwn() throws {
+        try write(.main, "one", "shared content")
+        try hardLink(.main, "one", "two")
+        try write(.main, "single", "one link")
+        let overlay = try makeCachingOverlay()
+        let one = try lookup(overlay, "one")
+        let single = try lookup(overlay, "single")
+        var changes = Overlay.AttributeChanges()
+        changes.mode = 0o600
+        _ = try overlay.setAttributes(one.node, changes, openFile: nil)
+        _ = try overlay.setAttributes(single.node, changes, openFile: nil)
+        XCTAssertNotEqual(try overlay.attributes(of: one.node).st_ino, try lookup(overlay, "two").attributes.st_ino)
+        XCTAssertEqual(try overlay.attributes(of: one.node).st_ino, try lstatOf(.patch, "one").st_ino)
+        XCTAssertEqual(try overlay.attributes(of: single.node).st_ino, single.attributes.st_ino, "one link: the number stays")
+    }
+
     func testHardLinksInSubstitutionShareTheInodeNumber() throws {
         try write(.patch, "one", "shared content")
         try hardLink(.patch, "one", "two")
