@@ -338,7 +338,13 @@ enum OverlayScenario {
         }
 
         mutating func build(main: String, patch: String) throws {
-            // main: directories up to four levels deep, each with a few files
+            let tree = try buildMain(main)
+            try buildPatch(patch, over: tree)
+        }
+
+        /// The main bundle: directories up to four levels deep, each with a few files, and a
+        /// hard link. Returns its directories ("" for the root) and files.
+        mutating func buildMain(_ main: String) throws -> (directories: [String], files: [String]) {
             var directories = [""]
             var files: [String] = []
             for index in 0..<90 {
@@ -354,9 +360,16 @@ enum OverlayScenario {
                     files.append(path)
                 }
             }
+            try link(main + "/" + files[0], main + "/" + files[0] + ".hardlink")
+            return (directories, files)
+        }
 
-            // the patch: visit main's directories parent first; a hidden or retyped directory
-            // takes its subtree with it
+        /// A patch over the main bundle's `tree` (and over any patch already made over it):
+        /// whiteouts, replaced files, retyped entries, opaque and new directories, new files.
+        mutating func buildPatch(_ patch: String, over tree: (directories: [String], files: [String])) throws {
+            let (directories, files) = tree
+            // visit main's directories parent first; a hidden or retyped directory takes its
+            // subtree with it
             var gone: [String] = []
             func isGone(_ path: String) -> Bool { gone.contains { path == $0 || path.hasPrefix($0 + "/") } }
             func name(_ path: String) -> String { String(path.split(separator: "/").last ?? "") }
@@ -402,7 +415,6 @@ enum OverlayScenario {
                     try file(patch + "/" + path)
                 }
             }
-            try link(main + "/" + files[0], main + "/" + files[0] + ".hardlink")
         }
     }
 }
@@ -414,26 +426,60 @@ enum KernelOverlay {
     /// main bundle, read-only. Skips the test when overlayfs cannot be mounted here.
     static func mount(_ fx: MountFixture, at mountpoint: String, converted: String? = nil,
                       keep: Set<String> = []) throws {
-        let upper = converted ?? fx.root + "/converted"
-        let copy = try Spawn.run("/bin/cp", ["-a", fx.substitution, upper])
-        guard copy.status == 0 else { throw TestFailure("cp -a: \(copy.error)") }
-        try convert(upper, lower: fx.main, keep: keep)
+        try mountStack([fx.substitution, fx.main], at: mountpoint, scratch: converted ?? fx.root + "/converted", keep: keep)
+    }
+
+    /// Mounts `layers` (top first; each but the last copied under `scratch` and converted to
+    /// overlayfs' forms) as one read-only kernel overlay at `mountpoint`: what proxybundle must
+    /// show for the same stack. Skips the test when overlayfs cannot be mounted here.
+    static func mountStack(_ layers: [String], at mountpoint: String, scratch: String, keep: Set<String> = []) throws {
+        let lowers = try convertedStack(layers, scratch: scratch, keep: keep)
         try Disk.mkdir(mountpoint)
-        let options = "lowerdir=\(upper):\(fx.main)"
-        let result = Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), options)
-        guard result == 0 else {
+        let options = "lowerdir=" + lowers.joined(separator: ":")
+        guard Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), options) == 0 else {
             let code = errno
             throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(code)))")
         }
+    }
+
+    /// `layers` as overlayfs' lower directories: each but the last copied (`cp -a`) to
+    /// `scratch`/N and converted (see `convert`); the last as it is.
+    static func convertedStack(_ layers: [String], scratch: String, keep: Set<String> = []) throws -> [String] {
+        var result: [String] = []
+        for (index, layer) in layers.enumerated() {
+            guard index < layers.count - 1 else {
+                result.append(layer)
+                break
+            }
+            let copy = layers.count == 2 ? scratch : scratch + "/\(index)"
+            try Disk.makeParent(copy)
+            let made = try Spawn.run("/bin/cp", ["-a", layer, copy])
+            guard made.status == 0 else { throw TestFailure("cp -a: \(made.error)") }
+            // the roots below, down to the first opaque one
+            var below: [String] = []
+            for root in layers[(index + 1)...] {
+                below.append(root)
+                if isOpaque(root, names: (try? Disk.list(root)) ?? [], keep: keep) { break }
+            }
+            try convert(copy, original: layer, below: below, keep: keep)
+            result.append(copy)
+        }
+        return result
     }
 
     /// A writable overlay of the fixture's main bundle at `mountpoint`, with `upper` (made empty
     /// if missing) and a work directory beside the mountpoint. Skips the test when overlayfs
     /// cannot be mounted here.
     static func mountWritable(_ fx: MountFixture, at mountpoint: String, upper: String) throws {
+        try mountWritable(lowers: [fx.main], at: mountpoint, upper: upper)
+    }
+
+    /// A writable overlay of `lowers` (overlayfs' lower directories, top first) at `mountpoint`,
+    /// with `upper` and a work directory beside the mountpoint. `extra` options are appended.
+    static func mountWritable(lowers: [String], at mountpoint: String, upper: String, extra: String = "") throws {
         let work = mountpoint + "-work"
         for directory in [mountpoint, upper, work] where Disk.lstat(directory) == nil { try Disk.mkdir(directory) }
-        let options = "lowerdir=\(fx.main),upperdir=\(upper),workdir=\(work)"
+        let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work)" + extra
         guard Glibc.mount("overlay", mountpoint, "overlay", 0, options) == 0 else {
             throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(errno)))")
         }
@@ -450,52 +496,87 @@ enum KernelOverlay {
         return (try exercise(fx.mountpoint), try exercise(kernel))
     }
 
-    /// `.wh.NAME` -> character device 0/0 `NAME`; `.wh..wh..opq` -> `trusted.overlay.opaque=y`.
-    /// Each directory's times are put back afterwards, so directory mtimes can be compared.
-    /// Names in `keep` are left alone (to prove the comparison notices).
+    /// Converts `copy`, a copy of the layer directory `original`, to overlayfs' forms:
+    /// `.wh.NAME` becomes a 0/0 character device NAME (or, beside a directory NAME of the same
+    /// layer, which it marks as made anew, `trusted.overlay.opaque=y` on that directory);
+    /// `.wh..wh..opq` becomes `trusted.overlay.opaque=y` on its directory. Each directory's
+    /// times are put back afterwards, so directory mtimes can be compared. Names in `keep` are
+    /// left alone (to prove the comparison notices). `below` are the directories of the layers
+    /// under this one that it merges unless it is opaque itself (originals, top first).
     ///
-    /// In a directory that is not merged (opaque, or with no directory of main below it) a
-    /// whiteout hides nothing, so it is dropped instead of converted: the kernel lists the
-    /// whiteout devices of such a directory in readdir although lstat of them fails with ENOENT
-    /// (seen on 6.18), an artifact proxybundle need not copy. proxybundle is still given them.
-    /// `lower` is main's directory at the same place, nil when there is none.
-    static func convert(_ directory: String, lower: String?, keep: Set<String>) throws {
-        var st = stat()
-        guard lstat(directory, &st) == 0 else { throw TestFailure("lstat \(directory): errno \(errno)") }
-        let names = try Disk.list(directory)
-        var flag: UInt8 = 0
-        let unmerged = lower == nil || (names.contains(".wh..wh..opq") && !keep.contains(".wh..wh..opq"))
-            || (lgetxattr(directory, "trusted.overlay.opaque", &flag, 1) == 1 && flag == UInt8(ascii: "y"))
+    /// In a directory that merges nothing below (opaque, or with no directory below it that it
+    /// merges) a whiteout hides nothing, so it is dropped instead of converted: the kernel
+    /// lists the whiteout devices of such a directory in readdir although lstat of them fails
+    /// with ENOENT (seen on 6.18), an artifact proxybundle need not copy. proxybundle is still
+    /// given them.
+    static func convert(_ copy: String, original: String, below: [String], keep: Set<String>) throws {
+        guard let st = Disk.lstat(copy) else { throw TestFailure("lstat \(copy): errno \(errno)") }
+        let names = try Disk.list(original)
+        let mergedBelow = isOpaque(original, names: names, keep: keep) ? [] : below
         for name in names {
-            let path = directory + "/" + name
-            var child = stat()
-            guard lstat(path, &child) == 0 else { throw TestFailure("lstat \(path): errno \(errno)") }
-            if (child.st_mode & S_IFMT) == S_IFDIR {
-                var below = stat()
-                let lowerChild = lower.map { $0 + "/" + name }
-                let merged = !unmerged && lowerChild.map { lstat($0, &below) == 0 && (below.st_mode & S_IFMT) == S_IFDIR } == true
-                try convert(path, lower: merged ? lowerChild : nil, keep: keep)
+            let path = copy + "/" + name
+            guard let child = Disk.lstat(original + "/" + name) else { throw TestFailure("lstat \(path): errno \(errno)") }
+            if name.hasPrefix(".wh..wh.") && (child.st_mode & S_IFMT) == S_IFDIR {
+                // the daemon's own (its copy-up work directory), never shown
+                try FileManager.default.removeItem(atPath: path)
                 continue
             }
-            if unmerged && (child.st_mode & S_IFMT) == S_IFCHR && child.st_rdev == 0 {
+            if (child.st_mode & S_IFMT) == S_IFDIR {
+                let anew = names.contains(".wh." + name) && !keep.contains(".wh." + name)
+                if anew {
+                    guard setxattr(path, "trusted.overlay.opaque", "y", 1, 0) == 0 else {
+                        throw TestFailure("setxattr \(path): errno \(errno)")
+                    }
+                }
+                let childBelow = anew ? [] : merged(name, under: mergedBelow, keep: keep)
+                try convert(path, original: original + "/" + name, below: childBelow, keep: keep)
+                continue
+            }
+            if mergedBelow.isEmpty && (child.st_mode & S_IFMT) == S_IFCHR && child.st_rdev == 0 {
                 guard unlink(path) == 0 else { throw TestFailure("unlink \(path): errno \(errno)") }
                 continue
             }
             guard name.hasPrefix(".wh."), !keep.contains(name) else { continue }
             guard unlink(path) == 0 else { throw TestFailure("unlink \(path): errno \(errno)") }
             if name == ".wh..wh..opq" {
-                guard setxattr(directory, "trusted.overlay.opaque", "y", 1, 0) == 0 else {
-                    throw TestFailure("setxattr \(directory): errno \(errno)")
+                guard setxattr(copy, "trusted.overlay.opaque", "y", 1, 0) == 0 else {
+                    throw TestFailure("setxattr \(copy): errno \(errno)")
                 }
-            } else if !unmerged {
-                let hidden = directory + "/" + String(name.dropFirst(4))
+            } else if !mergedBelow.isEmpty, Disk.lstat(original + "/" + String(name.dropFirst(4))) == nil {
+                let hidden = copy + "/" + String(name.dropFirst(4))
                 guard mknod(hidden, S_IFCHR, 0) == 0 else { throw TestFailure("mknod \(hidden): errno \(errno)") }
             }
         }
         var times = [st.st_atim, st.st_mtim]
-        guard utimensat(AT_FDCWD, directory, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw TestFailure("utimensat \(directory): errno \(errno)")
+        guard utimensat(AT_FDCWD, copy, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
+            throw TestFailure("utimensat \(copy): errno \(errno)")
         }
+    }
+
+    /// The directories `name` of `parents` (lower directories a directory merges, top first)
+    /// that the directory `name` merges: each that is a directory, until a layer has a whiteout
+    /// for it, another kind of entry, or an opaque directory (merged, and the last). A layer
+    /// without the name is passed over.
+    private static func merged(_ name: String, under parents: [String], keep: Set<String>) -> [String] {
+        var result: [String] = []
+        for parent in parents {
+            let whitedOut = !keep.contains(".wh." + name) && Disk.lstat(parent + "/.wh." + name) != nil
+            guard let st = Disk.lstat(parent + "/" + name) else {
+                if whitedOut { break }
+                continue
+            }
+            guard (st.st_mode & S_IFMT) == S_IFDIR else { break }
+            let path = parent + "/" + name
+            result.append(path)
+            if whitedOut || isOpaque(path, names: (try? Disk.list(path)) ?? [], keep: keep) { break }
+        }
+        return result
+    }
+
+    private static func isOpaque(_ directory: String, names: [String], keep: Set<String>) -> Bool {
+        var flag: UInt8 = 0
+        return (names.contains(".wh..wh..opq") && !keep.contains(".wh..wh..opq"))
+            || (lgetxattr(directory, "trusted.overlay.opaque", &flag, 1) == 1 && flag == UInt8(ascii: "y"))
     }
 }
 

@@ -1,0 +1,406 @@
+import CFuseShim
+import Foundation
+import XCTest
+
+/// Stacks of layers (substitution, patches, main bundle) against kernel overlayfs mounted with
+/// the same layers (`lowerdir=SUBSTITUTION:P1:P2:MAIN`, each converted to overlayfs' forms as
+/// OverlayDifferentialTests does): the visible trees must agree on every path and attribute.
+/// Every read-only layer must be byte for byte unchanged after each test.
+final class StackedPatchesTests: XCTestCase {
+    var fx: MountFixture!
+    /// The patches, highest priority first, under the fixture's root.
+    var patches: [String] = []
+    private var checksums: [String: String] = [:]
+    /// Directories outside the fixture's root, removed after the checks of tearDown.
+    private var elsewhere: [String] = []
+
+    override func setUpWithError() throws {
+        fx = try MountFixture(name)
+        patches = [fx.root + "/p1", fx.root + "/p2"]
+        for patch in patches { try Disk.mkdir(patch) }
+    }
+
+    override func tearDown() {
+        fx?.stop()
+        for (patch, before) in checksums {
+            XCTAssertEqual(try? TreeChecksum.of(patch), before, "the patch \(patch) was modified")
+        }
+        fx?.tearDown()
+        for path in elsewhere { try? FileManager.default.removeItem(atPath: path) }
+    }
+
+    /// Mounts the fixture with `patches` (and `extra` arguments); remembers the patches'
+    /// checksums for tearDown.
+    func start(_ patches: [String]? = nil, _ extra: [String] = []) throws {
+        for patch in patches ?? self.patches { checksums[patch] = try TreeChecksum.of(patch) }
+        try fx.start((patches ?? self.patches).flatMap { ["--patch", $0] } + extra)
+    }
+
+    /// The kernel's read-only overlay of the substitution, `patches` and the main bundle.
+    func kernel(_ patches: [String]? = nil, at name: String = "kernel") throws -> String {
+        let mountpoint = fx.root + "/" + name
+        try KernelOverlay.mountStack([fx.substitution] + (patches ?? self.patches) + [fx.main], at: mountpoint,
+                                     scratch: fx.root + "/" + name + "-converted")
+        return mountpoint
+    }
+
+    /// Modification times from `since` on are shown as `(recent)`: two calls on two file
+    /// systems never happen in the same nanosecond.
+    func assertSameTree(_ proxy: String, _ kernel: String, since: Int? = nil,
+                        file: StaticString = #filePath, line: UInt = #line) throws {
+        func walk(_ root: String) throws -> [String: OverlayTree.Entry] {
+            try OverlayTree.walk(root).mapValues { entry in
+                var entry = entry
+                if let since, let seconds = Int(entry.mtime.prefix { $0 != "." }), seconds >= since { entry.mtime = "(recent)" }
+                return entry
+            }
+        }
+        let ours = try walk(proxy)
+        let theirs = try walk(kernel)
+        XCTAssertGreaterThan(theirs.count, 1, "the kernel overlay shows nothing", file: file, line: line)
+        let differences = OverlayTree.differences(ours, theirs, leftName: "proxybundle", rightName: "overlayfs")
+        XCTAssertTrue(differences.isEmpty, "\(differences.count) difference(s):\n"
+                          + differences.prefix(200).joined(separator: "\n"), file: file, line: line)
+    }
+
+    // MARK: the rules, by hand
+
+    /// Every rule of the issue by hand: shadowing across three and four layers, whiteouts in a
+    /// middle layer (which hide what is below them and nothing above), an opaque directory in
+    /// a middle layer with entries above it, a type change at each level, a directory present
+    /// in four layers and one missing from a middle layer, a directory made anew beside its
+    /// whiteout, hard links within a layer.
+    static func buildHandwritten(s: String, p1: String, p2: String, m: String) throws {
+        func at(_ root: String, _ path: String) -> String { root + "/" + path }
+        // shadowing
+        try Disk.write(at(m, "three.txt"), "main")
+        try Disk.write(at(p2, "three.txt"), "patch 2, longer")
+        try Disk.write(at(p1, "three.txt"), "patch 1", mode: 0o600)
+        for (root, text) in [(m, "main"), (p2, "p2"), (p1, "p1"), (s, "the substitution's")] {
+            try Disk.write(at(root, "four.txt"), text)
+        }
+        try Disk.write(at(m, "low.txt"), "main")
+        try Disk.write(at(p2, "low.txt"), "patch 2")
+        try Disk.write(at(p1, "only-p1.txt"), "p1")
+        try OverlayScenario.setTime(at(p1, "only-p1.txt"), OverlayScenario.baseTime + 5, 5)
+        // whiteouts in a middle layer hide below, not above
+        try Disk.write(at(m, "gone.txt"), "main")
+        try Disk.whiteout(p2, "gone.txt")
+        try Disk.write(at(m, "revived.txt"), "main")
+        try Disk.whiteout(p1, "revived.txt")
+        try Disk.write(at(s, "revived.txt"), "substitution")
+        try Disk.write(at(p2, "p2-only.txt"), "p2")
+        try Disk.whiteout(p1, "p2-only.txt")
+        try Disk.write(at(m, "back.txt"), "main")
+        try Disk.whiteout(p2, "back.txt")
+        try Disk.write(at(p1, "back.txt"), "patch 1 over a whiteout below")
+        try Disk.write(at(m, "dev-hidden.txt"), "main")
+        guard mknod(at(p1, "dev-hidden.txt"), S_IFCHR, 0) == 0 else { throw TestFailure("mknod: errno \(errno)") }
+        try Disk.write(at(m, "gone-dir/x"), "main")
+        try Disk.write(at(p2, "gone-dir/y"), "p2")
+        try Disk.whiteout(p1, "gone-dir")
+        // an opaque directory in a middle layer, entries above it
+        try Disk.write(at(m, "op/m1"), "main")
+        try Disk.write(at(m, "op/shared"), "main")
+        try Disk.write(at(p2, "op/p2"), "p2")
+        try Disk.opaque(at(p2, "op"))
+        try Disk.write(at(p1, "op/p1"), "p1")
+        try Disk.write(at(s, "op/s"), "s")
+        try Disk.write(at(m, "op-deep/a/b/m"), "main")
+        try Disk.write(at(p2, "op-deep/a/b/p2"), "p2")
+        try Disk.opaque(at(p2, "op-deep/a"))
+        try Disk.write(at(p1, "op-deep/a/b/p1"), "p1")
+        // type changes at each level
+        try Disk.write(at(m, "t1/a"), "main")
+        try Disk.write(at(p2, "t1"), "p2 made it a file")
+        try Disk.write(at(p1, "t1/b"), "p1 made it a directory again")
+        try Disk.write(at(m, "t2"), "main file")
+        try Disk.write(at(p2, "t2/x"), "p2 directory")
+        try Disk.write(at(s, "t2"), "the substitution's file")
+        try Disk.write(at(m, "t3/m"), "main")
+        try Disk.symlink(at(p2, "t3"), to: "three.txt")
+        try Disk.write(at(m, "t4"), "main file")
+        try Disk.write(at(p1, "t4/p"), "p1 directory over main's file")
+        try Disk.write(at(m, "t5/deep/m"), "main")
+        try Disk.write(at(p2, "t5/deep"), "p2 file")
+        try Disk.write(at(s, "t5/deep/s"), "s")
+        // a directory in four layers, and one missing from the middle layers
+        for (root, name) in [(m, "m"), (p2, "p2"), (p1, "p1"), (s, "s")] {
+            try Disk.write(at(root, "all/" + name), name)
+            try Disk.write(at(root, "all/shared"), "from " + name)
+            try Disk.write(at(root, "all/sub/" + name), name)
+        }
+        try OverlayScenario.setMode(at(p1, "all"), 0o750)
+        try OverlayScenario.setMode(at(s, "all"), 0o711)
+        try Disk.write(at(m, "gap/a/b/m.txt"), "main")
+        try Disk.write(at(s, "gap/a/b/s.txt"), "s")
+        try Disk.write(at(p1, "gap2/x/p1.txt"), "p1")
+        try Disk.write(at(m, "gap2/x/m.txt"), "main")
+        // a directory made anew beside its whiteout, in a middle layer
+        try Disk.write(at(m, "anew/old"), "main")
+        try Disk.write(at(p2, "anew/older"), "p2")
+        try Disk.write(at(p1, "anew/new"), "p1")
+        try Disk.whiteout(p1, "anew")
+        // hard links within a layer
+        try Disk.write(at(p2, "links/a"), "linked in p2")
+        try OverlayScenario.link(at(p2, "links/a"), at(p2, "links/b"))
+        try Disk.write(at(m, "links/c"), "linked in main")
+        try OverlayScenario.link(at(m, "links/c"), at(m, "links/d"))
+        // attributes from the serving layer
+        try Disk.write(at(m, "xattr.txt"), "main")
+        try Disk.write(at(p2, "xattr.txt"), "p2")
+        guard setxattr(at(p2, "xattr.txt"), "user.layer", "p2", 2, 0) == 0 else { throw TestFailure("setxattr: errno \(errno)") }
+        // a root whiteout hides only its own name
+        try Disk.write(at(m, "sub/root-whiteout"), "main, in a subdirectory")
+        try Disk.write(at(m, "root-whiteout"), "main")
+        try Disk.whiteout(p2, "root-whiteout")
+        for dir in ["all", "gap", "op", "t1", "anew"] {
+            for root in [m, p2, p1, s] where Disk.lstat(at(root, dir)) != nil {
+                try OverlayScenario.setTime(at(root, dir), OverlayScenario.baseTime + 50, 50)
+            }
+        }
+    }
+
+    func testHandwrittenStackMatchesKernelOverlayfs() throws {
+        try Self.buildHandwritten(s: fx.substitution, p1: patches[0], p2: patches[1], m: fx.main)
+        let kernel = try kernel()
+        defer { Unmounter.force(kernel) }
+        try start()
+        try assertSameTree(fx.mountpoint, kernel)
+        // the rules, spelled out (the comparison above could not tell which side is wrong)
+        XCTAssertEqual(try Disk.read(fx.inMount("three.txt")), "patch 1")
+        XCTAssertEqual(try Disk.read(fx.inMount("four.txt")), "the substitution's")
+        XCTAssertEqual(try Disk.read(fx.inMount("low.txt")), "patch 2")
+        XCTAssertEqual(try Disk.read(fx.inMount("revived.txt")), "substitution")
+        XCTAssertEqual(try Disk.read(fx.inMount("back.txt")), "patch 1 over a whiteout below")
+        for hidden in ["gone.txt", "p2-only.txt", "dev-hidden.txt", "gone-dir", "root-whiteout"] {
+            XCTAssertEqual(Disk.lstatError(fx.inMount(hidden)), ENOENT, hidden)
+        }
+        XCTAssertEqual(try Disk.read(fx.inMount("sub/root-whiteout")), "main, in a subdirectory")
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("op"))), ["s", "p1", "p2"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("op-deep/a/b"))), ["p1", "p2"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("t1"))), ["b"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("t4"))), ["p"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("t5/deep"))), ["s"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("all"))), ["m", "p2", "p1", "s", "shared", "sub"])
+        XCTAssertEqual(try Disk.read(fx.inMount("all/shared")), "from s")
+        XCTAssertEqual(Disk.lstat(fx.inMount("all")).map { $0.st_mode & 0o7777 }, 0o711)
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("gap/a/b"))), ["m.txt", "s.txt"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("anew"))), ["new"])
+        XCTAssertEqual(Disk.lstat(fx.inMount("links/a"))?.st_ino, Disk.lstat(fx.inMount("links/b"))?.st_ino)
+        XCTAssertEqual(Disk.lstat(fx.inMount("links/c"))?.st_ino, Disk.lstat(fx.inMount("links/d"))?.st_ino)
+        XCTAssertNotEqual(Disk.lstat(fx.inMount("links/a"))?.st_ino, Disk.lstat(fx.inMount("links/c"))?.st_ino)
+    }
+
+    /// Random stacks: a generated main bundle under three generated layers over it.
+    func testGeneratedStacksMatchKernelOverlayfs() throws {
+        for seed: UInt64 in [0x57ac_0001, 0x57ac_0002] {
+            var generator = OverlayScenario.Generator(seed: seed)
+            let tag = String(seed, radix: 16)
+            let tree = try generator.buildMain(fx.main + "/" + tag)
+            for layer in patches.reversed() + [fx.substitution] {
+                try generator.buildPatch(layer + "/" + tag, over: tree)
+            }
+        }
+        let kernel = try kernel()
+        defer { Unmounter.force(kernel) }
+        try start()
+        try assertSameTree(fx.mountpoint, kernel)
+    }
+
+    // MARK: changes through the mount
+
+    /// The same changes on proxybundle and on a writable kernel overlay of the same patches and
+    /// main bundle (an empty upper layer): the answers and the trees agree, and whiteouts are
+    /// written only where a layer below still shows the name.
+    func testChangesThroughAStackMatchKernelOverlayfs() throws {
+        try Self.buildHandwritten(s: fx.root + "/unused", p1: patches[0], p2: patches[1], m: fx.main)
+        let kernel = fx.root + "/kernel"
+        let lowers = try KernelOverlay.convertedStack(patches + [fx.main], scratch: fx.root + "/converted")
+        try KernelOverlay.mountWritable(lowers: lowers, at: kernel, upper: fx.root + "/kernel-upper",
+                                        extra: ",redirect_dir=on,index=off,metacopy=off")
+        defer { Unmounter.force(kernel) }
+        for dir in [fx.root + "/kernel-upper", fx.substitution] {
+            guard let root = Disk.lstat(fx.main) else { throw TestFailure("lstat main") }
+            try OverlayScenario.setMode(dir, root.st_mode & 0o7777)
+            try OverlayScenario.setTime(dir, root.st_mtim.tv_sec, root.st_mtim.tv_nsec)
+        }
+        try start()
+        func exercise(_ root: String) -> [String] {
+            func at(_ path: String) -> String { root + "/" + path }
+            func result(_ value: Int32) -> String { value == 0 ? "ok" : "errno \(errno)" }
+            var answers: [String] = []
+            answers.append(result(unlink(at("three.txt"))))  // p1's: p2 and main still have it
+            answers.append(result(unlink(at("only-p1.txt"))))
+            answers.append(result(unlink(at("back.txt"))))  // only p1 shows it: p2 whites out main's
+            answers.append(result(rmdir(at("t1"))))  // p1's directory holds b
+            answers.append(result(unlink(at("t1/b"))))
+            answers.append(result(rmdir(at("t1"))))  // p2's file below ended the merge
+            answers.append(result(rename(at("low.txt"), at("low-renamed.txt"))))
+            answers.append(result(rename(at("all"), at("all-renamed"))))  // merged from four layers
+            answers.append(result(rename(at("op"), at("op-renamed"))))
+            let fd = open(at("links/a"), O_WRONLY | O_APPEND)
+            answers.append(fd >= 0 ? "open ok" : "open errno \(errno)")
+            if fd >= 0 { answers.append(write(fd, "+", 1) == 1 ? "write ok" : "write errno \(errno)"); close(fd) }
+            answers.append(result(chmod(at("xattr.txt"), 0o600)))  // a copy-up from p2, with its xattr
+            answers.append(result(mkdir(at("gone-dir"), 0o755)))  // over p1's whiteout: starts empty
+            answers.append(result(symlink("target", at("gone.txt"))))
+            answers.append(result(rename(at("anew/new"), at("op-renamed/new"))))
+            // made in the substitution over p1's whiteout of main's file, then removed
+            answers.append(result(creat(at("revived.txt"), 0o644) >= 0 ? 0 : -1))
+            answers.append(result(unlink(at("revived.txt"))))
+            return answers
+        }
+        let since = Int(Date().timeIntervalSince1970) - 2
+        let mine = exercise(fx.mountpoint)
+        let theirs = exercise(kernel)
+        XCTAssertEqual(mine, theirs)
+        try assertSameTree(fx.mountpoint, kernel, since: since)
+        XCTAssertEqual(try Self.whiteouts(fx.substitution), try Self.whiteouts(fx.root + "/kernel-upper"),
+                       "whiteouts where a layer below shows the name, and only there")
+        for name in ["three.txt", "back.txt", "only-p1.txt", "low.txt"] {
+            XCTAssertNotNil(Disk.lstat(fx.inPatch(".wh." + name)), name)
+        }
+        XCTAssertNil(Disk.lstat(fx.inPatch(".wh.revived.txt")), "p1 whites out main's: nothing below shows it")
+        XCTAssertEqual(try Disk.read(fx.inPatch("links/a")), "linked in p2+", "the copy is in the substitution")
+        XCTAssertEqual(Disk.lstat(fx.inMount("links/a"))?.st_nlink, 1, "a copy-up breaks the link (as on overlayfs)")
+    }
+
+    /// A file that only a middle layer has is copied up from that layer: content, mode,
+    /// attributes; it keeps its inode number, and the layer is not touched (tearDown).
+    func testCopyUpFromAMiddleLayerKeepsContentAttributesAndInode() throws {
+        try Disk.write(fx.inMain("file.txt"), "main")
+        try Disk.write(patches[1] + "/file.txt", "from p2", mode: 0o640)
+        guard setxattr(patches[1] + "/file.txt", "user.from", "p2", 2, 0) == 0 else { throw TestFailure("setxattr") }
+        try Disk.write(patches[1] + "/dir/deep.txt", "deep in p2")
+        try start()
+        let before = try XCTUnwrap(Disk.lstat(fx.inMount("dir/deep.txt")))
+        let fd = open(fx.inMount("dir/deep.txt"), O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        XCTAssertEqual(write(fd, "!", 1), 1)
+        close(fd)
+        XCTAssertEqual(try Disk.read(fx.inPatch("dir/deep.txt")), "deep in p2!")
+        XCTAssertEqual(Disk.lstat(fx.inMount("dir/deep.txt"))?.st_ino, before.st_ino, "the copy keeps its number")
+        XCTAssertEqual(chmod(fx.inMount("file.txt"), 0o600), 0)
+        XCTAssertEqual(try Disk.read(fx.inPatch("file.txt")), "from p2")
+        var value = [UInt8](repeating: 0, count: 8)
+        XCTAssertEqual(getxattr(fx.inPatch("file.txt"), "user.from", &value, value.count), 2)
+        XCTAssertEqual(Array(value.prefix(2)), Array("p2".utf8))
+    }
+
+    /// Inode numbers are unique across every layer, also with a patch on another file system,
+    /// stable across invalidations, and shared by hard links within a layer.
+    func testInodeNumbersAreUniqueAcrossLayersAndStable() throws {
+        let shm = "/dev/shm/pb-stack-\(getpid())"
+        try Disk.mkdir(shm)
+        elsewhere.append(shm)
+        patches = [patches[0], shm]
+        for index in 0..<20 {
+            try Disk.write(fx.inMain("f\(index)"), "main")
+            try Disk.write(patches[0] + "/p1-\(index)", "p1")
+            try Disk.write(shm + "/shm-\(index)", "shm")
+            try Disk.write(fx.inPatch("s-\(index)"), "s")
+        }
+        try Disk.write(shm + "/a", "linked")
+        try OverlayScenario.link(shm + "/a", shm + "/b")
+        try start()
+        func numbers() throws -> [String: ino_t] {
+            var result: [String: ino_t] = [:]
+            for name in try Disk.list(fx.mountpoint) { result[name] = Disk.lstat(fx.inMount(name))?.st_ino }
+            return result
+        }
+        let first = try numbers()
+        XCTAssertEqual(first.count, 82)
+        XCTAssertEqual(first["a"], first["b"], "hard links within a layer share their number")
+        var seen: [ino_t: String] = [:]
+        for (name, number) in first where name != "b" {
+            XCTAssertNil(seen[number], "\(name) and \(seen[number] ?? "") share \(number)")
+            seen[number] = name
+        }
+        try Disk.write(fx.inMount(".invalidate"), "/\n")
+        XCTAssertEqual(try numbers(), first, "stable across a full invalidation")
+    }
+
+    // MARK: .layers
+
+    /// `.layers` names every layer, top first; writing patch directories replaces the patches
+    /// at once, while everything is cached: the view is the kernel's overlay of the new stack.
+    func testLayersSwapWhileWarmMatchesKernelOverlayfs() throws {
+        try Self.buildHandwritten(s: fx.substitution, p1: patches[0], p2: patches[1], m: fx.main)
+        let third = fx.root + "/p3"
+        try Disk.write(third + "/three.txt", "patch 3")
+        try Disk.write(third + "/op/p3", "p3")
+        try Disk.whiteout(third, "four.txt")
+        checksums[third] = try TreeChecksum.of(third)
+        try start([patches[1]])
+        XCTAssertEqual(try Disk.read(fx.inMount(".layers")),
+                       "substitution \(fx.substitution)\npatch \(patches[1])\nmain \(fx.main)\n")
+        _ = try OverlayTree.walk(fx.mountpoint)  // everything cached, in the daemon and the kernel
+        for stack in [[third, patches[0], patches[1]], [patches[0]], [], [patches[1], third]] {
+            try Disk.write(fx.inMount(".layers"), stack.map { $0 + "\n" }.joined() + (stack.isEmpty ? "\n" : ""))
+            let expected = "substitution \(fx.substitution)\n" + stack.map { "patch \($0)\n" }.joined() + "main \(fx.main)\n"
+            XCTAssertEqual(try Disk.read(fx.inMount(".layers")), expected)
+            let kernel = try kernel(stack, at: "kernel-\(stack.count)-\(stack.first.map { ($0 as NSString).lastPathComponent } ?? "none")")
+            defer { Unmounter.force(kernel) }
+            try assertSameTree(fx.mountpoint, kernel)
+            _ = try OverlayTree.walk(fx.mountpoint)
+        }
+        // writes go on: a copy-up from the new patches lands in the substitution
+        XCTAssertEqual(try Disk.read(fx.inMount("three.txt")), "patch 2, longer")
+        try Disk.write(fx.inMount("three.txt"), "written")
+        XCTAssertEqual(try Disk.read(fx.inPatch("three.txt")), "written")
+        XCTAssertEqual(try fx.stats()["patch"], third, "the last patch line names the lowest patch")
+    }
+
+    /// A list that cannot be applied fails the write with an errno and changes nothing.
+    func testLayersRefusesWhatCannotBeApplied() throws {
+        try Disk.write(patches[0] + "/p1.txt", "p1")
+        try Disk.write(fx.root + "/a-file", "not a directory")
+        try start([patches[0]])
+        let before = try Disk.read(fx.inMount(".layers"))
+        try Disk.mkdir(fx.inMain("inner"))
+        try fx.acceptMainBundleAsItIs()
+        let cases: [(String, Int32)] = [
+            (fx.root + "/missing\n", ENOENT),
+            (fx.root + "/a-file\n", ENOTDIR),
+            ("relative/path\n", EINVAL),
+            (patches[0] + "\n" + patches[0] + "\n", EINVAL),
+            (fx.main + "\n", EINVAL),
+            (fx.substitution + "\n", EINVAL),
+            (fx.main + "/..\n", EINVAL),  // the fixture's root holds every layer
+            (fx.mountpoint + "/sub\n", EINVAL),
+            (patches[1] + "\n" + fx.main + "/inner\n", EINVAL),
+            (patches[1] + "\n" + fx.root + "/missing\n", ENOENT),
+        ]
+        for (text, expected) in cases {
+            let fd = open(fx.inMount(".layers"), O_WRONLY)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            let written = Array(text.utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            let code = errno
+            close(fd)
+            XCTAssertEqual(written, -1, text)
+            XCTAssertEqual(code, expected, text)
+            XCTAssertEqual(try Disk.read(fx.inMount(".layers")), before, "nothing changed: \(text)")
+        }
+        XCTAssertEqual(try Disk.read(fx.inMount("p1.txt")), "p1")
+    }
+
+    /// The names whited out in an upper directory tree, in either form (`.wh.NAME` files or
+    /// 0/0 devices), by relative path; the work directory left out.
+    static func whiteouts(_ root: String, _ relative: String = "") throws -> Set<String> {
+        var result = Set<String>()
+        let dir = relative.isEmpty ? root : root + "/" + relative
+        for name in try Disk.list(dir) where name != ".wh..wh.work" {
+            let path = relative.isEmpty ? name : relative + "/" + name
+            guard let st = Disk.lstat(dir + "/" + name) else { continue }
+            if (st.st_mode & S_IFMT) == S_IFDIR {
+                result.formUnion(try whiteouts(root, path))
+            } else if (st.st_mode & S_IFMT) == S_IFCHR && st.st_rdev == 0 {
+                result.insert(path)
+            } else if name.hasPrefix(".wh."), name != ".wh..wh..opq" {
+                result.insert(relative.isEmpty ? String(name.dropFirst(4)) : relative + "/" + String(name.dropFirst(4)))
+            }
+        }
+        return result
+    }
+}
