@@ -74,7 +74,14 @@ final class RandomOperationsTests: XCTestCase {
         try runSeeds([1, 2, 3, 0xfeed_f00d])
     }
 
-    private func runSeeds(_ defaultSeeds: [UInt64]) throws {
+    /// The same with two patches between the substitution and the main bundle (generated from
+    /// the same names, with whiteouts and opaque directories): copy-ups from either patch,
+    /// whiteouts where a patch or the main bundle still shows a name.
+    func testRandomOperationsOverStackedPatches() throws {
+        try runSeeds([1, 2, 0x57ac_0003], patches: 2)
+    }
+
+    private func runSeeds(_ defaultSeeds: [UInt64], patches: Int = 0) throws {
         let environment = ProcessInfo.processInfo.environment
         let seeds = environment["RANDOM_OPS_SEEDS"].map(RandomOperationsTests.parseSeeds) ?? defaultSeeds
         let steps = environment["RANDOM_OPS_STEPS"].flatMap { Int($0) } ?? RandomOperationsTests.defaultSteps
@@ -86,7 +93,7 @@ final class RandomOperationsTests: XCTestCase {
         let started = Date()
         var failures: [String] = []
         for seed in seeds {
-            let run = try RandomRun(seed: seed, strict: strict, testName: name,
+            let run = try RandomRun(seed: seed, patches: patches, strict: strict, testName: name,
                                     ignoreDirectoryMtimes: environment["RANDOM_OPS_IGNORE_DIRECTORY_MTIMES"] == "1",
                                     ignorePattern: environment["RANDOM_OPS_IGNORE"],
                                     skipped: Set((environment["RANDOM_OPS_SKIP"] ?? "").split(separator: ",").map(String.init)))
@@ -303,6 +310,30 @@ private enum RandomNames {
         return paths.sorted()
     }
 
+    /// Patch `index` over a main bundle from `seed`: a tree of the same names (files, directories,
+    /// symlinks), whiteouts of names it does not have itself, and sometimes an opaque directory.
+    static func buildPatch(_ patch: String, seed: UInt64, index: Int) throws {
+        let layerSeed = seed ^ (0x7061_7463_6800_0000 &+ UInt64(index + 1))
+        try Disk.mkdir(patch)
+        let paths = try buildMain(patch, seed: layerSeed)
+        var rng = OverlayScenario.Generator(seed: layerSeed)
+        let directories = [""] + paths.filter { Disk.lstat(patch + "/" + $0).map { ($0.st_mode & S_IFMT) == S_IFDIR } ?? false }
+        for _ in 0..<5 {
+            let directory = directories[rng.below(directories.count)]
+            let name = pool[rng.below(pool.count)]
+            let dir = directory.isEmpty ? patch : patch + "/" + directory
+            if Disk.lstat(dir + "/" + name) == nil { try Disk.whiteout(dir, name) }
+        }
+        if directories.count > 1 && rng.chance(50) {
+            try Disk.opaque(patch + "/" + directories[1 + rng.below(directories.count - 1)])
+        }
+        // the whiteouts' directories keep the times the tree was given
+        for directory in directories.reversed() {
+            try OverlayScenario.setTime(directory.isEmpty ? patch : patch + "/" + directory,
+                                        OverlayScenario.baseTime + rng.below(1_000_000), rng.below(1_000_000_000))
+        }
+    }
+
     /// One line per entry of the main bundle, to reproduce a failure by hand.
     static func describe(_ main: String) -> String {
         guard let entries = try? OverlayTree.walk(main) else { return "(cannot walk the main bundle)" }
@@ -327,12 +358,17 @@ private final class RandomSession {
     /// mtimes from this second on are "now", whichever side made them
     let since: Int
 
-    init(seed: UInt64, testName: String) throws {
+    init(seed: UInt64, patches: Int = 0, testName: String) throws {
         since = Int(Date().timeIntervalSince1970) - 2
         fx = try MountFixture(testName + "-" + String(seed, radix: 16))
         kernel = fx.root + "/kernel"
         do {
             _ = try RandomNames.buildMain(fx.main, seed: seed)
+            let patchDirectories = (0..<patches).map { fx.root + "/patch\($0 + 1)" }
+            for (index, patch) in patchDirectories.enumerated() {
+                try RandomNames.buildPatch(patch, seed: seed, index: index)
+            }
+            let lowers = try KernelOverlay.convertedStack(patchDirectories + [fx.main], scratch: fx.root + "/converted")
             let upper = fx.root + "/kernel-upper", work = fx.root + "/kernel-work"
             for dir in [upper, work, kernel] { try Disk.mkdir(dir) }
             // the merged root shows the upper root's attributes: the same on both sides
@@ -341,12 +377,13 @@ private final class RandomSession {
                 try OverlayScenario.setMode(dir, root.st_mode & 0o7777)
                 try OverlayScenario.setTime(dir, root.st_mtim.tv_sec, root.st_mtim.tv_nsec)
             }
-            let options = "lowerdir=\(fx.main),upperdir=\(upper),workdir=\(work),redirect_dir=on,index=off,metacopy=off"
+            let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work),"
+                + "redirect_dir=on,index=off,metacopy=off"
             guard Glibc.mount("overlay", kernel, "overlay", 0, options) == 0 else {
                 let code = errno
                 throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(code)))")
             }
-            try fx.start()
+            try fx.start(patchDirectories.flatMap { ["--patch", $0] })
         } catch {
             close()
             throw error
@@ -388,6 +425,8 @@ private struct RandomOutcome {
 
 private struct RandomRun {
     let seed: UInt64
+    /// Patches between the substitution and the main bundle.
+    let patches: Int
     let strict: Bool
     let testName: String
     let main: String
@@ -395,10 +434,11 @@ private struct RandomRun {
     let ignorePattern: String?
     let skipped: Set<String>
 
-    init(seed: UInt64, strict: Bool, testName: String, ignoreDirectoryMtimes: Bool = false,
+    init(seed: UInt64, patches: Int = 0, strict: Bool, testName: String, ignoreDirectoryMtimes: Bool = false,
          ignorePattern: String? = nil, skipped: Set<String> = []) throws {
         self.skipped = skipped
         self.seed = seed
+        self.patches = patches
         self.ignoreDirectoryMtimes = ignoreDirectoryMtimes
         self.ignorePattern = ignorePattern
         self.strict = strict
@@ -409,12 +449,20 @@ private struct RandomRun {
         try? FileManager.default.removeItem(atPath: scratch)
         try Disk.mkdir(scratch)
         _ = try RandomNames.buildMain(scratch, seed: seed)
-        main = RandomNames.describe(scratch)
+        var text = RandomNames.describe(scratch)
+        for index in 0..<patches {
+            let patch = scratch + "-patch\(index + 1)"
+            defer { try? FileManager.default.removeItem(atPath: patch) }
+            try? FileManager.default.removeItem(atPath: patch)
+            try RandomNames.buildPatch(patch, seed: seed, index: index)
+            text += "\n  patch \(index + 1) (the first is the highest):\n" + RandomNames.describe(patch)
+        }
+        main = text
     }
 
     /// Operations drawn from the seed, each chosen from the tree as it is after the last one.
     func generated(steps: Int) throws -> RandomOutcome {
-        let session = try RandomSession(seed: seed, testName: testName)
+        let session = try RandomSession(seed: seed, patches: patches, testName: testName)
         defer { session.close() }
         var planner = RandomPlanner(seed: seed, skipped: skipped)
         var outcome = RandomOutcome()
@@ -431,7 +479,7 @@ private struct RandomRun {
 
     /// Replays a fixed list of operations on fresh mounts; stops at the first mismatch.
     func replay(_ ops: [RandomOp]) throws -> RandomOutcome {
-        let session = try RandomSession(seed: seed, testName: testName)
+        let session = try RandomSession(seed: seed, patches: patches, testName: testName)
         defer { session.close() }
         var outcome = RandomOutcome()
         var tree = try session.walk(session.kernel)
