@@ -321,6 +321,75 @@ final class StackedPatchesTests: XCTestCase {
         XCTAssertEqual(try numbers(), first, "stable across a full invalidation")
     }
 
+    // MARK: real tools
+
+    /// cp -a, tar and rsync copy the view of a four-layer mount out exactly as they copy the
+    /// kernel's overlay of the same layers; sqlite3, sed -i and git change files of the patches
+    /// through the mount, and the patches stay as they were (tearDown checks them).
+    func testRealToolsThroughAFourLayerMount() throws {
+        try Self.buildHandwritten(s: fx.substitution, p1: patches[0], p2: patches[1], m: fx.main)
+        var generator = OverlayScenario.Generator(seed: 0x700_15)
+        let tree = try generator.buildMain(fx.main + "/gen")
+        for layer in patches.reversed() + [fx.substitution] { try generator.buildPatch(layer + "/gen", over: tree) }
+        try Disk.mkdir(patches[1] + "/db")
+        try run("sqlite3", [patches[1] + "/db/app.sqlite", "CREATE TABLE t(name); INSERT INTO t VALUES ('a'), ('b');"])
+        try Disk.write(patches[0] + "/config.txt", "colour=red\nsize=2\n")
+        let kernel = try kernel()
+        defer { Unmounter.force(kernel) }
+        try start()
+        for (tool, copy) in [("cp", Self.copyWithCp), ("tar", Self.copyWithTar), ("rsync", Self.copyWithRsync)] {
+            let ours = fx.root + "/\(tool)-proxybundle", theirs = fx.root + "/\(tool)-overlayfs"
+            try copy(fx.mountpoint, ours)
+            try copy(kernel, theirs)
+            let differences = OverlayTree.differences(try OverlayTree.walk(ours), try OverlayTree.walk(theirs),
+                                                      leftName: "proxybundle", rightName: "overlayfs")
+            XCTAssertTrue(differences.isEmpty, "\(tool): " + differences.prefix(50).joined(separator: "\n"))
+        }
+        let db = fx.inMount("db/app.sqlite")
+        try run("sqlite3", [db, "BEGIN; INSERT INTO t VALUES ('c'); COMMIT;"])
+        XCTAssertEqual(try run("sqlite3", [db, "SELECT group_concat(name, ',') FROM t;"]), "a,b,c\n")
+        XCTAssertEqual(try run("sqlite3", [db, "PRAGMA integrity_check;"]), "ok\n")
+        XCTAssertEqual(try run("sqlite3", [fx.inPatch("db/app.sqlite"), "SELECT count(*) FROM t;"]), "3\n")
+        try run("sed", ["-i", "s/red/blue/", fx.inMount("config.txt")])
+        XCTAssertEqual(try Disk.read(fx.inMount("config.txt")), "colour=blue\nsize=2\n")
+        XCTAssertEqual(try Disk.read(fx.inPatch("config.txt")), "colour=blue\nsize=2\n")
+        let env = ["HOME=\(fx.root)", "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e",
+                   "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e"]
+        let project = fx.inMount("all")
+        try run("git", ["-C", project, "init", "-q", "-b", "main"], environment: env)
+        try run("git", ["-C", project, "add", "-A"], environment: env)
+        try run("git", ["-C", project, "commit", "-q", "-m", "four layers"], environment: env)
+        XCTAssertEqual(try run("git", ["-C", project, "status", "--porcelain"], environment: env), "")
+        XCTAssertEqual(try run("git", ["-C", project, "ls-files"], environment: env).split(separator: "\n").count, 9)
+    }
+
+    @discardableResult
+    private func run(_ name: String, _ arguments: [String], environment: [String] = []) throws -> String {
+        let result = try Spawn.run("/usr/bin/" + name, arguments, environment: environment)
+        guard result.status == 0 else { throw TestFailure("\(name) \(arguments) exited \(result.status): \(result.error)") }
+        return result.output
+    }
+
+    private static func copyWithCp(_ from: String, _ to: String) throws {
+        try Disk.mkdir(to)
+        let result = try Spawn.run("/bin/cp", ["-a", from + "/.", to + "/"])
+        guard result.status == 0 else { throw TestFailure("cp -a: \(result.error)") }
+    }
+
+    private static func copyWithTar(_ from: String, _ to: String) throws {
+        try Disk.mkdir(to)
+        let archive = to + ".tar"
+        for arguments in [["-C", from, "--xattrs", "-cf", archive, "."], ["-C", to, "--xattrs", "-xpf", archive]] {
+            let result = try Spawn.run("/bin/tar", arguments)
+            guard result.status == 0 else { throw TestFailure("tar \(arguments): \(result.error)") }
+        }
+    }
+
+    private static func copyWithRsync(_ from: String, _ to: String) throws {
+        let result = try Spawn.run("/usr/bin/rsync", ["-aHAX", from + "/", to + "/"])
+        guard result.status == 0 else { throw TestFailure("rsync: \(result.error)") }
+    }
+
     // MARK: .layers
 
     /// `.layers` names every layer, top first; writing patch directories replaces the patches
