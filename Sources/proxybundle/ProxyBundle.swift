@@ -8,10 +8,12 @@ import Glibc
 struct ProxyBundle: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "proxybundle",
-        abstract: "Change an application's resources without rebuilding it: a merged view of a read-only main bundle shadowed by a substitution directory.",
+        abstract: "Change an application's resources without rebuilding it: a merged view of a read-only main bundle under read-only patches under a substitution directory.",
         discussion: """
             Example:
               proxybundle mount /opt/MyApp/Resources /mnt/myapp --substitution ~/.cache/myapp/patch
+              proxybundle mount /opt/MyApp/Resources /mnt/myapp --patch /srv/hotfix --patch /srv/base
+              proxybundle layers /mnt/myapp --set /srv/hotfix-2 /srv/base
               proxybundle unmount /mnt/myapp
 
             As a mount helper (installed on the PATH, e.g. /usr/local/bin/proxybundle):
