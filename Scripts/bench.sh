@@ -15,7 +15,8 @@
 #   --memory-names N   only measure proxybundle's memory per cached name, walking N names
 #   --cache DIR        datasets, helper and scratch space (default /var/tmp/proxybundle-bench)
 #   --groups LIST      only these workload groups: walk, list, read, seq, rand, missing, stat,
-#                      invalidate, create, copyup (default all)
+#                      invalidate, create, copyup, stack (default all; stack: the dataset over
+#                      four stacked layers, kernel overlayfs and proxybundle only)
 #
 # Datasets are generated once per scale (deterministic, fixed seed) and reused.
 set -uo pipefail
@@ -26,7 +27,7 @@ ALL_IMPLS=(kernel proxybundle fuse-overlayfs unionfs-fuse mergerfs)
 
 scale=1 rounds="" only="" binary="${PROXYBUNDLE_BIN:-}" out="" memnames=0 groups=""
 cache=/var/tmp/proxybundle-bench
-usage() { sed -n '2,20s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) scale=0.05; rounds=${rounds:-1} ;;
@@ -117,6 +118,7 @@ fi
 # ---------------------------------------------------------------------------- scratch + cleanup
 run=$cache/run-$$
 mainro=$run/mainro
+layersro=$run/layers   # the stacked group's patches, read-only: patch1, patch2 and kernel-patch1, kernel-patch2
 declare -A DPID   # implementation -> its daemon's pid while it runs
 # bash reaps children as they exit, so a pid is checked to still be our child before a signal
 ours() {
@@ -131,7 +133,7 @@ cleanup() {
   local m pid
   [ -n "${CHILD:-}" ] && kill -TERM -- "-$CHILD" 2>/dev/null
   for m in $(mounted_under "$run" | sort -r); do
-    [ "$m" = "$mainro" ] && continue
+    [ "$m" = "$mainro" ] || [ "${m#"$layersro"/}" != "$m" ] && continue
     timeout 10 umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
   done
   for pid in "${DPID[@]}"; do ours "$pid" && kill "$pid" 2>/dev/null; done
@@ -179,14 +181,26 @@ unionfs_files=$(ulimit -Hn); [ "$unionfs_files" = unlimited ] || [ "$unionfs_fil
 UNIONFS_OPTS=cow,max_files=$unionfs_files,kernel_cache,entry_timeout=86400,attr_timeout=86400,negative_timeout=86400
 dir_of() { echo "$run/$1"; }
 
-mount_impl() {
-  local impl=$1 d; d=$(dir_of "$1")
-  local up=$d/up wk=$d/work mnt=$d/mnt log=$d/daemon.log pid=""
+# A layout is "two" (the main bundle under a substitution) or "stack" (the main bundle, patch2,
+# patch1 and a substitution, top last); each has its own substitution and work directory.
+stack_capable() { [ "$1" = kernel ] || [ "$1" = proxybundle ]; }
+upper_of() { # IMPL LAYOUT
+  if [ "$2" = stack ]; then echo "$(dir_of "$1")/stack-up"; else echo "$(dir_of "$1")/up"; fi
+}
+mount_impl() { # IMPL [LAYOUT]
+  local impl=$1 layout=${2:-two} d; d=$(dir_of "$1")
+  local up wk mnt=$d/mnt log=$d/daemon.log pid="" lower=$mainro patches=()
+  up=$(upper_of "$impl" "$layout") wk=${up%up}work
+  if [ "$layout" = stack ]; then
+    stack_capable "$impl" || { say "$impl does not take stacked layers"; return 1; }
+    lower=$layersro/kernel-patch1:$layersro/kernel-patch2:$mainro
+    patches=(--patch "$layersro/patch1" --patch "$layersro/patch2")
+  fi
   case $impl in
     kernel)
-      timeout 30 mount -t overlay overlay -o "lowerdir=$mainro,upperdir=$up,workdir=$wk" "$mnt" 2>>"$log" || return 1 ;;
+      timeout 30 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$up,workdir=$wk" "$mnt" 2>>"$log" || return 1 ;;
     proxybundle)
-      "$binary" mount "$mainro" "$mnt" --substitution "$up" --foreground >>"$log" 2>&1 & pid=$! ;;
+      "$binary" mount "$mainro" "$mnt" --substitution "$up" "${patches[@]}" --foreground >>"$log" 2>&1 & pid=$! ;;
     fuse-overlayfs)
       fuse-overlayfs -f -o "lowerdir=$mainro,upperdir=$up,workdir=$wk,timeout=86400" "$mnt" >>"$log" 2>&1 & pid=$! ;;
     unionfs-fuse)
@@ -238,25 +252,32 @@ to_kernel_whiteouts() {
   done < <(find "$1" -name '.wh.*' -print0)
 }
 
-# a fresh copy of the substitution for one implementation (not timed)
-fresh_layers() {
-  local impl=$1 d; d=$(dir_of "$1")
-  rm -rf --one-file-system "$d/up" "$d/work"
-  mkdir -p "$d/work" "$d/mnt"
-  timeout 600 cp -a "$data/sub" "$d/up" || die "copying the substitution failed"
-  [ "$impl" = kernel ] && to_kernel_whiteouts "$d/up"
+# a fresh copy of the substitution for one implementation and layout (not timed); both layouts
+# start from the same substitution
+fresh_layers() { # IMPL [LAYOUT]
+  local impl=$1 d up; d=$(dir_of "$1") up=$(upper_of "$1" "${2:-two}")
+  rm -rf --one-file-system "$up" "${up%up}work"
+  mkdir -p "${up%up}work" "$d/mnt"
+  timeout 600 cp -a "$data/sub" "$up" || die "copying the substitution failed"
+  [ "$impl" = kernel ] && to_kernel_whiteouts "$up"
   return 0
 }
 
 # ---------------------------------------------------------------------------- dataset
 dataset() { # DIR SCALE: generates once, under a lock
-  local dir=$1 s=$2
+  local dir=$1 s=$2 p
   exec 9>"$cache/lock"
   flock 9
   if [ ! -f "$dir/.complete" ]; then
     say "generating the dataset at scale $s in $dir"
     rm -rf --one-file-system "$dir"
     timeout 3600 perl "$HERE/bench/generate.pl" "$dir" "$s" || die "dataset generation failed"
+    # the stacked layers' patches as kernel overlayfs reads them (their files hard links)
+    mkdir -p "$dir/stack/kernel"
+    for p in patch1 patch2; do
+      cp -al "$dir/stack/$p" "$dir/stack/kernel/$p" && to_kernel_whiteouts "$dir/stack/kernel/$p" \
+        || die "converting $p for kernel overlayfs failed"
+    done
     touch "$dir/.complete"
   fi
   flock -u 9
@@ -372,11 +393,58 @@ correctness() {
   check "$impl" copy_up check_copyup "$m" "$d/up"
   unmount_impl "$impl"
   check "$impl" main_untouched test "$(fingerprint "$data/main")" = "$main_print"
+  [ "$stacked" = 1 ] && stack_capable "$impl" && correctness_stack "$impl"
+}
+
+# the stacked layers: the view is compared with the generator's resolution of the stack (and
+# proxybundle's with kernel overlayfs's), names and types of every entry, content of a sample
+stack_view() { # ROOT SAMPLE: every entry below ROOT with its type, then the hash of each sampled file
+  (cd "$1" && find . -mindepth 1 -printf '%P\t%y\n' | LC_ALL=C sort && xargs -d '\n' -a "$2" md5sum | LC_ALL=C sort)
+}
+stack_layer() { case $1 in main|sub) echo "$data/$1" ;; *) echo "$data/stack/$1" ;; esac; }
+stack_reference() { # SAMPLE: the same from the generator's view, each sampled file read from its layer
+  local layer
+  cut -f1,2 "$data/stack-view.tsv" | LC_ALL=C sort
+  for layer in sub patch1 patch2 main; do
+    (cd "$(stack_layer "$layer")" && awk -F'\t' -v l="$layer" 'NR == FNR { s[$1]; next } $3 == l && ($1 in s) { print $1 }' \
+       "$1" "$data/stack-view.tsv" | xargs -r -d '\n' md5sum)
+  done | LC_ALL=C sort
+}
+check_stack_view() { # MNT OUT: writes the mount's view to OUT
+  stack_view "$1" "$stack_sample" > "$2" && cmp -s "$2" "$stack_expected"
+}
+check_stack_copyup() { # MNT UP: a file of each patch, appended to, is copied up with the patch's content
+  local f p size
+  for f in $(head -2 "$data/stack-copyup.list"); do
+    p=$data/stack/patch1/$f; [ -f "$p" ] || p=$data/stack/patch2/$f
+    size=$(stat -c %s "$p")
+    echo "appended by the check" >> "$1/$f" && sync &&
+    [ "$(stat -c %s "$1/$f")" -eq $((size + 22)) ] && cmp -s -n "$size" "$p" "$2/$f" &&
+    [ "$(stat -c %s "$2/$f")" -eq $((size + 22)) ] && [ ! -e "$data/main/$f" ] || return 1
+  done
+}
+patches_print() { # IMPL: the fingerprint of the patches it mounts
+  local k=""; [ "$1" = kernel ] && k=kernel/
+  echo "$(fingerprint "$data/stack/${k}patch1") $(fingerprint "$data/stack/${k}patch2")"
+}
+correctness_stack() {
+  local impl=$1 d; d=$(dir_of "$1")
+  fresh_layers "$impl" stack
+  if ! mount_impl "$impl" stack; then
+    printf '%s\tstack_mount\tfail\n' "$impl" >> "$checks"; unmount_impl "$impl"; return
+  fi
+  local m=$d/mnt kview; kview=$(dir_of kernel)/stack-view
+  check "$impl" stack_view check_stack_view "$m" "$d/stack-view"
+  [ "$impl" != kernel ] && [ -s "$kview" ] && check "$impl" stack_same_as_kernel cmp "$d/stack-view" "$kview"
+  check "$impl" stack_copy_up check_stack_copyup "$m" "$(upper_of "$impl" stack)"
+  unmount_impl "$impl"
+  check "$impl" patches_untouched test "$(patches_print "$impl")" = "${patches_prints[$impl]}"
 }
 
 # ---------------------------------------------------------------------------- workloads
 # Each starts on a fresh mount; "cold" ones after sync and drop_caches.
-WORKLOADS=(walk_cold walk_warm list_huge read_small_cold seq_cold seq_warm rand4k missing stat_one invalidate create_sync copyup)
+WORKLOADS=(walk_cold walk_warm list_huge read_small_cold seq_cold seq_warm rand4k missing stat_one invalidate create_sync copyup
+           stack_walk_cold stack_walk_warm stack_read_small_cold stack_missing stack_copyup)
 describe() {
   case $1 in
     walk_cold) echo "metadata walk, cold ($ENTRIES entries, find with a stat of each)" ;;
@@ -391,6 +459,11 @@ describe() {
     invalidate) echo "out-of-band change made visible (.invalidate; peers: remount)" ;;
     create_sync) echo "create $CREATE_FILES 4 KiB files, then sync" ;;
     copyup) echo "append a line to $COPYUP main-only files (copy-up), cold" ;;
+    stack_walk_cold) echo "stacked layers: metadata walk, cold ($STACK_ENTRIES entries)" ;;
+    stack_walk_warm) echo "stacked layers: metadata walk, warm" ;;
+    stack_read_small_cold) echo "stacked layers: read every small file, cold" ;;
+    stack_missing) echo "stacked layers: $MISSING lookups of missing names" ;;
+    stack_copyup) echo "stacked layers: append a line to $STACK_COPYUP files only in a patch (copy-up from a middle layer), cold" ;;
   esac
 }
 target() {
@@ -418,10 +491,11 @@ group_walk() {
   unmount_impl "$impl"
 }
 
-simple() { # IMPL ROUND WORKLOAD cold|warm COMMAND... (the command may use $m)
-  local impl=$1 r=$2 w=$3 temp=$4; shift 4
+simple() { # IMPL ROUND WORKLOAD cold|warm COMMAND... (the command may use $m; stack_* workloads run on the stacked layers)
+  local impl=$1 r=$2 w=$3 temp=$4 layout=two; shift 4
+  [[ $w == stack_* ]] && layout=stack
   [ "$temp" = cold ] && drop_caches
-  mount_impl "$impl" || { record "$impl" "$w" "$r" fail; unmount_impl "$impl"; return; }
+  mount_impl "$impl" "$layout" || { record "$impl" "$w" "$r" fail; unmount_impl "$impl"; return; }
   if timed "$step_limit" "$@"; then record "$impl" "$w" "$r" "$ELAPSED"; else record "$impl" "$w" "$r" fail; fi
   unmount_impl "$impl"
 }
@@ -479,6 +553,27 @@ group_invalidate() {
   unmount_impl "$impl"
 }
 
+# the dataset over four layers, on a fresh copy of the substitution each round; this group
+# compares proxybundle with kernel overlayfs only, the FUSE peers are left out
+group_stack() {
+  local impl=$1 r=$2 m; m=$(dir_of "$1")/mnt
+  stack_capable "$impl" || return 0
+  fresh_layers "$impl" stack
+  drop_caches
+  if mount_impl "$impl" stack; then
+    if timed "$step_limit" walk "$m"; then record "$impl" stack_walk_cold "$r" "$ELAPSED"
+    else record "$impl" stack_walk_cold "$r" fail; fi
+    if timed "$step_limit" walk "$m"; then record "$impl" stack_walk_warm "$r" "$ELAPSED"
+    else record "$impl" stack_walk_warm "$r" fail; fi
+  else
+    record "$impl" stack_walk_cold "$r" fail; record "$impl" stack_walk_warm "$r" fail
+  fi
+  unmount_impl "$impl"
+  simple "$impl" "$r" stack_read_small_cold cold read_small "$m"
+  simple "$impl" "$r" stack_missing warm helper missing "$m/$STACK_MISSING_DIR" "$MISSING"
+  simple "$impl" "$r" stack_copyup cold helper append "$m" "$data/stack-copyup.list"
+}
+
 run_group() { # GROUP IMPL ROUND
   local g=$1 impl=$2 r=$3 m; m=$(dir_of "$2")/mnt
   case $g in
@@ -492,9 +587,10 @@ run_group() { # GROUP IMPL ROUND
     invalidate) group_invalidate "$impl" "$r" ;;
     create) simple "$impl" "$r" create_sync warm create_sync "$m/Contents/Resources/Created-$r" ;;
     copyup) simple "$impl" "$r" copyup cold helper append "$m" "$data/copyup.list" ;;
+    stack) group_stack "$impl" "$r" ;;
   esac
 }
-GROUPS_ORDER=(walk list read seq rand missing stat invalidate create copyup)
+GROUPS_ORDER=(walk list read seq rand missing stat invalidate create copyup stack)
 if [ -n "$groups" ]; then
   IFS=, read -r -a wanted_groups <<<"$groups"
   for g in "${wanted_groups[@]}"; do
@@ -503,13 +599,33 @@ if [ -n "$groups" ]; then
   GROUPS_ORDER=("${wanted_groups[@]}")
 fi
 
+# the stacked group's layers: the patches mounted read-only like the main bundle, the sample of
+# files the correctness check reads, and what it compares with
+stacked=0 stack_sample=$run/stack-sample stack_expected=$run/stack-expected
+declare -A patches_prints
+if [[ " ${GROUPS_ORDER[*]} " == *" stack "* ]]; then
+  stacked=1
+  for p in patch1 patch2 kernel/patch1 kernel/patch2; do
+    ro=$layersro/${p/\//-}
+    mkdir -p "$ro" && mount --bind "$data/stack/$p" "$ro" && mount -o remount,bind,ro "$ro" \
+      || die "read-only bind mount of $p failed"
+  done
+  awk -F'\t' '$2 == "f" && n++ % 20 == 0 { print $1 }' "$data/stack-view.tsv" > "$stack_sample"
+  stack_reference "$stack_sample" > "$stack_expected"
+  for impl in "${impls[@]}"; do stack_capable "$impl" && patches_prints[$impl]=$(patches_print "$impl"); done
+fi
+
 # what the child shells of timed() and bounded() need: the functions and the dataset's variables
 { declare -f
-  declare -p PBB data main_print
+  declare -p PBB data main_print stack_sample stack_expected
   sed 's/^/declare -- /' "$data/meta.env"
 } > "$FNS"
 
 say "scale $scale: $FILES files, $DIRS directories, $HUGE-entry merged directory, $BIG_MIB MiB file; $rounds round(s); ${impls[*]}"
+if [ "$stacked" = 1 ]; then
+  skipped=(); for impl in "${impls[@]}"; do stack_capable "$impl" || skipped+=("$impl"); done
+  say "stacked layers: $STACK_ENTRIES entries; kernel overlayfs and proxybundle only${skipped[*]:+ (${skipped[*]} skipped)}"
+fi
 for impl in "${impls[@]}"; do correctness "$impl"; done
 for ((r = 1; r <= rounds; r++)); do
   # rotate the order each round so no implementation always goes first
@@ -524,6 +640,11 @@ if [ "$(fingerprint "$data/main")" != "$main_print" ]; then
   say "the main bundle changed during the run"
   for impl in "${impls[@]}"; do printf '%s\tmain_untouched\tfail\n' "$impl" >> "$checks"; done
 fi
+for impl in "${!patches_prints[@]}"; do
+  if [ "$(patches_print "$impl")" != "${patches_prints[$impl]}" ]; then
+    say "the patches $impl mounts changed during the run"; printf '%s\tpatches_untouched\tfail\n' "$impl" >> "$checks"
+  fi
+done
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------------------- report
@@ -535,7 +656,9 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 } | awk -F'\t' -v date="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -v kernel="$(uname -r)" -v cores="$(nproc)" \
     -v memkib="$mem_total" -v scale="$scale" -v rounds="$rounds" -v files="$FILES" -v dirs="$DIRS" \
     -v huge="$HUGE" -v bigmib="$BIG_MIB" -v entries="$ENTRIES" -v load1="$load_start" -v load2="$load_end" \
-    -v md="$out/results.md" -v js="$out/results.json" -v helper="${PBB[0]##*/}" '
+    -v md="$out/results.md" -v js="$out/results.json" -v helper="${PBB[0]##*/}" \
+    -v stacked="$stacked" -v stackentries="$STACK_ENTRIES" -v p1files="$STACK_PATCH1_FILES" -v p2files="$STACK_PATCH2_FILES" \
+    -v stackwh="$STACK_WHITEOUTS" -v stackcopyup="$STACK_COPYUP" '
   function median(key,    n, i, j, t, v) {
     n = cnt[key]; if (n == 0) return ""
     for (i = 1; i <= n; i++) v[i] = val[key, i]
@@ -557,7 +680,7 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
     printf "Scale %s: %d files in %d directories, a %d-entry merged directory, a %d MiB file (%d entries in all); %d round(s), medians; times in seconds, ratio to kernel overlayfs in the same run.\n\n", scale, files, dirs, huge, bigmib, entries, rounds > md
     print hdr > md; print sep > md
     printf "{\n  \"date\": %s, \"kernel\": %s, \"cores\": %d, \"memory_kib\": %d,\n  \"load_start\": %s, \"load_end\": %s,\n  \"scale\": %s, \"rounds\": %d, \"helper\": %s,\n", jstr(date), jstr(kernel), cores, memkib, jstr(load1), jstr(load2), scale, rounds, jstr(helper) > js
-    printf "  \"dataset\": {\"files\": %d, \"directories\": %d, \"merged_directory_entries\": %d, \"big_file_mib\": %d, \"entries\": %d},\n", files, dirs, huge, bigmib, entries > js
+    printf "  \"dataset\": {\"files\": %d, \"directories\": %d, \"merged_directory_entries\": %d, \"big_file_mib\": %d, \"entries\": %d, \"stacked_entries\": %d},\n", files, dirs, huge, bigmib, entries, stackentries > js
     printf "  \"implementations\": [" > js
     for (i = 1; i <= ni; i++) printf "%s%s", (i > 1 ? ", " : ""), jstr(im[i]) > js
     printf "],\n  \"workloads\": [\n" > js
@@ -626,6 +749,7 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
     printf "}\n}\n" > js
     print row (haspb ? " |" : "") > md
     printf "\nCorrectness: shadowing, merged listing without duplicates, new files, whiteouts (OCI `.wh.` files and an opaque directory; kernel overlayfs gets them converted to its own form), entry count of the walk, write lands in the substitution, copy-up on append, main bundle untouched.\n" > md
+    if (stacked) printf "\nStacked layers (the \"stacked layers\" rows): the same main bundle and substitution with two read-only patches between them, kernel overlayfs mounted with `lowerdir=patch1:patch2:main`, proxybundle with `--patch patch1 --patch patch2`; %d entries. patch2 holds another version of every 3rd main-bundle file (%d) and makes one directory opaque; patch1 another version of every 5th (%d) and %d whiteouts; each patch adds files of its own, %d of which the copy-up appends to. The FUSE peers are not run on them (—). Their checks: the mount lists the names and types the stack resolves to and a sample of files has the content of its top layer (stack_view; proxybundle also against kernel overlayfs, stack_same_as_kernel), appending copies a file of a patch up into the substitution (stack_copy_up), the patches untouched.\n", stackentries, p2files, p1files, stackwh, stackcopyup > md
     close(md); close(js)
     while ((getline l < md) > 0) print l
   }'

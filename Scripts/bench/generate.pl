@@ -3,7 +3,9 @@
 #   generate.pl OUTDIR SCALE
 # Deterministic: a fixed-seed 31-bit LCG drives every choice and every byte, so the same scale
 # always gives the same tree and the same content. Only core Perl (Debian's perl-base).
-# Writes OUTDIR/main, OUTDIR/sub, and OUTDIR/meta.env + OUTDIR/copyup.list describing them.
+# Writes OUTDIR/main, OUTDIR/sub, and OUTDIR/meta.env + OUTDIR/copyup.list describing them; for
+# the stacked layers also OUTDIR/stack/patch1, OUTDIR/stack/patch2, OUTDIR/stack-view.tsv and
+# OUTDIR/stack-copyup.list.
 use strict;
 use warnings;
 
@@ -116,7 +118,7 @@ mkpath("$out/main");
 mkpath("$out/sub");
 mkpath("$out/main/$_->{path}") for @dirs;
 
-my (@mainonly, @shadowed, @whiteouts, $newsample);
+my (@mainonly, @shadowed, @whiteouts, $newsample, @mainfiles);
 my $entries = scalar(@dirs);    # visible entries below the root (dirs are all visible)
 for my $d (@dirs) {
     next unless $d->{kind} eq 'bundle';
@@ -135,6 +137,7 @@ for my $i (0 .. $nfiles - 1) {
     my $rel = "$d->{path}/$stem$i" . ($ext eq 'png' && rnd() < 0.3 ? '@2x' : '') . ".$ext";
     my $size = logsize(@{$sizes{$ext}});
     writefile("$out/main/$rel", content($rel, 'main', $size, $ext));
+    push @mainfiles, [$rel, $ext];
     if ($d->{path} eq $dirs[$opaque]{path}) { $opaquemain++; next; }
     $entries++;
     my $r = rnd();
@@ -212,6 +215,103 @@ writefile("$out/copyup.list", join('', map { "$_\n" } @copyup));
 my @deep = sort { ($b =~ tr{/}{}) <=> ($a =~ tr{/}{}) } @shadowed;
 my @missingdirs = grep { -d "$out/sub/$_" } map { $_->{path} } @dirs[@filedirs];
 
+# The stacked layers: the same main bundle and substitution with two read-only patches between
+# them (top to bottom: sub, patch1, patch2, main). Of the main bundle's files, in the order they
+# were generated, every 3rd gets another version in patch2 and every 5th one in patch1 (so do the
+# merged directory's items, by number); patch1 whites out every 20th file from the 8th on (a
+# third of them are in patch2 too). patch2 makes the directory with the most main-bundle files opaque,
+# keeping its own versions there. Each patch adds files of its own (a tenth of them in
+# directories of their own): the copy-up workload appends to those.
+my %layerdir = (sub => "$out/sub", patch1 => "$out/stack/patch1", patch2 => "$out/stack/patch2", main => "$out/main");
+mkpath($layerdir{$_}) for qw(patch1 patch2);
+sub patchfile {
+    my ($layer, $rel, $data) = @_;
+    (my $dir = $rel) =~ s{/[^/]+$}{};
+    mkpath("$layerdir{$layer}/$dir");
+    writefile("$layerdir{$layer}/$rel", $data);
+}
+my %stackcount = (patch1 => 0, patch2 => 0, whiteouts => 0);
+for my $i (0 .. $#mainfiles) {
+    my ($rel, $ext) = @{$mainfiles[$i]};
+    if ($i % 3 == 0) { patchfile('patch2', $rel, content($rel, 'patch2', logsize(@{$sizes{$ext}}), $ext)); $stackcount{patch2}++; }
+    if ($i % 5 == 0) { patchfile('patch1', $rel, content($rel, 'patch1', logsize(@{$sizes{$ext}}), $ext)); $stackcount{patch1}++; }
+    elsif ($i % 20 == 7) { (my $wh = $rel) =~ s{([^/]+)$}{.wh.$1}; patchfile('patch1', $wh, ''); $stackcount{whiteouts}++; }
+}
+for my $i (0 .. $hmain - 1) {
+    my $name = sprintf("$R/Huge/item%06d.dat", $i);
+    patchfile('patch2', $name, "patch2 $i\n") if $i % 3 == 0;
+    patchfile('patch1', $name, "patch1 $i\n") if $i % 5 == 0;
+}
+my %infiles;
+for my $f (@mainfiles) { (my $dir = $f->[0]) =~ s{/[^/]+$}{}; $infiles{$dir}++; }
+my ($stackop) = sort { $infiles{$b} <=> $infiles{$a} || $a cmp $b } grep { $_ ne $op } keys %infiles;
+patchfile('patch2', "$stackop/.wh..wh..opq", '');
+for my $layer (qw(patch1 patch2)) {
+    for my $i (0 .. $ncopyup - 1) {
+        my $d = $dirs[pick(\@filedirs)];
+        next if $d->{path} eq $op;
+        my $dir = $d->{path} . (rnd() < 0.1 ? "/\u${layer}Added$i" : '');
+        my $ext = filetype($d->{kind});
+        my $rel = "$dir/${layer}new$i.$ext";
+        patchfile($layer, $rel, content($rel, $layer, logsize(@{$sizes{$ext}}), $ext));
+    }
+}
+
+# The stack as kernel overlayfs resolves it: a name hides the same name in the layers below,
+# `.wh.NAME` hides NAME below, `.wh..wh..opq` every entry below, and a directory merges with the
+# same directory below down to the first layer where the name is a whiteout or not a directory.
+my @view;    # [path, f or d, the layer it comes from]
+sub resolve {
+    my ($rel, @layers) = @_;    # the layers, top first, in which $rel is a directory of the merge
+    my %top;                    # name -> index of its layer, or -1 when whited out
+    for my $k (0 .. $#layers) {
+        my $dir = "$layerdir{$layers[$k]}/$rel";
+        opendir(my $dh, $dir) or die "$dir: $!\n";
+        for my $name (readdir $dh) {
+            next if $name eq '.' || $name eq '..' || $name eq '.wh..wh..opq';
+            if ($name =~ /^\.wh\.(.+)$/s) { $top{$1} = -1 unless exists $top{$1}; }
+            else { $top{$name} = $k unless exists $top{$name}; }
+        }
+        closedir $dh;
+        if (-e "$dir/.wh..wh..opq") { splice(@layers, $k + 1); last; }
+    }
+    for my $name (sort keys %top) {
+        my $k = $top{$name};
+        next if $k < 0;
+        my $path = $rel eq '' ? $name : "$rel/$name";
+        if (-l "$layerdir{$layers[$k]}/$path" || ! -d _) { push @view, [$path, 'f', $layers[$k]]; next; }
+        push @view, [$path, 'd', $layers[$k]];
+        my @below = ($layers[$k]);
+        for my $layer (@layers[$k + 1 .. $#layers]) {
+            last if -e "$layerdir{$layer}/$rel/.wh.$name";
+            if (-d "$layerdir{$layer}/$path") { push @below, $layer; }
+            elsif (-e _) { last; }
+        }
+        resolve($path, @below);
+    }
+}
+resolve('', qw(sub patch1 patch2 main));
+@view = sort { $a->[0] cmp $b->[0] } @view;
+writefile("$out/stack-view.tsv", join('', map { join("\t", @$_) . "\n" } @view));
+
+# Copy-up from the middle layers: files only in a patch, taken from each patch in turn.
+my %pool = (patch1 => [], patch2 => []);
+for my $v (@view) {
+    push @{$pool{$v->[2]}}, $v->[0] if $v->[1] eq 'f' && $v->[2] =~ /^patch/ && ! -e "$out/main/$v->[0]";
+}
+my @stackcopyup;
+for my $k (0 .. $ncopyup - 1) {
+    my ($this, $other) = $k % 2 ? @pool{qw(patch2 patch1)} : @pool{qw(patch1 patch2)};
+    my $from = @$this ? $this : $other;
+    last unless @$from;
+    push @stackcopyup, splice(@$from, rint(scalar @$from), 1);
+}
+writefile("$out/stack-copyup.list", join('', map { "$_\n" } @stackcopyup));
+my @stackmissing = grep {
+    my $p = $_;
+    !grep { ! -d "$layerdir{$_}/$p" || -e "$layerdir{$_}/$p/.wh..wh..opq" } qw(sub patch1 patch2 main)
+} map { $_->{path} } @dirs[@filedirs];
+
 my %meta = (
     SCALE => $scale, DIRS => scalar(@dirs), FILES => $nfiles, NEW_FILES => $nnew,
     SHADOWED => scalar(@shadowed), WHITEOUTS => scalar(@whiteouts), HUGE => $nhuge,
@@ -222,6 +322,9 @@ my %meta = (
     MISSING_DIR => $missingdirs[0] // $R, CREATE_FILES => atleast(50, 5000 * $scale),
     MISSING => atleast(200, 20000 * $scale), STATS => atleast(2000, 200000 * $scale),
     RANDREADS => atleast(200, 20000 * $scale),
+    STACK_ENTRIES => scalar(@view), STACK_COPYUP => scalar(@stackcopyup), STACK_OPAQUE_DIR => $stackop,
+    STACK_PATCH1_FILES => $stackcount{patch1}, STACK_PATCH2_FILES => $stackcount{patch2},
+    STACK_WHITEOUTS => $stackcount{whiteouts}, STACK_MISSING_DIR => $stackmissing[0] // $R,
 );
 open(my $m, '>', "$out/meta.env") or die "meta: $!\n";
 for my $k (sort keys %meta) {

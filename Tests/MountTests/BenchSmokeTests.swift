@@ -7,7 +7,8 @@ import XCTest
 /// workload produced a figure and that the benchmark's own correctness check passed.
 final class BenchSmokeTests: XCTestCase {
     static let workloads = ["walk_cold", "walk_warm", "list_huge", "read_small_cold", "seq_cold", "seq_warm",
-                            "rand4k", "missing", "stat_one", "invalidate", "create_sync", "copyup"]
+                            "rand4k", "missing", "stat_one", "invalidate", "create_sync", "copyup",
+                            "stack_walk_cold", "stack_walk_warm", "stack_read_small_cold", "stack_missing", "stack_copyup"]
 
     private var out = ""
 
