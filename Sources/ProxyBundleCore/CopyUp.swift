@@ -19,7 +19,7 @@ extension Overlay {
         let st = try source.attributes(location.path)
         try source.withEntry(location.path) { (fd: Int32) throws(Errno) in
             // with its extended attributes, a default ACL among them (kernel overlayfs copies them too)
-            try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            _ = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 _ = try Sys.check { mkdirat(work, temporary, 0o700) }
                 try Sys.applyMetadata(st, to: temporary, in: work, from: fd)
             }

@@ -22,7 +22,7 @@ extension Overlay {
                        owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
-        if !isWritable { throw Errno.readOnly }
+        try checkWritable()
         let dirPath = try substitutionDirectory(parent)
         if (try? resolve(name, inNode: parent)) != nil { throw Errno(EEXIST) }
         // the reply describes the entry made, stat'ed through the same directory descriptor: a
@@ -159,6 +159,7 @@ extension Overlay {
     public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
+        try checkWritable()
         if try linkUnnamed(node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(of: node)) }
         let location = try locate(node)
         if location.placement.isDirectory { throw Errno.notPermitted }

@@ -73,7 +73,7 @@ extension Overlay {
     }
 
     public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
-        if work == nil { throw Errno.readOnly }
+        try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
@@ -85,7 +85,7 @@ extension Overlay {
     }
 
     public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
-        if work == nil { throw Errno.readOnly }
+        try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in

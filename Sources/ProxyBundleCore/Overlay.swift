@@ -38,7 +38,7 @@ public final class Overlay: Sendable {
 
     struct Stack {
         var layers: LayerStack
-        /// The copy-up work directory; nil for a read-only overlay.
+        /// The copy-up work directory once made (never for a read-only overlay).
         var work: Workspace?
         var inodes: InodeNumbers
         /// Inode numbers copied-up entries of this substitution keep showing (Origins.swift).
@@ -49,7 +49,12 @@ public final class Overlay: Sendable {
     public var layers: LayerStack { stack.withLock { $0.layers } }
     /// The substitution: the only layer written.
     public var substitution: Layer { stack.withLock { $0.layers.substitution } }
-    var work: Workspace? { stack.withLock { $0.work } }
+    /// Told of what goes wrong outside any one request (a substitution removed behind the
+    /// daemon's back), once each time.
+    let warn: @Sendable (String) -> Void
+    /// Whether the warning that the substitution was removed has been given (since it was
+    /// last installed).
+    private let warnedOfRemovedSubstitution = Locked(false)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -61,14 +66,16 @@ public final class Overlay: Sendable {
     /// `substitutionPath`, an invalidation reopens the substitution when that path has come to
     /// name another directory.
     public init(layers: LayerStack, writable: Bool = false, substitutionPath: String? = nil,
-                cachesLookups: Bool = true) throws(Errno) {
+                cachesLookups: Bool = true, warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
         isWritable = writable
         self.cachesLookups = cachesLookups
         self.substitutionPath = substitutionPath
+        self.warn = warn
         var inodes = InodeNumbers(main: layers.main.device)
         inodes.register(layers)
-        stack = Locked(Stack(layers: layers, work: writable ? try Workspace(in: layers.substitution) : nil,
-                             inodes: inodes))
+        // what a crash left of the work directory goes; it is made again when first needed
+        if writable { Workspace.remove(from: layers.substitution) }
+        stack = Locked(Stack(layers: layers, work: nil, inodes: inodes))
         nodes = NodeTable(root: try layers.rootPlacement())
         directories = DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)
         var now = timespec()
@@ -78,23 +85,39 @@ public final class Overlay: Sendable {
 
     /// The overlay of `main` under `patches` (the first wins) under `substitution`.
     public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer, writable: Bool = false,
-                            substitutionPath: String? = nil, cachesLookups: Bool = true) throws(Errno) {
+                            substitutionPath: String? = nil, cachesLookups: Bool = true,
+                            warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
         try self.init(layers: LayerStack(substitution: substitution, patches: patches, main: main), writable: writable,
-                      substitutionPath: substitutionPath, cachesLookups: cachesLookups)
+                      substitutionPath: substitutionPath, cachesLookups: cachesLookups, warn: warn)
     }
 
-    /// Installs another substitution (after it was swapped on disk): a new work directory, and
-    /// no kept inode numbers (they belonged to the old one's inodes).
+    /// Installs another substitution (after it was swapped on disk): its own work directory
+    /// when needed, and no kept inode numbers (they belonged to the old one's inodes). The old
+    /// one is left without the daemon's work directory.
     func replaceSubstitution(_ substitution: Layer) throws(Errno) {
         let layers = try self.layers.replacingSubstitution(substitution)
-        let work = isWritable ? try Workspace(in: substitution) : nil
-        stack.withLock { s in
+        if isWritable { Workspace.remove(from: substitution) }
+        let old = stack.withLock { s -> (layer: Layer, work: Workspace?) in
+            let old = (s.layers.substitution, s.work)
             s.layers = layers
-            s.work = work
+            s.work = nil
             s.inodes.register(layers)
             s.origins = Origins()
+            return old
         }
+        if old.work != nil { Workspace.remove(from: old.layer) }
+        warnedOfRemovedSubstitution.withLock { $0 = false }
         directories.removeAll()
+    }
+
+    /// At a clean unmount: the substitution is left with nothing of the daemon's.
+    public func close() {
+        let (substitution, work) = stack.withLock { s -> (Layer, Workspace?) in
+            let current = (s.layers.substitution, s.work)
+            s.work = nil
+            return current
+        }
+        if work != nil { Workspace.remove(from: substitution) }
     }
 
     /// The number of nodes the kernel currently holds references to (the root included).
@@ -230,7 +253,7 @@ public final class Overlay: Sendable {
             try copyUp(node, withData: flags & O_TRUNC == 0)
             location = try locate(node)
         }
-        if writes && work == nil { throw Errno.readOnly }
+        if writes { try checkWritable() }
         let fd = try layer(serving: location.placement).open(location.path, flags: flags & pb_O_PASSED)
         // a rename may have put a directory at the path since the kernel's lookup (a symlink
         // fails to open): its attributes for this inode would make the kernel mark the inode
@@ -283,9 +306,35 @@ public final class Overlay: Sendable {
         control.attributes(changed: controlTime.withLock { $0 })
     }
 
+    /// The copy-up work directory, made (again) if it is missing: an updater may have removed
+    /// it (`rsync --delete`) or moved it.
     func workspace() throws(Errno) -> Workspace {
-        guard let work else { throw Errno.readOnly }
-        return work
+        try checkWritable()
+        let (current, substitution) = stack.withLock { ($0.work, $0.layers.substitution) }
+        if let current, current.isInPlace(in: substitution) { return current }
+        let made = try Workspace(in: substitution)
+        stack.withLock { s in
+            if s.layers.substitution === substitution { s.work = made }
+        }
+        return made
+    }
+
+    /// EROFS for a read-only overlay, and while the substitution directory is removed (reads
+    /// go on from the layers below; the first refusal is told to `warn`). Once a directory is
+    /// back at the substitution's path, an invalidation installs it.
+    func checkWritable() throws(Errno) {
+        guard isWritable else { throw Errno.readOnly }
+        let substitution = self.substitution
+        guard let st = try? Sys.fstat(substitution.rootFD), st.st_nlink == 0 else { return }
+        let first = warnedOfRemovedSubstitution.withLock { warned -> Bool in
+            defer { warned = true }
+            return !warned
+        }
+        if first {
+            warn("the substitution directory \(substitution.path) was removed: changes answer EROFS "
+                 + "until a directory is back at that path and .invalidate is written")
+        }
+        throw Errno.readOnly
     }
 
     /// The layer that serves an entry placed so (its top layer).

@@ -30,6 +30,7 @@ extension Overlay {
     }
 
     private func remove(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
+        try checkWritable()
         let hidesBelow = try shownBelowSubstitution(name, in: parent, dir)
         let dirPath = try substitutionDirectory(parent)
         try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in

@@ -15,7 +15,7 @@ extension Overlay {
               flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)
         if ControlFile(name: newName, in: newParent) != nil { throw Errno.notPermitted }
-        if !isWritable { throw Errno.readOnly }
+        try checkWritable()
         var (dir, source) = try visibleChild(name, in: parent)
         var newDir = try locate(newParent)
         guard newDir.placement.isDirectory else { throw Errno.notDirectory }

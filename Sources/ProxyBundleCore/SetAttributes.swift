@@ -22,7 +22,7 @@ extension Overlay {
     /// attributes. A file whose every name was removed while open is changed through an open
     /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
     public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
-        if work == nil { throw Errno.readOnly }
+        try checkWritable()
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
             return try Sys.fstat(fd ?? open)

@@ -4,31 +4,59 @@ import Glibc
 import CFuseShim
 
 /// The copy-up work directory: `.wh..wh.work` at the root of the substitution, so it is never
-/// shown and lies on the same file system as the entries renamed out of it. Whatever a crash
-/// left in it is removed when the overlay opens.
+/// shown and lies on the same file system as the entries renamed out of it. Made when first
+/// needed, made again whenever an updater removed or moved it (`rsync --delete`, `find
+/// -delete`), and removed at a clean unmount, so that the substitution holds nothing of the
+/// daemon's while it is not mounted. Whatever a crash left in it is removed at the next mount.
 final class Workspace: Sendable {
     static let name: [UInt8] = Whiteout.reservedPrefix + Array("work".utf8)
 
     let fd: Int32
+    /// Which directory it is, to tell whether it is still the one at its name.
+    private let device: UInt64
+    private let inode: UInt64
     private let counter = Locked<UInt64>(0)
 
+    /// Opens the work directory of `substitution`, making it if missing (the substitution's
+    /// times put back: the hidden directory changes nothing visible).
     init(in substitution: Layer) throws(Errno) {
-        let root = try Sys.fstat(substitution.rootFD)
         try Workspace.name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
-            if mkdirat(substitution.rootFD, p, 0o700) == 0 {
-                // the hidden directory must not change the visible root's times
-                var times = [root.st_atim, root.st_mtim]
-                _ = utimensat(substitution.rootFD, ".", &times, 0)
-            } else if errno != EEXIST {
-                throw Errno.current
+            try Workspace.keepingTimes(of: substitution) { () throws(Errno) in
+                if mkdirat(substitution.rootFD, p, 0o700) != 0 && errno != EEXIST { throw Errno.current }
             }
         }
         fd = try substitution.open(LayerPath(bytes: Workspace.name), flags: O_RDONLY | pb_O_DIRECTORY)
-        let list = try Sys.entries(of: fd)
-        for entry in list.entries { try? Workspace.removeTree(list.name(entry), in: fd) }
+        let st = try Sys.fstat(fd)
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
     }
 
     deinit { Sys.close(fd) }
+
+    /// Whether this is still the work directory of `substitution` (not removed, not moved).
+    func isInPlace(in substitution: Layer) -> Bool {
+        guard let st = try? Workspace.name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in
+            try Sys.lstatat(substitution.rootFD, p)
+        }) else { return false }
+        return UInt64(st.st_dev) == device && UInt64(st.st_ino) == inode
+    }
+
+    /// Removes the work directory of `substitution` and all it holds, if there is one (what a
+    /// crash left, or the daemon's own at unmount); the substitution's times are put back.
+    static func remove(from substitution: Layer) {
+        guard (try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in
+            try Sys.lstatat(substitution.rootFD, p)
+        })) != nil else { return }
+        try? keepingTimes(of: substitution) { () throws(Errno) in try removeTree(name, in: substitution.rootFD) }
+    }
+
+    /// Runs `change` on the substitution's root, then puts back the root's times.
+    private static func keepingTimes(of substitution: Layer, _ change: () throws(Errno) -> Void) throws(Errno) {
+        let root = try Sys.fstat(substitution.rootFD)
+        try change()
+        var times = [root.st_atim, root.st_mtim]
+        _ = utimensat(substitution.rootFD, ".", &times, 0)
+    }
 
     /// A fresh name for a temporary entry in the work directory.
     func temporaryName() -> [UInt8] {
@@ -53,7 +81,6 @@ final class Workspace: Sendable {
         }
     }
 }
-
 extension Sys {
     /// The names in an open directory (not "." and ".."); `fd` stays open.
     static func entries(of fd: Int32) throws(Errno) -> EntryList {

@@ -52,7 +52,7 @@ public final class Session {
     }
 
     /// Serves requests until the file system is unmounted or SIGINT, SIGTERM or SIGHUP
-    /// arrives; then unmounts. Returns 0 on a clean end. A worker that has answered a request
+    /// arrives; then unmounts and closes the overlay. Returns 0 on a clean end. A worker that has answered a request
     /// polls for the next one up to `spinMicroseconds` before it sleeps.
     public func run(maxThreads: UInt32 = 16, spinMicroseconds: UInt32 = 20) -> Int32 {
         pb_spin_set_limit(spinMicroseconds)
@@ -63,6 +63,8 @@ public final class Session {
             fuse_session_unmount(session)
             mounted = false
         }
+        // nothing of the daemon's stays in the substitution
+        userdata.takeUnretainedValue().overlay.close()
         return result < 0 ? 1 : 0
     }
 }

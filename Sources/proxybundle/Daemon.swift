@@ -54,7 +54,8 @@ enum Daemon {
             let substitution = try Layer(path: plan.substitution)
             overlay = try Overlay(main: main, patches: patches, substitution: substitution, writable: !plan.readOnly,
                                   substitutionPath: plan.substitution,
-                                  cachesLookups: plan.options.timeouts != .none)
+                                  cachesLookups: plan.options.timeouts != .none,
+                                  warn: { message in logger.warning("\(message)") })
         } catch {
             throw Failure("cannot open the layers: \(error)")
         }
