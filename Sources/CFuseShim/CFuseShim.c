@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -155,4 +156,9 @@ int pb_pidfd_open(int pid) {
 
 void pb_syslog(int priority, const char *message) {
     syslog(priority, "%s", message);
+}
+
+int pb_pending_bytes(int fd) {
+    int count = 0;
+    return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }

@@ -51,6 +51,12 @@ extension Overlay {
         list.append([0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino))
         list.append([0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode))
         try mergeEntries(location.path, location.placement, into: &list)
+        if let absent = nodes.absentNames(in: node) {
+            // a name remembered as missing (the kernel may remember it too) is not listed until
+            // an invalidation, though a layer gained it behind the daemon's back: a listing
+            // never shows a name a lookup denies
+            list.filter { _, name in !absent.contains(Array(name)) }
+        }
         if node == rootNodeID {
             // the control files hide any entry of their name in the layers, and are not listed
             // themselves: a listing shows exactly the bundle (backups, manifests and signature

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFuseShim
 
 /// The directories of the layers the daemon has looked into, watched with inotify, so that an
 /// invalidation flushes just the names that changed on disk instead of everything. Each
@@ -96,6 +97,23 @@ final class LayerWatch: Sendable {
                 }
             }
         }
+    }
+
+    /// Waits up to `milliseconds` for a change to be seen; whether one is waiting to be read.
+    func waitForChanges(milliseconds: Int32) -> Bool {
+        let fd = state.withLock { $0.fd }
+        guard fd >= 0 else {
+            usleep(useconds_t(milliseconds) * 1000)
+            return false
+        }
+        // the descriptor may be closed by a restart meanwhile: the poll then ends at its timeout
+        var waiting = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&waiting, 1, milliseconds) > 0 && waiting.revents & Int16(POLLIN) != 0
+    }
+
+    /// The bytes of changes waiting to be read (growing while changes go on).
+    func pendingBytes() -> Int {
+        state.withLock { s in s.fd >= 0 ? max(0, Int(pb_pending_bytes(s.fd))) : 0 }
     }
 
     /// The changes seen since the last call; nil when they cannot be known exactly, after

@@ -48,6 +48,11 @@ extension NodeTable {
         }
     }
 
+    /// The names remembered as missing from directory `parent`, if any.
+    func absentNames(in parent: NodeID) -> Set<[UInt8]>? {
+        state.withLock { $0.absent.names(in: parent) }
+    }
+
     /// A stale node was resolved again: same kind (and, for a non-directory, the same file):
     /// it takes the new placement and is fresh. Otherwise its name is taken away from it
     /// (the kernel will look the name up and get a new node).
@@ -134,8 +139,7 @@ extension NodeTable {
             if listingNames {
                 result.entries += s.childKeys(in: inside.contains).map { ($0.parent, $0.name) }
             }
-            let dropped = s.absent.filter { inside.contains($0.parent) }
-            s.absent.subtract(dropped)
+            let dropped = s.absent.removeAll(inDirectories: inside.contains)
             result.entries += dropped.map { ($0.parent, $0.name) }
             return result
         }

@@ -53,8 +53,7 @@ extension NodeTable {
             if !roots.isEmpty {
                 let (outliving, inside) = NodeTable.markStale(beneath: roots, in: &s)
                 nodes.formUnion(outliving)
-                let absentBeneath = s.absent.filter { inside.contains($0.parent) }
-                s.absent.subtract(absentBeneath)
+                let absentBeneath = s.absent.removeAll(inDirectories: inside.contains)
                 // the kernel drops what lies beneath a name it drops; a directory whose
                 // opaque marker changed keeps its own name, so its names go one by one
                 for key in absentBeneath where wholeDirectories.contains(key.parent) { entries.insert(key) }

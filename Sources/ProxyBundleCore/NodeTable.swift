@@ -83,7 +83,7 @@ final class NodeTable: Sendable {
         /// when the names are found separately.
         var linked: [UInt64: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
-        var absent: Set<ChildKey> = []
+        var absent = AbsentNames()
         var nextID: NodeID = firstNodeID
         /// Bumped by every change to names or placements, so a lookup that resolved before a
         /// change does not store what it found.

@@ -55,6 +55,23 @@ extension Overlay {
         return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
     }
 
+    /// Waits until changes in the layers' directories the daemon uses have settled (no new
+    /// change for `quiet` milliseconds, or `longest` after the first), or `idle` milliseconds
+    /// without any; whether there are changes to invalidate (`-o watch`).
+    public func waitForSettledChanges(idle: Int32, quiet: Int32, longest: Int32) -> Bool {
+        guard watch.waitForChanges(milliseconds: idle) else { return false }
+        var seen = watch.pendingBytes()
+        var waited: Int32 = 0
+        while waited < longest {
+            usleep(useconds_t(quiet) * 1000)
+            waited += quiet
+            let now = watch.pendingBytes()
+            if now == seen { break }
+            seen = now
+        }
+        return true
+    }
+
     /// The names of a relative path as written to `.invalidate`; nil for the whole tree.
     static func pathNames(_ text: [UInt8]) throws(Errno) -> [[UInt8]]? {
         let names = text.split(separator: UInt8(ascii: "/")).map(Array.init).filter { $0 != [0x2E] }

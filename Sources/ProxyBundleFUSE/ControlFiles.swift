@@ -83,6 +83,8 @@ extension FuseServer {
             "hits: \(cache.hits)",
             "misses: \(cache.misses)",
             "invalidations: \(record.count)",
+            "watch: \(watching.withLock { $0 } ? "on" : "off")",
+            "automatic_invalidations: \(record.automatic)",
             "last_invalidation_seconds: \(record.lastSeconds)",
             "last_invalidation_nodes: \(record.last.nodes)",
             "last_invalidation_names: \(record.last.names)",

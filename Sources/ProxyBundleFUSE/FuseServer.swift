@@ -43,6 +43,8 @@ public final class FuseServer: Sendable {
     let notifier = KernelNotifier(usesEpoch: getenv("PROXYBUNDLE_NO_EPOCH") == nil)
     /// Held for the length of each invalidation, so they run one at a time.
     let invalidations = Locked(InvalidationRecord())
+    /// Whether changes in the layers are invalidated as they settle (`-o watch`).
+    let watching = Locked(false)
     /// Where the mount is (a patch given to `.layers` must not lie inside it).
     let mountpoint: String
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.

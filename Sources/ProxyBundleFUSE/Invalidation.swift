@@ -16,13 +16,16 @@ extension FuseServer {
     /// What `.stats` reports about invalidations.
     struct InvalidationRecord {
         var count: UInt64 = 0
+        /// Those run by `-o watch`.
+        var automatic: UInt64 = 0
         var lastSeconds: Double = 0
         var last = Touched(exact: false)
     }
 
     /// Invalidates what `text` names: one relative path per line, or everything when no
-    /// line names a path. Invalidations run one at a time.
-    func invalidate(_ text: [UInt8]) throws(Errno) {
+    /// line names a path. Invalidations run one at a time; `automatic` ones (`-o watch`) are
+    /// counted apart too.
+    func invalidate(_ text: [UInt8], automatic: Bool = false) throws(Errno) {
         let paths = FuseServer.paths(in: text)
         try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in
             var start = timespec()
@@ -36,6 +39,7 @@ extension FuseServer {
             var end = timespec()
             clock_gettime(CLOCK_MONOTONIC, &end)
             record.count += 1
+            if automatic { record.automatic += 1 }
             record.lastSeconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
             record.last = touched
         }

@@ -32,6 +32,9 @@ public final class Session {
         server.notifier.attach(created)
     }
 
+    /// What serves the session's requests.
+    public var server: FuseServer { userdata.takeUnretainedValue() }
+
     deinit {
         userdata.takeUnretainedValue().notifier.attach(nil)
         if mounted { fuse_session_unmount(session) }
@@ -64,6 +67,7 @@ public final class Session {
             mounted = false
         }
         // nothing of the daemon's stays in the substitution
+        userdata.takeUnretainedValue().stopWatching()
         userdata.takeUnretainedValue().overlay.close()
         return result < 0 ? 1 : 0
     }

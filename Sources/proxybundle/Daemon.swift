@@ -33,6 +33,7 @@ enum Daemon {
             do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
             let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.joined(separator: ", "))"
             logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
+            if plan.options.watch { session.server.startWatching() }
             if let ready { report("ready", to: ready) }
             _ = chdir("/")
             let status = session.run(maxThreads: plan.options.maxThreads, spinMicroseconds: plan.options.spin)

@@ -19,6 +19,8 @@ struct MountOptions {
     /// they open (the kernel asks for the ACL of each such file, again after each change of its
     /// attributes).
     var acl = false
+    /// `watch`: invalidate by itself once changes in the layers settle.
+    var watch = false
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
@@ -33,7 +35,7 @@ struct MountOptions {
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
-                      "nocache", "ro", "acl", "noacl"]
+                      "nocache", "ro", "acl", "noacl", "watch", "nowatch"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
@@ -41,7 +43,9 @@ struct MountOptions {
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
         EROFS; .invalidate still works), rw (the default), acl (the kernel enforces the layers' \
         POSIX ACLs and new entries inherit default ACLs, as on kernel overlayfs; slower for users who \
-        own nothing they open), noacl (the default: permissions by the mode bits alone), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
+        own nothing they open), noacl (the default: permissions by the mode bits alone), watch (changes made \
+        in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
+        default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
         highest priority first, after any --patch; a ':' in a path written '\\:'). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
@@ -76,6 +80,8 @@ struct MountOptions {
         case ("rw", nil): readOnly = false
         case ("acl", nil): acl = true
         case ("noacl", nil): acl = false
+        case ("watch", nil): watch = true
+        case ("nowatch", nil): watch = false
         case (_, nil) where MountOptions.mountCommandFlags.contains(key): break
         case _ where key.hasPrefix("x-") || key == "comment": break
         case (_, nil) where MountOptions.passedFlags.contains(key): fuse.append(key)

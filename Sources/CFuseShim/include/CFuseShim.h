@@ -96,5 +96,7 @@ void pb_write_stderr(const char *text, size_t length);
 int pb_pidfd_open(int pid);
 // syslog(priority, "%s", message) (variadic, so not callable from Swift).
 void pb_syslog(int priority, const char *message);
+// ioctl(fd, FIONREAD): the bytes waiting to be read (an inotify descriptor's events), or -1.
+int pb_pending_bytes(int fd);
 
 #endif
