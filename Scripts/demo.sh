@@ -265,6 +265,18 @@ rc=0
 diff --side-by-side --expand-tabs --width=140 -- "$main_bundle/$shadowed" "$mnt/$shadowed" || rc=$?
 [ "$rc" -le 1 ] || die "diff failed on $shadowed"
 
+# --- a change made directly in a layer ------------------------------------------
+
+say "An updater drops a file into the substitution: visible after .invalidate"
+printf 'dropped in by an updater\n' > "$sub/Dropped.txt"
+printf '\n' > "$mnt/.invalidate" || die "writing $mnt/.invalidate failed"
+[ "$(cat -- "$mnt/Dropped.txt")" = "dropped in by an updater" ] || die "$mnt/Dropped.txt not visible after .invalidate"
+info "echo > $mnt/.invalidate showed $sub/Dropped.txt as $mnt/Dropped.txt"
+info "the control files .invalidate, .stats and .layers are reached by name, never listed; the layers:"
+sed 's/^/      /' -- "$mnt/.layers"
+rm -f -- "$sub/Dropped.txt"
+printf '\n' > "$mnt/.invalidate" || die "writing $mnt/.invalidate failed"
+
 # --- unmount -----------------------------------------------------------------
 
 say "Unmounting"

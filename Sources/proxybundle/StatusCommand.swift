@@ -56,6 +56,9 @@ struct StatusCommand: ParsableCommand {
             for patch in mount.patches { lines.append("  patch: \(patch)") }
             if let pid = mount.pid { lines.append("  pid: \(pid)") }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
+            if mount.isAlive {
+                lines.append("  control files (by name, not listed): \(mount.mountpoint)/.invalidate, .stats, .layers")
+            }
             let shown: Set<String> = ["main", "substitution", "patch", "pid", "started"]
             for (key, value) in mount.stats where !shown.contains(key) { lines.append("  \(key): \(value)") }
             return lines.joined(separator: "\n")
