@@ -196,7 +196,7 @@ final class HostileInputTests: XCTestCase {
             XCTAssertEqual(unlink(fx.inMount(name)), -1, "unlink of a \(name.count)-byte main name cannot record its whiteout")
             XCTAssertEqual(errno, ENAMETOOLONG)
         }
-        XCTAssertEqual(Set(try Disk.list(fx.substitution)), [".wh..wh.work", ".wh." + long251], "no half-done removal")
+        XCTAssertEqual(Set(try Disk.list(fx.substitution)), [".wh." + long251], "no half-done removal")
         for name in [long255, long252] {
             XCTAssertEqual(rename(fx.inMount(name), fx.inMount("short")), -1)
             XCTAssertEqual(errno, ENAMETOOLONG)
@@ -228,8 +228,8 @@ final class HostileInputTests: XCTestCase {
             XCTAssertEqual(rename(fx.inMount(name), fx.inMount("short")), -1)
             XCTAssertEqual(errno, ENAMETOOLONG)
         }
-        XCTAssertEqual(try Disk.list(fx.substitution).sorted(), [".wh..wh.work"], "the failed renames left copies behind")
-        XCTAssertEqual(try Disk.list(fx.inPatch(".wh..wh.work")), [])
+        XCTAssertEqual(try Disk.list(fx.substitution).filter { $0 != ".wh..wh.work" }, [], "the failed renames left copies behind")
+        XCTAssertEqual(Probe.workLeftovers(fx), [])
     }
 
     // MARK: symlinks

@@ -81,6 +81,11 @@ enum Probe {
         try? Disk.list(fx.inPatch(".wh..wh.work"))
     }
 
+    /// What is left in the work directory: nothing when there is none (it is made when needed).
+    static func workLeftovers(_ fx: MountFixture) -> [String] {
+        workEntries(fx) ?? []
+    }
+
     /// Every visible path whose last component begins with `.wh.` (must be none).
     static func whiteoutNames(in tree: [String: stat]) -> [String] {
         tree.keys.filter { ($0.split(separator: "/").last ?? "").hasPrefix(".wh.") }.sorted()
