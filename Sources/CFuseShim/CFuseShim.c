@@ -162,3 +162,12 @@ int pb_pending_bytes(int fd) {
     int count = 0;
     return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
 }
+
+int pb_rwlock_init_preferring_writers(pthread_rwlock_t *lock) {
+    pthread_rwlockattr_t attributes;
+    pthread_rwlockattr_init(&attributes);
+    pthread_rwlockattr_setkind_np(&attributes, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int result = pthread_rwlock_init(lock, &attributes);
+    pthread_rwlockattr_destroy(&attributes);
+    return result;
+}

@@ -20,6 +20,7 @@ extension Overlay {
     /// Creates `name` in `parent` for `owner`. For a file, also returns the open descriptor.
     public func create(_ entry: NewEntry, named name: [UInt8], in parent: NodeID,
                        owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
         try checkWritable()
@@ -157,6 +158,7 @@ extension Overlay {
 
     /// A hard link `name` in `newParent` to `node`, which is copied up first.
     public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
         try checkWritable()

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CFuseShim
 
 /// A pthread mutex guarding a value. Chosen over `Synchronization.Mutex` because
 /// ThreadSanitizer on Linux can see pthread locks.
@@ -20,5 +21,43 @@ public final class Locked<Value>: @unchecked Sendable {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
         return try body(&value)
+    }
+}
+
+/// A read-write lock that prefers writers (a writer waits only for the holders there are when
+/// it comes), and that a thread holding it shared may take shared again (counted per thread,
+/// so the inner take never waits behind a writer).
+public final class ReadWriteLock: @unchecked Sendable {
+    private var lock = pthread_rwlock_t()
+    /// This thread's shared holds, as a pointer-sized count.
+    private var depth = pthread_key_t()
+
+    public init() {
+        pb_rwlock_init_preferring_writers(&lock)
+        pthread_key_create(&depth, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(&lock)
+        pthread_key_delete(depth)
+    }
+
+    public func lockShared() {
+        let held = Int(bitPattern: pthread_getspecific(depth))
+        if held == 0 { pthread_rwlock_rdlock(&lock) }
+        pthread_setspecific(depth, UnsafeRawPointer(bitPattern: held + 1))
+    }
+
+    public func unlockShared() {
+        let held = Int(bitPattern: pthread_getspecific(depth))
+        pthread_setspecific(depth, UnsafeRawPointer(bitPattern: held - 1))
+        if held == 1 { pthread_rwlock_unlock(&lock) }
+    }
+
+    /// Runs `body` holding the lock alone; never called while this thread holds it shared.
+    public func withExclusive<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pthread_rwlock_wrlock(&lock)
+        defer { pthread_rwlock_unlock(&lock) }
+        return try body()
     }
 }

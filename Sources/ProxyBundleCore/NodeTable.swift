@@ -185,8 +185,9 @@ final class NodeTable: Sendable {
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
     /// `placement` and (for a non-directory) the file `identity`, and returns its node.
-    /// `resolvedAt` is the table's `version` when the resolution began: if names changed since,
-    /// an existing node keeps its placement. Pass nil right after a change made by the daemon.
+    /// `resolvedAt` is the table's `version` when the resolution began: if names changed since
+    /// (an invalidation among them), an existing node keeps its placement and a new one is
+    /// made stale. Pass nil right after a change made by the daemon.
     /// A name that now leads to another file, or to another kind of entry, gets a new node.
     /// `linkCount` is the file's number of links: a substitution file with more than one is
     /// given the node its other names already have.
@@ -217,7 +218,9 @@ final class NodeTable: Sendable {
             }
             let id = s.nextID
             s.nextID += 1
-            s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: s.generation,
+            // resolved before names changed (an invalidation among them): used, but resolved again
+            // before it is trusted
+            s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: current ? s.generation : 0,
                                placement: placement, kind: kind)
             s.indexNew(id, hash: hash)
             if shared { s.linked[identity] = id }

@@ -23,8 +23,10 @@ extension Overlay {
     /// names another directory (then the whole tree is invalidated).
     /// `listingNames: false` leaves `entries` empty (when the kernel can expire every name at once).
     public func invalidate(subtree: [UInt8]? = nil, listingNames: Bool = true) throws(Errno) -> Invalidation {
-        let swapped = try reopenSubstitutionIfSwapped()
-        let names = swapped ? nil : try subtree.flatMap(Overlay.pathNames)
+        if let swapped = try substitutionSwappedOnDisk() {
+            return try replaceSubstitution(swapped, listingNames: listingNames)
+        }
+        let names = try subtree.flatMap(Overlay.pathNames)
         let root = try layers.rootPlacement()
         defer {
             directories.removeAll()
@@ -32,19 +34,19 @@ extension Overlay {
             clock_gettime(CLOCK_REALTIME, &now)
             controlTime.withLock { $0 = now }
         }
-        if subtree == nil, !swapped, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
+        if subtree == nil, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
             let (touched, replaced) = nodes.invalidate(changes: changes, isWatched: watch.isWatched)
             watch.unwatch(replaced)
             return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
         }
         let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
         if names == nil { watch.restart() }  // everything is resolved again, and watched anew
-        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
+        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
     }
 
     /// Forgets everything cached (after the layers changed): every node is resolved again,
-    /// and every directory watched anew.
-    func invalidateEverything(listingNames: Bool) throws(Errno) -> Invalidation {
+    /// and every directory watched anew. The caller holds `layersInUse` exclusively.
+    func invalidateEverything(listingNames: Bool, swappedSubstitution: Bool = false) throws(Errno) -> Invalidation {
         let root = try layers.rootPlacement()
         let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
         watch.restart()
@@ -52,7 +54,7 @@ extension Overlay {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime.withLock { $0 = now }
-        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
+        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swappedSubstitution)
     }
 
     /// Waits until changes in the layers' directories the daemon uses have settled (no new
@@ -80,14 +82,15 @@ extension Overlay {
         return names
     }
 
-    private func reopenSubstitutionIfSwapped() throws(Errno) -> Bool {
-        guard let path = substitutionPath else { return false }
+    /// The directory at the substitution's path, opened, if it is no longer the one in use
+    /// (swapped by rename, or removed and made anew); nil while the path names none.
+    private func substitutionSwappedOnDisk() throws(Errno) -> Layer? {
+        guard let path = substitutionPath else { return nil }
         var onDisk = stat()
-        guard stat(path, &onDisk) == 0 else { return false }  // gone for now: keep serving the one we have
+        guard stat(path, &onDisk) == 0 else { return nil }  // gone for now: keep serving the one we have
         let open = try Sys.fstat(substitution.rootFD)
-        if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return false }
-        try replaceSubstitution(try Layer(path: path))
-        return true
+        if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return nil }
+        return try Layer(path: path)
     }
 
     /// A node's location, resolving again whatever is stale along its path. ESTALE when its

@@ -16,10 +16,13 @@ extension Overlay {
     /// one layer lies inside another. Files open before keep what they opened.
     public func replacePatches(_ patches: [Layer], listingNames: Bool = true) throws(Errno) -> Invalidation {
         let next = try layers.replacingPatches(patches)
-        stack.withLock { s in
-            s.layers = next
-            s.inodes.register(next)
+        // no request runs between the swap and the forgetting of every placement
+        return try layersInUse.withExclusive { () throws(Errno) -> Invalidation in
+            stack.withLock { s in
+                s.layers = next
+                s.inodes.register(next)
+            }
+            return try invalidateEverything(listingNames: listingNames)
         }
-        return try invalidateEverything(listingNames: listingNames)
     }
 }

@@ -10,9 +10,12 @@ import CFuseShim
 /// Locks, in the order they may nest (a lock is never taken while one after it is held):
 /// 1. `FuseServer.invalidations` (FUSE target): held for a whole invalidation or change of
 ///    the patches, during which the daemon calls into the layers and notifies the kernel.
-/// 2. `DirectoryCache`'s, `KnownNames`'s and `LayerWatch`'s own locks, and `stack`: each held
+/// 2. `layersInUse`: held shared for the whole of each request that reads placements (a
+///    thread may take it again), exclusively while the stack is swapped and every placement
+///    forgotten (the swap waits for the requests in flight; they may call into the layers).
+/// 3. `DirectoryCache`'s, `KnownNames`'s and `LayerWatch`'s own locks, and `stack`: each held
 ///    only to read or swap a value; `LayerWatch` adds inotify watches under its lock.
-/// 3. `NodeTable.state`: held for table changes only, never while calling into a layer or the
+/// 4. `NodeTable.state`: held for table changes only, never while calling into a layer or the
 ///    kernel, except `withOpenFile`, which runs one `fstat`/`f*xattr` on a descriptor the
 ///    table owns (a concurrent release must not close it meanwhile).
 /// No lock is held while the daemon replies to or notifies the kernel, except (1): a
@@ -35,6 +38,9 @@ public final class Overlay: Sendable {
     public let cachesLookups: Bool
     /// Whether changes go to the substitution (false: they answer EROFS).
     public let isWritable: Bool
+    /// Held shared by every request that interprets placements (layer numbers), exclusively
+    /// while the stack is replaced: a request runs wholly with one stack.
+    let layersInUse = ReadWriteLock()
 
     struct Stack {
         var layers: LayerStack
@@ -91,23 +97,26 @@ public final class Overlay: Sendable {
                       substitutionPath: substitutionPath, cachesLookups: cachesLookups, warn: warn)
     }
 
-    /// Installs another substitution (after it was swapped on disk): its own work directory
-    /// when needed, and no kept inode numbers (they belonged to the old one's inodes). The old
-    /// one is left without the daemon's work directory.
-    func replaceSubstitution(_ substitution: Layer) throws(Errno) {
+    /// Installs another substitution (after it was swapped on disk) and forgets everything
+    /// cached: its own work directory when needed, and no kept inode numbers (they belonged to
+    /// the old one's inodes). The old one is left without the daemon's work directory.
+    func replaceSubstitution(_ substitution: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
         let layers = try self.layers.replacingSubstitution(substitution)
         if isWritable { Workspace.remove(from: substitution) }
-        let old = stack.withLock { s -> (layer: Layer, work: Workspace?) in
-            let old = (s.layers.substitution, s.work)
-            s.layers = layers
-            s.work = nil
-            s.inodes.register(layers)
-            s.origins = Origins()
-            return old
+        let (old, invalidation) = try layersInUse.withExclusive { () throws(Errno) -> ((Layer, Workspace?), Invalidation) in
+            let old = stack.withLock { s -> (Layer, Workspace?) in
+                let old = (s.layers.substitution, s.work)
+                s.layers = layers
+                s.work = nil
+                s.inodes.register(layers)
+                s.origins = Origins()
+                return old
+            }
+            return (old, try invalidateEverything(listingNames: listingNames, swappedSubstitution: true))
         }
-        if old.work != nil { Workspace.remove(from: old.layer) }
+        if old.1 != nil { Workspace.remove(from: old.0) }
         warnedOfRemovedSubstitution.withLock { $0 = false }
-        directories.removeAll()
+        return invalidation
     }
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
@@ -127,6 +136,7 @@ public final class Overlay: Sendable {
 
     /// Resolves `name` in `parent`, from the cache when it knows the answer.
     public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         switch try find(name, in: parent) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
@@ -143,6 +153,7 @@ public final class Overlay: Sendable {
 
     /// A readdirplus entry: the lookup of `item` of `listing`.
     public func lookup(listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         switch try find(listing.name(item), in: listing.node, listed: (item, listing)) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
@@ -154,6 +165,7 @@ public final class Overlay: Sendable {
     /// found it.
     public func find(_ name: [UInt8], in parent: NodeID,
                      listed: (item: DirectoryListing.Item, listing: DirectoryListing)? = nil) throws(Errno) -> Found {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         try Names.checkLookup(name)
         if let control = ControlFile(name: name, in: parent) {
             return .found(Entry(node: control.node, attributes: controlAttributes(control)))
@@ -194,6 +206,7 @@ public final class Overlay: Sendable {
     }
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
         do throws(Errno) {
@@ -228,6 +241,7 @@ public final class Overlay: Sendable {
     }
 
     public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         if ControlFile(node: node) != nil { throw Errno.invalid }
         let location = try locate(node)
         return try layer(serving: location.placement).readLink(location.path)
@@ -246,6 +260,7 @@ public final class Overlay: Sendable {
     /// Opens the file behind `node`. Opening a main-bundle file for writing (or with O_TRUNC)
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         var location = try locate(node)
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
@@ -298,6 +313,7 @@ public final class Overlay: Sendable {
 
     /// access(2): checks `mask` against the node's mode for the requesting user.
     public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         let st = try attributes(of: node)
         try Permissions.check(st, mask: mask, user: user)
     }

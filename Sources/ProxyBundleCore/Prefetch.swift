@@ -22,6 +22,7 @@ extension Overlay {
     /// caches. Changes nothing, not even an access time where the daemon may avoid it, and
     /// remembers nothing: a failure just ends the warming.
     public func warmSubdirectory(_ name: [UInt8], of parent: NodeID) {
+        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         guard let location = try? nodes.location(of: parent), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
         let stack = layers

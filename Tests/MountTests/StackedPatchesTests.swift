@@ -1,5 +1,6 @@
 import CFuseShim
 import Foundation
+import ProxyBundleCore
 import XCTest
 
 /// Stacks of layers (substitution, patches, main bundle) against kernel overlayfs mounted with
@@ -390,6 +391,35 @@ final class StackedPatchesTests: XCTestCase {
         guard result.status == 0 else { throw TestFailure("rsync: \(result.error)") }
     }
 
+    // MARK: .invalidate
+
+    /// Changes made directly in any layer show after `.invalidate` (exactly: inotify watches
+    /// every layer of the directories in use), the mount warm before: the view is then the
+    /// kernel's of the changed layers.
+    func testChangesInAnyLayerShowAfterInvalidate() throws {
+        try Self.buildHandwritten(s: fx.substitution, p1: patches[0], p2: patches[1], m: fx.main)
+        try start()
+        checksums = [:]  // the test changes the patches itself
+        _ = try OverlayTree.walk(fx.mountpoint)
+        try Disk.write(patches[1] + "/low.txt", "patch 2, second version")  // in place
+        try Disk.write(patches[1] + "/added-in-p2.txt", "new in p2")
+        try Disk.whiteout(patches[1], "four.txt")  // hidden by nothing: the substitution's stays
+        try Disk.whiteout(patches[0], "only-main-below")
+        try Disk.write(fx.inMain("only-main-below"), "hidden by p1's whiteout")
+        try FileManager.default.removeItem(atPath: patches[0] + "/.wh.revived.txt")
+        try FileManager.default.removeItem(atPath: patches[1] + "/.wh..wh..opq".replacingOccurrences(of: "/.wh", with: "/op/.wh"))
+        try Disk.write(patches[0] + "/op/p1-late", "late")
+        try Disk.write(fx.inMount(".invalidate"), "\n")
+        XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "yes")
+        try fx.acceptMainBundleAsItIs()
+        let kernel = try kernel()
+        defer { Unmounter.force(kernel) }
+        try assertSameTree(fx.mountpoint, kernel)
+        XCTAssertEqual(try Disk.read(fx.inMount("low.txt")), "patch 2, second version")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("only-main-below")), ENOENT)
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("op"))), ["s", "p1", "p2", "p1-late", "m1", "shared"])
+    }
+
     // MARK: .layers
 
     /// `.layers` names every layer, top first; writing patch directories replaces the patches
@@ -419,6 +449,61 @@ final class StackedPatchesTests: XCTestCase {
         try Disk.write(fx.inMount("three.txt"), "written")
         XCTAssertEqual(try Disk.read(fx.inPatch("three.txt")), "written")
         XCTAssertEqual(try fx.stats()["patch"], third, "the last patch line names the lowest patch")
+    }
+
+    /// Readers and copy-ups go on while `.layers` swaps between one patch and two (another
+    /// above it, which has nothing of theirs), so that layer numbers change meaning: every read
+    /// sees the patch's file whole, never an error; every copy-up copies it.
+    func testRequestsInFlightWhileThePatchesAreSwapped() throws {
+        let count = 40
+        for index in 0..<count {
+            try Disk.write(fx.inMain("x/f\(index)"), "main \(index)")
+            try Disk.write(patches[0] + "/x/f\(index)", "p1 \(index)")
+        }
+        try Disk.write(patches[1] + "/elsewhere", "p2 has nothing in x")
+        try start([patches[0]])
+        checksums[patches[1]] = try TreeChecksum.of(patches[1])
+        let errors = Locked<[String]>([])
+        let stop = Locked(false)
+        let mountpoint = fx.mountpoint
+        let group = DispatchGroup()
+        for reader in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                var index = reader
+                while !stop.withLock({ $0 }) {
+                    index = (index + 7) % count
+                    guard let text = try? Disk.read(mountpoint + "/x/f\(index)") else {
+                        errors.withLock { $0.append("read f\(index): errno \(errno)") }
+                        continue
+                    }
+                    if text != "p1 \(index)" {
+                        errors.withLock { $0.append("read f\(index): \(text)") }
+                    }
+                }
+            }
+        }
+        DispatchQueue.global().async(group: group) {
+            for index in 0..<count {
+                let fd = open(mountpoint + "/x/f\(index)", O_WRONLY | O_APPEND)
+                guard fd >= 0 else { errors.withLock { $0.append("open f\(index) to append: errno \(errno)") }; continue }
+                if write(fd, "+", 1) != 1 { errors.withLock { $0.append("append f\(index): errno \(errno)") } }
+                close(fd)
+                usleep(2_000)
+            }
+        }
+        for round in 0..<30 {
+            try Disk.write(fx.inMount(".layers"), (round % 2 == 0 ? [patches[1], patches[0]] : [patches[0]]).map { $0 + "\n" }.joined())
+            usleep(3_000)
+        }
+        usleep(200_000)
+        stop.withLock { $0 = true }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success, "a reader or the writer hangs")
+        XCTAssertEqual(errors.withLock { $0 }, [])
+        for index in 0..<count {
+            let copy = try Disk.read(fx.inPatch("x/f\(index)"))
+            XCTAssertEqual(copy, "p1 \(index)+", "f\(index)")
+        }
+        XCTAssertFalse(fx.log.contains("Input/output error"), fx.log)
     }
 
     /// A list that cannot be applied fails the write with an errno and changes nothing.

@@ -88,6 +88,22 @@ struct SeededNumbers: RandomNumberGenerator {
 final class NodeTableNameTests: XCTestCase {
     private let file = Placement.file(in: 0)
 
+    /// A name resolved before an invalidation (a lookup in flight while `.invalidate` is
+    /// written) is not remembered as fresh: the invalidation's promise (every later access sees
+    /// the layers as they are) would not hold for it. Before the fix the new node was fresh.
+    func testANameResolvedBeforeAnInvalidationIsRememberedStale() throws {
+        let root = Placement(top: 0, bottom: 1, isDirectory: true)
+        let table = NodeTable(root: root)
+        let resolvedAt = table.version
+        _ = table.invalidate(root: root)
+        let late = table.remember(parent: rootNodeID, name: Array("late".utf8), placement: file, kind: 8, identity: 7,
+                                  resolvedAt: resolvedAt)
+        XCTAssertFalse(try table.location(of: late).isFresh, "resolved before the invalidation")
+        let now = table.remember(parent: rootNodeID, name: Array("now".utf8), placement: file, kind: 8, identity: 8,
+                                 resolvedAt: table.version)
+        XCTAssertTrue(try table.location(of: now).isFresh, "resolved after it")
+    }
+
     /// A forgotten node leaves no name behind, hard links' other names included.
     func testAForgottenNodeLeavesNoNameBehind() {
         let table = NodeTable(root: Placement(top: 0, bottom: 1, isDirectory: true))

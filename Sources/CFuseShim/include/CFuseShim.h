@@ -6,6 +6,7 @@
 #define PROXYBUNDLE_CFUSESHIM_H
 
 #include "../../CFuse3/CFuse3.h"
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/xattr.h>
@@ -96,6 +97,8 @@ void pb_write_stderr(const char *text, size_t length);
 int pb_pidfd_open(int pid);
 // syslog(priority, "%s", message) (variadic, so not callable from Swift).
 void pb_syslog(int priority, const char *message);
+// pthread_rwlock_init with PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (a GNU kind).
+int pb_rwlock_init_preferring_writers(pthread_rwlock_t *lock);
 // ioctl(fd, FIONREAD): the bytes waiting to be read (an inotify descriptor's events), or -1.
 int pb_pending_bytes(int fd);
 
