@@ -29,6 +29,8 @@ enum Daemon {
         _ = pb_use_one_malloc_arena()
         raiseOpenFileLimit()
         do throws(Failure) {
+            // held for the daemon's life (the kernel lets go of it at exit, also after a crash)
+            if !plan.readOnly { _ = try WriterLock.acquire(plan.substitution) }
             let session = try open(plan, logger: logger)
             do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
             let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.joined(separator: ", "))"

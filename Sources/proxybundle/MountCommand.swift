@@ -33,7 +33,7 @@ struct MountCommand: ParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp(
         "The writable substitution directory; created if missing.",
-        discussion: "Default: ${XDG_CACHE_HOME:-$HOME/.cache}/proxybundle/<basename of MAIN>/patch",
+        discussion: "Default: ${XDG_CACHE_HOME:-$HOME/.cache}/proxybundle/<basename of MAIN>-<hash of its path>/patch. One writable mount per substitution directory at a time.",
         valueName: "dir"))
     var substitution: String?
 

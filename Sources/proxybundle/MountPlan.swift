@@ -39,6 +39,7 @@ struct MountPlan {
             try Paths.makeDirectories(Paths.absolute(wanted))
         }
         substitution = try MountPlan.directory(wanted, role: "substitution directory")
+        if !options.readOnly { try WriterLock.check(substitution) }
     }
 
     /// Each patch must be a layer of its own: not the same directory as another layer, not

@@ -73,11 +73,21 @@ enum Paths {
         return "/"
     }
 
-    /// `${XDG_CACHE_HOME:-$HOME/.cache}/proxybundle/<basename of main>/patch`
+    /// `${XDG_CACHE_HOME:-$HOME/.cache}/proxybundle/<basename of main>-<hash>/patch`, where the
+    /// hash (8 hex digits) is of the main bundle's whole path: two bundles of the same name
+    /// (`/x/A/Resources`, `/x/B/Resources`) get substitutions of their own.
     static func defaultSubstitution(forMain main: String) -> String {
         var cache = home() + "/.cache"
         if let xdg = getenv("XDG_CACHE_HOME"), xdg.pointee == UInt8(ascii: "/") { cache = String(cString: xdg) }
         let name = main.split(separator: "/").last.map(String.init) ?? "root"
-        return cache + "/proxybundle/" + name + "/patch"
+        return cache + "/proxybundle/" + name + "-" + shortHash(main) + "/patch"
+    }
+
+    /// 8 hex digits of the FNV-1a hash of `text`'s bytes: the same on every machine and run.
+    static func shortHash(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        let hex = String(hash & 0xffff_ffff, radix: 16)
+        return String(repeating: "0", count: 8 - hex.count) + hex
     }
 }

@@ -151,8 +151,12 @@ final class CommandLineTests: XCTestCase {
                                    environment: ["XDG_CACHE_HOME=\(cache)"])
         XCTAssertEqual(result.status, 0, result.error)
         defer { _ = try? proxybundle(["unmount", fx.mountpoint]) }
+        let made = try Disk.list(cache + "/proxybundle")
+        XCTAssertEqual(made.count, 1, "\(made)")
+        let name = made.first ?? ""
+        XCTAssertTrue(name.hasPrefix("main-") && name.count == 13 && name.dropFirst(5).allSatisfy(\.isHexDigit), name)
         var st = stat()
-        XCTAssertEqual(stat(cache + "/proxybundle/main/patch", &st), 0)
+        XCTAssertEqual(stat(cache + "/proxybundle/" + name + "/patch", &st), 0)
     }
 
     func testHelpExplainsEveryCommandWithAnExample() throws {

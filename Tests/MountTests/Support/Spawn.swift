@@ -17,7 +17,10 @@ enum Spawn {
         }
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
-        let env = (ProcessInfo.processInfo.environment.map { "\($0.key)=\($0.value)" } + extra).map { strdup($0) } + [nil]
+        // `extra` wins over the same names in this process's environment
+        let overridden = Set(extra.map { String($0.prefix { $0 != "=" }) })
+        let inherited = ProcessInfo.processInfo.environment.filter { !overridden.contains($0.key) }.map { "\($0.key)=\($0.value)" }
+        let env = (inherited + extra).map { strdup($0) } + [nil]
         defer { env.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, program, &actions, nil, argv, env)

@@ -1,0 +1,46 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One writer per substitution directory: a writable mount's daemon holds an exclusive
+/// `flock` on the directory for its life, so a second writable mount of it is refused (two
+/// daemons would each clear the other's copy-up work and write over each other), as kernel
+/// overlayfs refuses an upper directory in use. The kernel drops the lock with the daemon's
+/// last descriptor, so a crashed daemon leaves none behind; nothing is written to the
+/// directory. Read-only mounts take no lock.
+enum WriterLock {
+    /// Takes the lock on `substitution` and returns the descriptor that holds it (kept open
+    /// for the daemon's life), or fails with a line naming the mount that holds it.
+    static func acquire(_ substitution: String) throws(Failure) -> Int32 {
+        let fd = open(substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw Failure("substitution directory \(substitution) cannot be opened: \(Paths.describe(errno))")
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let error = errno
+            close(fd)
+            guard error == EWOULDBLOCK else {
+                throw Failure("substitution directory \(substitution) cannot be locked: \(Paths.describe(error))")
+            }
+            throw Failure(heldMessage(substitution))
+        }
+        return fd
+    }
+
+    /// Whether `substitution` could be locked now (the lock is let go at once): the check the
+    /// command makes before it starts a daemon, for a message in the user's terminal.
+    static func check(_ substitution: String) throws(Failure) {
+        close(try acquire(substitution))
+    }
+
+    private static func heldMessage(_ substitution: String) -> String {
+        let holder = RunningMount.all().first { $0.isAlive && $0.substitution == substitution }
+        guard let holder else {
+            return "substitution directory \(substitution) is already written by another proxybundle mount; "
+                + "each writable mount needs a substitution of its own (or mount with -o ro)"
+        }
+        let pid = holder.pid.map { " (daemon \($0))" } ?? ""
+        return "substitution directory \(substitution) is already written by the mount at \(holder.mountpoint)\(pid); "
+            + "unmount it first, give another --substitution, or mount with -o ro"
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// One writer per substitution: bundles of the same name get default substitutions of their
+/// own, and a second writable mount of a substitution in use is refused, while a crashed
+/// daemon leaves no guard behind.
+final class WriterGuardTests: XCTestCase {
+    var fx: MountFixture!
+    private var mounted: [String] = []
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+
+    override func tearDown() {
+        for mountpoint in mounted { _ = try? proxybundle(["unmount", mountpoint]) }
+        fx?.tearDown()
+    }
+
+    private func proxybundle(_ arguments: [String], environment: [String] = []) throws
+        -> (status: Int32, output: String, error: String) {
+        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
+    }
+
+    /// Before the fix `/x/A/Resources` and `/x/B/Resources` both defaulted to
+    /// `~/.cache/proxybundle/Resources/patch`, and a file written through one mount showed in
+    /// the other.
+    func testBundlesOfTheSameNameGetSubstitutionsOfTheirOwn() throws {
+        let home = fx.root + "/home"
+        try Disk.mkdir(home)
+        let environment = ["HOME=\(home)", "XDG_CACHE_HOME="]
+        var substitutions: [String] = []
+        for app in ["A", "B"] {
+            let main = fx.root + "/\(app)/Resources", mountpoint = fx.root + "/mnt-\(app)"
+            try Disk.write(main + "/Info.plist", app)
+            try Disk.mkdir(mountpoint)
+            let result = try proxybundle(["mount", main, mountpoint], environment: environment)
+            XCTAssertEqual(result.status, 0, result.error)
+            mounted.append(mountpoint)
+            let status = try proxybundle(["status", mountpoint, "--json"])
+            let substitution = try XCTUnwrap(status.output.range(of: "\"substitution\":\"").map { range in
+                String(status.output[range.upperBound...].prefix { $0 != "\"" })
+            })
+            XCTAssertTrue(substitution.hasPrefix(home + "/.cache/proxybundle/Resources-"), substitution)
+            XCTAssertTrue(substitution.hasSuffix("/patch"), substitution)
+            substitutions.append(substitution)
+        }
+        XCTAssertNotEqual(substitutions[0], substitutions[1])
+        try Disk.write(fx.root + "/mnt-A/which.txt", "hi")
+        XCTAssertEqual(Disk.lstatError(fx.root + "/mnt-B/which.txt"), ENOENT, "a file written through A shows in B")
+        XCTAssertEqual(try Disk.read(substitutions[0] + "/which.txt"), "hi")
+    }
+
+    /// A second writable mount of a substitution in use is refused in one line naming the
+    /// first; a read-only one is not. Once the first daemon is gone, even killed, a new
+    /// writable mount takes the substitution.
+    func testASecondWriterOfASubstitutionIsRefusedUntilTheFirstIsGone() throws {
+        try Disk.write(fx.inMain("file"), "main")
+        try fx.start()
+        let other = fx.root + "/other-main", otherMount = fx.root + "/other-mnt"
+        try Disk.write(other + "/file", "other")
+        try Disk.mkdir(otherMount)
+        for extra in [[], ["--foreground"]] {
+            let refused = try proxybundle(["mount", other, otherMount, "--substitution", fx.substitution] + extra)
+            XCTAssertEqual(refused.status, 1, "\(extra)")
+            XCTAssertTrue(refused.error.contains("is already written by the mount at \(fx.mountpoint)"), refused.error)
+            XCTAssertEqual(refused.error.split(separator: "\n").count, 1, refused.error)
+            XCTAssertNil(MountTable.current().mount(at: otherMount), "mounted all the same")
+        }
+        let readOnly = try proxybundle(["mount", other, otherMount, "--substitution", fx.substitution, "-o", "ro"])
+        XCTAssertEqual(readOnly.status, 0, readOnly.error)
+        XCTAssertEqual(try proxybundle(["unmount", otherMount]).status, 0)
+
+        kill(fx.daemon, SIGKILL)
+        fx.stop()
+        let taken = try proxybundle(["mount", other, otherMount, "--substitution", fx.substitution])
+        XCTAssertEqual(taken.status, 0, "the killed daemon left its guard behind: \(taken.error)")
+        mounted.append(otherMount)
+        try Disk.write(otherMount + "/new", "through the second mount")
+        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "through the second mount")
+    }
+}
