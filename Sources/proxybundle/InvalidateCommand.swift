@@ -33,18 +33,35 @@ struct InvalidateCommand: ParsableCommand {
     }
 
     func run() throws {
-        let control = Paths.absolute(mountpoint) + "/.invalidate"
-        let fd = open(control, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            throw Failure("\(mountpoint) is not a proxybundle mount (cannot open .invalidate: \(Paths.describe(errno)))")
+        let absolute = Paths.absolute(mountpoint)
+        guard let mount = RunningMount.at(absolute) else {
+            if let other = MountTable.current().mount(at: absolute) {
+                throw Failure("\(mountpoint) is a \(other.type) mount, not a proxybundle mount")
+            }
+            throw Failure("\(mountpoint) is not a proxybundle mount (nothing is mounted there)")
         }
-        defer { close(fd) }
+        switch mount.error {
+        case 0: break
+        case ENOTCONN, ECONNABORTED:
+            throw Failure("the daemon of \(mountpoint) has died; clear the mount with: proxybundle unmount \(mountpoint)")
+        case ETIMEDOUT:
+            throw Failure("the daemon of \(mountpoint) does not answer (nothing within \(Int(RunningMount.patience)) s); "
+                          + "clear the mount with: proxybundle unmount \(mountpoint)")
+        default:
+            throw Failure("cannot reach the daemon of \(mountpoint): \(Paths.describe(mount.error))")
+        }
         let line = Array(((all ? "/" : path ?? "") + "\n").utf8)
-        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        if written < 0 {
-            let code = errno
-            throw Failure(code == EINVAL ? "'\(path ?? "")' is not a relative path inside the mount"
-                                         : "invalidation failed: \(Paths.describe(code))")
+        let error = RunningMount.write(line, to: absolute + "/.invalidate", seconds: InvalidateCommand.patience)
+        switch error {
+        case 0: return
+        case EINVAL: throw Failure("'\(path ?? "")' is not a relative path inside the mount")
+        case ETIMEDOUT:
+            throw Failure("the daemon of \(mountpoint) did not finish the invalidation within \(Int(InvalidateCommand.patience)) s; "
+                          + "if it does not answer, clear the mount with: proxybundle unmount \(mountpoint)")
+        default: throw Failure("invalidation failed: \(Paths.describe(error))")
         }
     }
+
+    /// How long an invalidation may take (flushing a million cached names takes about 5 s).
+    static let patience = 60.0
 }

@@ -19,6 +19,8 @@ struct MountPlan {
          patches patchArguments: [String] = [], options: MountOptions) throws(Failure) {
         self.options = options
         main = try MountPlan.readableDirectory(mainArgument, role: "main bundle")
+        // before anything looks at the path: a mount there may hang whoever does
+        try MountPlan.checkNotMounted(Paths.absolute(mountArgument), argument: mountArgument)
         mountpoint = try MountPlan.directory(mountArgument, role: "mountpoint")
         try MountPlan.checkNotMounted(mountpoint, argument: mountArgument)
         var patches: [String] = []
@@ -74,15 +76,20 @@ struct MountPlan {
         return path
     }
 
-    /// A mountpoint that is already mounted, or the stale mount of a dead daemon (whose
-    /// attributes the kernel may still answer from its cache), is refused.
+    /// A mountpoint that is already mounted, the stale mount of a dead daemon (whose
+    /// attributes the kernel may still answer from its cache), or the mount of a daemon that
+    /// does not answer (asked for at most `RunningMount.patience` seconds) is refused.
     private static func checkNotMounted(_ path: String, argument: String) throws(Failure) {
         guard let existing = MountTable.current().mount(at: path) else { return }
-        var st = statvfs()
-        if statvfs(path, &st) != 0 && errno == ENOTCONN {
+        switch RunningMount.statfs(path, seconds: RunningMount.patience) {
+        case ENOTCONN, ECONNABORTED:
             throw Failure("mountpoint \(argument) is a stale mount (Transport endpoint is not connected); run: proxybundle unmount \(argument)")
+        case ETIMEDOUT:
+            throw Failure("mountpoint \(argument) is the mount of a daemon that does not answer "
+                          + "(nothing within \(Int(RunningMount.patience)) s); clear it with: proxybundle unmount \(argument)")
+        default:
+            throw Failure("mountpoint \(argument) is already a mount point (\(existing.type) from \(existing.source)); unmount it first")
         }
-        throw Failure("mountpoint \(argument) is already a mount point (\(existing.type) from \(existing.source)); unmount it first")
     }
 
     /// Layouts that make the mount reach into itself (which hangs other union file systems)

@@ -88,19 +88,31 @@ struct RunningMount {
     /// open or write, or ETIMEDOUT when no answer came within `seconds` (the writing thread is
     /// left behind, and ends with the process).
     static func write(_ bytes: [UInt8], to path: String, seconds: Double) -> Int32 {
+        bounded(seconds) {
+            let fd = open(path, O_WRONLY | O_CLOEXEC)
+            guard fd >= 0 else { return errno }
+            defer { close(fd) }
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            return written < 0 ? errno : 0
+        }
+    }
+
+    /// statvfs of `path`: 0, its errno, or ETIMEDOUT when no answer came within `seconds`.
+    static func statfs(_ path: String, seconds: Double) -> Int32 {
+        bounded(seconds) {
+            var st = statvfs()
+            return statvfs(path, &st) == 0 ? 0 : errno
+        }
+    }
+
+    /// Runs `body` (which gives 0 or an errno) on another thread; ETIMEDOUT when it has not
+    /// ended within `seconds` (the thread is left behind, and ends with the process).
+    static func bounded(_ seconds: Double, _ body: @escaping @Sendable () -> Int32) -> Int32 {
         let answer = Locked<Int32?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            var error: Int32 = 0
-            let fd = open(path, O_WRONLY | O_CLOEXEC)
-            if fd < 0 {
-                error = errno
-            } else {
-                let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-                if written < 0 { error = errno }
-                close(fd)
-            }
-            answer.withLock { $0 = error }
+            let result = body()
+            answer.withLock { $0 = result }
             done.signal()
         }
         guard done.wait(timeout: .now() + seconds) == .success else { return ETIMEDOUT }
