@@ -124,7 +124,12 @@ struct MountPlan {
             if kind.error == ENOTCONN {
                 throw Failure("\(role) \(argument) is a stale mount (Transport endpoint is not connected); run: proxybundle unmount \(argument)")
             }
-            throw Failure("\(role) \(argument) does not exist")
+            switch kind.error {
+            case ENOENT: throw Failure("\(role) \(argument) does not exist")
+            case ENOTDIR: throw Failure("\(role) \(argument) does not exist (a part of its path is not a directory)")
+            // a directory on the way that the user cannot search: it may well exist
+            default: throw Failure("\(role) \(argument) cannot be reached: \(Paths.describe(kind.error))")
+            }
         }
         guard kind.isDirectory else { throw Failure("\(role) \(argument) is not a directory") }
         guard let path = Paths.canonical(argument) else {

@@ -2,10 +2,10 @@ import Foundation
 import ProxyBundleCore
 import XCTest
 
-/// One writer per substitution: bundles of the same name get default substitutions of their
-/// own, and a second writable mount of a substitution in use is refused, while a crashed
-/// daemon leaves no guard behind.
-final class WriterGuardTests: XCTestCase {
+/// Guards of the mount command: one writer per substitution (bundles of the same name get
+/// default substitutions of their own, a second writable mount of a substitution in use is
+/// refused, a crashed daemon leaves no guard behind), and errors that name the real cause.
+final class MountGuardTests: XCTestCase {
     var fx: MountFixture!
     private var mounted: [String] = []
 
@@ -77,5 +77,20 @@ final class WriterGuardTests: XCTestCase {
         mounted.append(otherMount)
         try Disk.write(otherMount + "/new", "through the second mount")
         XCTAssertEqual(try Disk.read(fx.inPatch("new")), "through the second mount")
+    }
+
+    /// A main bundle under a directory the user cannot enter is reported as such, not as
+    /// missing (before the fix: "does not exist").
+    func testAMainBundleTheUserCannotReachIsSaidSo() throws {
+        let locked = fx.root + "/locked"
+        try Disk.write(locked + "/App/Info.plist", "x")
+        XCTAssertEqual(chmod(locked, 0o700), 0)
+        XCTAssertEqual(chmod(fx.root, 0o755), 0)
+        let result = try Spawn.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "env",
+                                                        "HOME=\(fx.root)", MountFixture.binary, "mount", locked + "/App",
+                                                        fx.mountpoint, "--substitution", fx.root + "/elsewhere"])
+        XCTAssertEqual(result.status, 1, result.output)
+        XCTAssertTrue(result.error.contains("main bundle \(locked)/App cannot be reached: Permission denied"), result.error)
+        XCTAssertEqual(result.error.split(separator: "\n").count, 1, result.error)
     }
 }
