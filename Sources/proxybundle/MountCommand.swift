@@ -57,14 +57,25 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Log to syslog (the default when detached without --log-file).")
     var syslog = false
 
+    func validate() throws {
+        if logFile != nil && syslog { throw ValidationError("give --log-file or --syslog, not both") }
+    }
+
     func run() throws {
         let parsed = try MountOptions(options)
+        if let substitution, let option = parsed.substitution, Paths.absolute(substitution) != Paths.absolute(option) {
+            throw Failure("--substitution \(substitution) and -o substitution=\(option) disagree; give one")
+        }
         let plan = try MountPlan(main: main, mountpoint: mountpoint, substitution: substitution,
                                  patches: patch + parsed.patches, options: parsed)
         let logFile = logFile.map(Paths.absolute)
         if let logFile { try LogDestination.checkWritable(logFile) }
         let destination: LogDestination = logFile.map { .file($0) } ?? (syslog || !foreground ? .syslog : .standardError)
         let daemon = DaemonImage.arguments(plan, options: options, level: logLevel, destination: destination)
+        if plan.mountpoint != plan.main, let count = Paths.entryCount(plan.mountpoint), count > 0 {
+            Failure("warning: mountpoint \(plan.mountpoint) is not empty: its \(count) "
+                    + "\(count == 1 ? "entry is" : "entries are") hidden while it is mounted").report()
+        }
         if foreground { try DaemonImage.exec(daemon) }
         try Daemon.startDetached(daemon, mountpoint: plan.mountpoint)
     }

@@ -1,3 +1,4 @@
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -60,6 +61,18 @@ enum Paths {
                 throw Failure("cannot create substitution directory \(path): \(describe(errno))")
             }
         }
+    }
+
+    /// The number of entries of directory `path` ("." and ".." aside); nil if it cannot be read.
+    static func entryCount(_ path: String) -> Int? {
+        guard let dir = opendir(path) else { return nil }
+        defer { closedir(dir) }
+        var count = 0
+        while let entry = readdir(dir) {
+            let name = String(cString: directoryEntryName(entry))
+            if name != "." && name != ".." { count += 1 }
+        }
+        return count
     }
 
     static func describe(_ code: Int32) -> String {

@@ -93,4 +93,21 @@ final class MountGuardTests: XCTestCase {
         XCTAssertTrue(result.error.contains("main bundle \(locked)/App cannot be reached: Permission denied"), result.error)
         XCTAssertEqual(result.error.split(separator: "\n").count, 1, result.error)
     }
+
+    /// A mountpoint that is not empty is mounted over with a warning that says what is hidden
+    /// (before: without a word); mounting over the main bundle itself is the point, and quiet.
+    func testANonEmptyMountpointIsMountedWithAWarning() throws {
+        try Disk.write(fx.inMain("Info.plist"), "main")
+        try Disk.write(fx.inMount("left-over.txt"), "hidden while mounted")
+        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertEqual(result.status, 0, result.error)
+        mounted.append(fx.mountpoint)
+        XCTAssertEqual(result.error, "proxybundle: warning: mountpoint \(fx.mountpoint) is not empty: its 1 entry is hidden while it is mounted\n")
+        XCTAssertEqual(try Disk.list(fx.mountpoint), ["Info.plist"])
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+        let over = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
+        XCTAssertEqual(over.status, 0, over.error)
+        mounted.append(fx.main)
+        XCTAssertEqual(over.error, "", "mounting over the main bundle itself warns of nothing")
+    }
 }
