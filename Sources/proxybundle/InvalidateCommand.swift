@@ -40,16 +40,7 @@ struct InvalidateCommand: ParsableCommand {
             }
             throw Failure("\(mountpoint) is not a proxybundle mount (nothing is mounted there)")
         }
-        switch mount.error {
-        case 0: break
-        case ENOTCONN, ECONNABORTED:
-            throw Failure("the daemon of \(mountpoint) has died; clear the mount with: proxybundle unmount \(mountpoint)")
-        case ETIMEDOUT:
-            throw Failure("the daemon of \(mountpoint) does not answer (nothing within \(Int(RunningMount.patience)) s); "
-                          + "clear the mount with: proxybundle unmount \(mountpoint)")
-        default:
-            throw Failure("cannot reach the daemon of \(mountpoint): \(Paths.describe(mount.error))")
-        }
+        guard mount.isAlive else { throw mount.unreachable }
         let line = Array(((all ? "/" : path ?? "") + "\n").utf8)
         let error = RunningMount.write(line, to: absolute + "/.invalidate", seconds: InvalidateCommand.patience)
         switch error {

@@ -37,10 +37,7 @@ struct LayersCommand: ParsableCommand {
     func run() throws {
         let absolute = Paths.absolute(mountpoint)
         guard let mount = RunningMount.at(absolute) else { throw Failure("\(mountpoint) is not a proxybundle mount") }
-        guard mount.isAlive else {
-            throw Failure("the daemon of \(mount.mountpoint) does not answer (\(StatusCommand.state(mount))); "
-                              + "clear the mount with: proxybundle unmount \(mount.mountpoint)")
-        }
+        guard mount.isAlive else { throw mount.unreachable }
         if set { try replace(mount) }
         let answer = RunningMount.read(absolute + "/.layers", seconds: RunningMount.patience)
         guard let text = answer.text else {

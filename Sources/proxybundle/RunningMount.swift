@@ -66,6 +66,22 @@ struct RunningMount {
         }
     }
 
+    /// Why a command cannot use this mount (its `.stats` could not be read), in one line that
+    /// says what is true and what to do.
+    var unreachable: Failure {
+        switch error {
+        case ETIMEDOUT:
+            return Failure("the daemon of \(mountpoint) does not answer (nothing within \(Int(RunningMount.patience)) s); "
+                           + "clear the mount with: proxybundle unmount \(mountpoint)")
+        case ENOTCONN, ECONNABORTED:
+            return Failure("the daemon of \(mountpoint) has died; clear the mount with: proxybundle unmount \(mountpoint)")
+        case EACCES, EPERM:
+            return Failure("\(mountpoint) is another user's mount (mounted without allow_other): not yours to use")
+        default:
+            return Failure("cannot reach the daemon of \(mountpoint): \(Paths.describe(error))")
+        }
+    }
+
     /// How long a daemon may take to answer before it counts as hung.
     static let patience = 2.0
 

@@ -41,6 +41,7 @@ struct StatusCommand: ParsableCommand {
         case 0: "running"
         case ENOTCONN, ECONNABORTED: "not connected"
         case ETIMEDOUT: "not answering (no answer within \(Int(RunningMount.patience)) s)"
+        case EACCES, EPERM: "another user's mount (without allow_other): not yours to ask"
         default: "not answering (\(Paths.describe(mount.error)))"
         }
     }

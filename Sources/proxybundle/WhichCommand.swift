@@ -35,9 +35,7 @@ struct WhichCommand: ParsableCommand {
         guard let mount = RunningMount.containing(full) else {
             throw Failure("\(path) is not inside a proxybundle mount")
         }
-        guard mount.isAlive, let substitution = mount.substitution else {
-            throw Failure("the daemon of \(mount.mountpoint) does not answer (\(StatusCommand.state(mount)))")
-        }
+        guard mount.isAlive, let substitution = mount.substitution else { throw mount.unreachable }
         let relative = String(full.dropFirst(mount.mountpoint == "/" ? 1 : mount.mountpoint.count))
         let overlay: Overlay
         let paths = [substitution] + mount.patches + [mount.main]

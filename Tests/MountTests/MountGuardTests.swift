@@ -110,4 +110,23 @@ final class MountGuardTests: XCTestCase {
         mounted.append(fx.main)
         XCTAssertEqual(over.error, "", "mounting over the main bundle itself warns of nothing")
     }
+
+    /// Another user's mount (without allow_other) is said to be so by `status`, `which`,
+    /// `invalidate` and `layers`, not "not answering (Permission denied)".
+    func testAnotherUsersMountIsSaidToBeNotYours() throws {
+        try Disk.write(fx.inMain("file"), "main")
+        try fx.start()
+        XCTAssertEqual(chmod(fx.root, 0o755), 0)
+        func asNobody(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+            try Spawn.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", MountFixture.binary] + arguments)
+        }
+        let status = try asNobody(["status", fx.mountpoint])
+        XCTAssertTrue(status.output.contains("state: another user's mount"), status.output + status.error)
+        for command in [["which", fx.inMount("file")], ["invalidate", fx.mountpoint], ["layers", fx.mountpoint]] {
+            let result = try asNobody(command)
+            XCTAssertEqual(result.status, 1, "\(command)")
+            XCTAssertEqual(result.error, "proxybundle: \(fx.mountpoint) is another user's mount (mounted without allow_other): not yours to use\n",
+                           "\(command)")
+        }
+    }
 }
