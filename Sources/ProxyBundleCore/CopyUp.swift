@@ -73,7 +73,7 @@ extension Overlay {
                 ? unnamed
                 : try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
             defer { Sys.close(copy) }
-            if withData { try Sys.copyData(from: source, to: copy, size: st.st_size) }
+            if withData { try Sys.copyData(from: source, to: copy, size: st.st_size, interruption: interruption) }
             try Sys.applyMetadata(st, toOpenFile: copy, from: source)
             // on the disk before it takes the main bundle's file's place: a crash must not leave
             // an empty or partial copy hiding it (kernel overlayfs syncs here too)
@@ -152,32 +152,35 @@ extension Sys {
     /// Copies `size` bytes, keeping holes: only the data segments are copied (with
     /// copy_file_range, which may share blocks; else read and write), then the size is set if
     /// the data did not reach it.
-    static func copyData(from source: Int32, to destination: Int32, size: off_t) throws(Errno) {
+    static func copyData(from source: Int32, to destination: Int32, size: off_t,
+                         interruption: Interruption? = nil) throws(Errno) {
         var offset: off_t = 0
         var copied: off_t = 0  // where the copy's data ends
         while offset < size {
             let dataStart = lseek(source, offset, pb_SEEK_DATA)
             if dataStart < 0 {
                 if errno == ENXIO { break }  // only a hole remains
-                copied = try copyRange(source, destination, from: offset, to: size)
+                copied = try copyRange(source, destination, from: offset, to: size, interruption)
                 break
             }
             var dataEnd = lseek(source, dataStart, pb_SEEK_HOLE)
             if dataEnd < 0 { dataEnd = size }
-            copied = try copyRange(source, destination, from: dataStart, to: min(dataEnd, size))
+            copied = try copyRange(source, destination, from: dataStart, to: min(dataEnd, size), interruption)
             offset = dataEnd
         }
         // a trailing hole, or a source that ended early
         if copied != size { _ = try check { ftruncate(destination, size) } }
     }
 
-    /// Copies bytes `start..<end`; returns where the copy stopped (`end`, or earlier at the
-    /// source's end).
-    private static func copyRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t) throws(Errno) -> off_t {
+    /// Copies bytes `start..<end`, 64 MiB at a time, asking `interruption` between; returns
+    /// where the copy stopped (`end`, or earlier at the source's end).
+    private static func copyRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t,
+                                  _ interruption: Interruption?) throws(Errno) -> off_t {
         var input = Int64(start)
         var output = Int64(start)
         while input < Int64(end) {
-            let count = pb_copy_file_range(source, &input, destination, &output, Int(Int64(end) - input))
+            try interruption?.check()
+            let count = pb_copy_file_range(source, &input, destination, &output, Int(min(Int64(end) - input, 64 << 20)))
             if count > 0 { continue }
             if count == 0 { break }
             if errno == EINTR { continue }

@@ -20,6 +20,8 @@ extension Overlay {
         let shown = try attributes(at: location.path, location.placement).st_ino
         let work = try workspace()
         let temporary = work.temporaryName()
+        longCopies.withLock { $0.append(LongCopy(path: location.path.description)) }
+        defer { longCopies.withLock { copies in copies.removeAll { $0.path == location.path.description } } }
         do throws(Errno) {
             try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
                 _ = try Sys.check { mkdirat(work.fd, tmp, 0o700) }
@@ -57,11 +59,13 @@ extension Overlay {
         let list = try mergedEntries(path, placement)
         let dirs = try DirectoryDescriptors(path, placement, layers: layers)
         for item in list.entries {
+            try interruption.check()
             let itemName = list.name(item)
             let child = try resolve(itemName, in: dirs)
             let childPath = path.appending(itemName)
             let serving = layer(serving: child.placement)
             let st = try serving.attributes(childPath)
+            noteCopied(st, under: path)
             try itemName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                 if !child.placement.isDirectory && child.placement.inSubstitution {
                     // the substitution's own files are linked, not copied: they keep their
@@ -88,6 +92,16 @@ extension Overlay {
                 try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
                 recordOrigin(shown, forCopyInode: try Sys.fstat(sub).st_ino)
             }
+        }
+    }
+
+    /// One more entry of a directory being materialized (at or beneath `path`) was copied.
+    private func noteCopied(_ st: stat, under path: LayerPath) {
+        longCopies.withLock { copies in
+            guard let index = copies.firstIndex(where: { path.description == $0.path || path.description.hasPrefix($0.path + "/") })
+            else { return }
+            copies[index].entries += 1
+            if st.st_mode & S_IFMT == S_IFREG { copies[index].bytes += Int64(st.st_size) }
         }
     }
 }

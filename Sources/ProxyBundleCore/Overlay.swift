@@ -41,6 +41,11 @@ public final class Overlay: Sendable {
     /// Held shared by every request that interprets placements (layer numbers), exclusively
     /// while the stack is replaced: a request runs wholly with one stack.
     let layersInUse = ReadWriteLock()
+    /// Whether the request a thread serves was interrupted (long copies ask).
+    public let interruption = Interruption()
+    /// The directories being materialized now, and how far each copy got.
+    let longCopies = Locked<[LongCopy]>([])
+    public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
 
     struct Stack {
         var layers: LayerStack

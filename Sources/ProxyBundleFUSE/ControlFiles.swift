@@ -102,6 +102,8 @@ extension FuseServer {
             "walkers: \(readers.walkers.joined(separator: ","))",
             "directories_read_ahead: \(prefetcher.figures.directories)",
             "files_read_ahead: \(prefetcher.figures.files)",
+            "materializing: " + (overlay.copiesInProgress.map { "\($0.path) (\($0.entries) entries, \($0.bytes) bytes so far)" }
+                .joined(separator: "; ").nonEmpty ?? "none"),
             "directory_opens: \(listed.opens)",
             "listings_taken: \(listed.taken)",
         ]
@@ -114,4 +116,9 @@ extension String {
     var replacingNewlines: String {
         contains("\n") ? split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\\n") : self
     }
+}
+
+extension String {
+    /// The text, or nil when it is empty.
+    var nonEmpty: String? { isEmpty ? nil : self }
 }

@@ -97,6 +97,16 @@ public final class FuseServer: Sendable {
         }
     }
 
+    /// Runs `body` for request `req`, telling long copies within it whether the caller has
+    /// given up (a signal: the kernel sent FUSE_INTERRUPT); they then stop with EINTR.
+    func interruptible<T>(_ req: fuse_req_t?, _ body: () throws(Errno) -> T) throws(Errno) -> T {
+        guard let req else { return try body() }
+        let request = UInt(bitPattern: req)
+        return try overlay.interruption.whileServing({
+            fuse_req_interrupted(fuse_req_t(bitPattern: request)) != 0
+        }, body)
+    }
+
     /// Who made the request, with supplementary groups (for a permission check).
     func requester(_ req: fuse_req_t) -> Requester {
         let owner = owner(req)

@@ -59,7 +59,11 @@ enum Operations {
                     try server.openControl(control, info)
                     return .opened(info)
                 }
-                let opened = try server.overlay.openFile(node, flags: info.pointee.flags)
+                let flags = info.pointee.flags
+                // opening for writing copies up, which may take long for a large file
+                let opened = try server.interruptible(req) { () throws(Errno) -> Overlay.OpenedFile in
+                    try server.overlay.openFile(node, flags: flags)
+                }
                 do throws(Errno) {
                     try server.clearSetIDBitsBeforeWrite(req, node, opened.fd)
                 } catch {

@@ -57,7 +57,10 @@ enum WriteOperations {
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
             FuseServer.handle(req, "rename") { server throws(Errno) in
-                try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
+                // a directory materialized on the way may take long: the caller's signal stops it
+                try server.interruptible(req) { () throws(Errno) in
+                    try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
+                }
                 return .ok
             }
         }
@@ -69,7 +72,9 @@ enum WriteOperations {
                 }
                 let changes = AttributeRequest.changes(attributes.pointee, toSet)
                 let fd = info.map { Int32(truncatingIfNeeded: $0.pointee.fh) }
-                var result = try server.overlay.setAttributes(node, changes, openFile: fd)
+                var result = try server.interruptible(req) { () throws(Errno) -> stat in
+                    try server.overlay.setAttributes(node, changes, openFile: fd)
+                }
                 if pb_request_clears_setid() != 0,
                    let cleared = try server.overlay.clearSetIDBits(node, openFile: fd, writer: { server.writer(req) }) {
                     result = cleared
