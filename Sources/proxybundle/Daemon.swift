@@ -36,7 +36,12 @@ enum Daemon {
             let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.joined(separator: ", "))"
             logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
             if plan.options.watch { session.server.startWatching() }
-            if let ready { report("ready", to: ready) }
+            if let ready {
+                report("ready", to: ready)
+                // detached: what libfuse or fusermount3 might still write goes nowhere
+                let null = Glibc.open("/dev/null", O_WRONLY)
+                if null >= 0 { _ = dup2(null, 2); close(null) }
+            }
             _ = chdir("/")
             let status = session.run(maxThreads: plan.options.maxThreads, spinMicroseconds: plan.options.spin)
             logger.info("unmounted \(plan.mountpoint)")
@@ -99,10 +104,15 @@ extension Daemon {
         guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         defer { close(pipeEnds[0]) }
+        // the daemon's stderr until it is ready: why fusermount3 refused a mount is written there
+        var template = Array("/tmp/proxybundle-mount-XXXXXX".utf8CString)
+        let errors = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        if errors >= 0 { template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) } }
+        defer { if errors >= 0 { close(errors) } }
         let childReadyFD: Int32 = 3
         let pid: pid_t
         do throws(Failure) {
-            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD)
+            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD, stderr: errors)
         } catch {
             close(pipeEnds[1])
             throw error
@@ -117,8 +127,32 @@ extension Daemon {
         kill(pid, SIGTERM)
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
-        if let message, message.hasPrefix("error: ") { throw Failure(String(message.dropFirst(7))) }
-        throw Failure("the daemon exited before mounting \(mountpoint)")
+        let reason = errors >= 0 ? lastLine(of: errors) : nil
+        if let message, message.hasPrefix("error: ") {
+            let failure = String(message.dropFirst(7))
+            // the real reason fusermount3 gave, in place of the guess
+            if let reason, failure.hasPrefix("cannot mount on") {
+                throw Failure("cannot mount on \(mountpoint): \(reason)")
+            }
+            throw Failure(failure)
+        }
+        throw Failure("the daemon exited before mounting \(mountpoint)" + (reason.map { ": \($0)" } ?? ""))
+    }
+
+    /// The last line written to the file open as `fd` by anyone but this program (which
+    /// reports its own failure there too): fusermount3's or libfuse's reason.
+    private static func lastLine(of fd: Int32) -> String? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var offset: off_t = 0
+        while true {
+            let count = pread(fd, &chunk, chunk.count, offset)
+            if count <= 0 { break }
+            bytes += chunk[..<count]
+            offset += off_t(count)
+        }
+        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
+        return lines.last { $0.contains { !$0.isWhitespace } && !$0.hasPrefix("proxybundle: ") }.map(String.init)
     }
 
     /// Whether `mountpoint` is a proxybundle mount that answers a stat.
@@ -128,13 +162,18 @@ extension Daemon {
         return MountTable.current().mount(at: mountpoint)?.type == "fuse.proxybundle"
     }
 
-    private static func spawn(_ arguments: [String], readyWriteEnd: Int32, as childFD: Int32) throws(Failure) -> pid_t {
+    private static func spawn(_ arguments: [String], readyWriteEnd: Int32, as childFD: Int32,
+                              stderr: Int32) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        if stderr >= 0 {
+            posix_spawn_file_actions_adddup2(&actions, stderr, 2)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, readyWriteEnd, childFD)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)

@@ -158,6 +158,14 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertFalse(fx.isMounted)
         XCTAssertTrue(hasExited(pid), "unmount returned before the daemon exited")
 
+        // fusermount3's own reason for a refusal, also detached (before: a generic guess)
+        let allowOther = try asUser(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "-o", "allow_other"])
+        XCTAssertEqual(allowOther.status, 1)
+        XCTAssertTrue(allowOther.error.contains("user_allow_other"), allowOther.error)
+        XCTAssertFalse(allowOther.error.contains("is /dev/fuse accessible"), allowOther.error)
+        XCTAssertEqual(allowOther.error.split(separator: "\n").count, 1, allowOther.error)
+        XCTAssertFalse(fx.isMounted)
+
         // and an unreadable main bundle is refused with one line
         XCTAssertEqual(chown(fx.main, 0, 0), 0)
         XCTAssertEqual(chmod(fx.main, 0o700), 0)
