@@ -66,21 +66,10 @@ final class OverlayDifferentialTests: XCTestCase {
         XCTAssertFalse(text.contains("root-whiteout"), text)
     }
 
-    /// Walks both trees and fails once, with every difference, if they are not the same.
     @discardableResult
     private func assertSameTree(_ proxy: String, _ kernel: String,
                                 file: StaticString = #filePath, line: UInt = #line) throws -> [String: OverlayTree.Entry] {
-        let ours = try OverlayTree.walk(proxy)
-        let theirs = try OverlayTree.walk(kernel)
-        XCTAssertGreaterThan(theirs.count, 1, "the kernel overlay shows nothing", file: file, line: line)
-        let differences = OverlayTree.differences(ours, theirs, leftName: "proxybundle", rightName: "overlayfs")
-        let shown = differences.prefix(300)
-        XCTAssertTrue(differences.isEmpty,
-                      "\(differences.count) difference(s) between proxybundle and kernel overlayfs "
-                          + "(\(ours.count) vs \(theirs.count) paths):\n" + shown.joined(separator: "\n")
-                          + (differences.count > shown.count ? "\n..." : ""),
-                      file: file, line: line)
-        return ours
+        try OverlayTree.assertSame(proxy, kernel, file: file, line: line)
     }
 }
 
@@ -597,6 +586,37 @@ enum OverlayTree {
         var listedType: String = "-"  // d_type in the parent's readdir
         var followed: String = "-"  // what stat(2) finds through a symlink
         var inode: String  // "dev:ino", only to group hard links
+    }
+
+    /// Walks the mount at `proxy` and the kernel overlay at `kernel` and fails once, with every
+    /// difference, if they are not the same; returns the mount's tree. Modification times from
+    /// `since` on are shown as `(recent)` on both (two calls on two file systems never happen in
+    /// the same nanosecond).
+    @discardableResult
+    static func assertSame(_ proxy: String, _ kernel: String, since: Int? = nil, label: String = "",
+                           file: StaticString = #filePath, line: UInt = #line) throws -> [String: Entry] {
+        let ours = try walk(proxy, recentFrom: since)
+        let theirs = try walk(kernel, recentFrom: since)
+        XCTAssertGreaterThan(theirs.count, 1, "\(label)the kernel overlay shows nothing", file: file, line: line)
+        let found = differences(ours, theirs, leftName: "proxybundle", rightName: "overlayfs")
+        let shown = found.prefix(300)
+        XCTAssertTrue(found.isEmpty,
+                      "\(label)\(found.count) difference(s) between proxybundle and kernel overlayfs "
+                          + "(\(ours.count) vs \(theirs.count) paths):\n" + shown.joined(separator: "\n")
+                          + (found.count > shown.count ? "\n..." : ""),
+                      file: file, line: line)
+        return ours
+    }
+
+    /// `walk`, with modification times from `since` on (if given) shown as `(recent)`.
+    static func walk(_ root: String, recentFrom since: Int?) throws -> [String: Entry] {
+        let entries = try walk(root)
+        guard let since else { return entries }
+        return entries.mapValues { entry in
+            var entry = entry
+            if let seconds = Int(entry.mtime.prefix { $0 != "." }), seconds >= since { entry.mtime = "(recent)" }
+            return entry
+        }
     }
 
     /// Every path below `root` ("" for the root itself), through readdir and lstat.

@@ -396,11 +396,7 @@ private final class RandomSession {
     }
 
     func walk(_ root: String) throws -> [String: OverlayTree.Entry] {
-        try OverlayTree.walk(root).mapValues { entry in
-            var entry = entry
-            if let seconds = Int(entry.mtime.prefix { $0 != "." }), seconds >= since { entry.mtime = "(recent)" }
-            return entry
-        }
+        try OverlayTree.walk(root, recentFrom: since)
     }
 
     func differences() throws -> [String] {

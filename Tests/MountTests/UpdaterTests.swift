@@ -73,10 +73,7 @@ final class UpdaterTests: XCTestCase {
         let kernel = fx.root + "/kernel-\(checks)"
         try KernelOverlay.mountStack([fx.substitution, fx.main], at: kernel, scratch: fx.root + "/converted-\(checks)")
         defer { Unmounter.force(kernel) }
-        let differences = OverlayTree.differences(try OverlayTree.walk(fx.mountpoint), try OverlayTree.walk(kernel),
-                                                  leftName: "proxybundle", rightName: "overlayfs")
-        XCTAssertTrue(differences.isEmpty, "\(label): \(differences.count) difference(s):\n"
-                          + differences.prefix(50).joined(separator: "\n"), file: file, line: line)
+        try OverlayTree.assertSame(fx.mountpoint, kernel, label: label + ": ", file: file, line: line)
     }
 
     /// A copy-up, a create and a removal of a main-bundle name through the mount (each of
