@@ -41,7 +41,8 @@ struct InvalidateCommand: ParsableCommand {
             throw Failure("\(mountpoint) is not a proxybundle mount (nothing is mounted there)")
         }
         guard mount.isAlive else { throw mount.unreachable }
-        let line = Array(((all ? "/" : path ?? "") + "\n").utf8)
+        // a path is bytes: a name that is not UTF-8 is invalidated as it was given
+        let line = (all ? [UInt8(ascii: "/")] : path.map(RawArguments.bytes) ?? []) + [UInt8(ascii: "\n")]
         let error = RunningMount.write(line, to: absolute + "/.invalidate", seconds: InvalidateCommand.patience)
         switch error {
         case 0: return

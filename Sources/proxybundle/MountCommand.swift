@@ -62,6 +62,14 @@ struct MountCommand: ParsableCommand {
     }
 
     func run() throws {
+        // the layers' and the mountpoint's own paths travel as text (to the daemon, in
+        // .stats): one that is not UTF-8 is refused by name rather than "not found"
+        let named = [("main bundle", main), ("mountpoint", mountpoint)] + (substitution.map { [("substitution directory", $0)] } ?? [])
+            + patch.map { ("patch", $0) }
+        for (role, argument) in named where String(validating: RawArguments.bytes(of: argument), as: UTF8.self) == nil {
+            throw Failure("\(role) \(argument): its path is not UTF-8, which proxybundle cannot mount "
+                          + "(names that are not UTF-8 inside the layers are served as they are)")
+        }
         let parsed = try MountOptions(options)
         if let substitution, let option = parsed.substitution, Paths.absolute(substitution) != Paths.absolute(option) {
             throw Failure("--substitution \(substitution) and -o substitution=\(option) disagree; give one")

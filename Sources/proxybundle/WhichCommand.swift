@@ -25,18 +25,19 @@ struct WhichCommand: ParsableCommand {
     var path: String
 
     func run() throws {
-        let absolute = Paths.absolute(path)
+        // a path is bytes: a name that is not UTF-8 is looked for as it was given
+        let absolute = Paths.absolute(bytes: RawArguments.bytes(of: path))
         // the directories on the way are resolved as the user sees them; the last name is not
-        let slash = absolute.lastIndex(of: "/") ?? absolute.startIndex
-        let parent = slash == absolute.startIndex ? "/" : String(absolute[..<slash])
-        let name = String(absolute[absolute.index(after: slash)...])
-        let directory = Paths.resolved(parent)
-        let full = name.isEmpty ? directory : (directory == "/" ? "" : directory) + "/" + name
-        guard let mount = RunningMount.containing(full) else {
+        let slash = absolute.lastIndex(of: UInt8(ascii: "/")) ?? 0
+        let parent = slash == 0 ? [UInt8(ascii: "/")] : Array(absolute[..<slash])
+        let name = Array(absolute[(slash + 1)...])
+        let directory = Paths.canonical(bytes: parent) ?? parent
+        let full = name.isEmpty ? directory : (directory == [UInt8(ascii: "/")] ? [] : directory) + [UInt8(ascii: "/")] + name
+        guard let mount = RunningMount.containing(String(decoding: full, as: UTF8.self)) else {
             throw Failure("\(path) is not inside a proxybundle mount")
         }
         guard mount.isAlive, let substitution = mount.substitution else { throw mount.unreachable }
-        let relative = String(full.dropFirst(mount.mountpoint == "/" ? 1 : mount.mountpoint.count))
+        let relative = Array(full.dropFirst(mount.mountpoint == "/" ? 1 : mount.mountpoint.utf8.count))
         let overlay: Overlay
         let paths = [substitution] + mount.patches + [mount.main]
         do {
@@ -49,25 +50,30 @@ struct WhichCommand: ParsableCommand {
         }
         let serving: Serving
         do {
-            serving = try overlay.serving(LayerPath(relative))
+            serving = try overlay.serving(LayerPath(bytes: relative))
         } catch {
             throw Failure("\(path) cannot be resolved: \(Paths.describe(error.code))")
         }
         let places = serving.places.map { place in
-            (role: overlay.layers.role(place.layer).rawValue, path: WhichCommand.join(paths[place.layer], place.path))
+            (role: Array(overlay.layers.role(place.layer).rawValue.utf8), path: WhichCommand.join(paths[place.layer], place.path))
         }
+        let space = [UInt8(ascii: " ")]
+        let words: [[UInt8]]
         switch serving.source {
-        case .layer: print(places.map { "\($0.role) \($0.path)" }.joined(separator: " "))
-        case .merged: print((["merged"] + places.map { "\($0.role) \($0.path)" }).joined(separator: " "))
-        case .whiteout: print("hidden by whiteout \(places.map(\.path).joined(separator: " "))")
-        case .opaqueDirectory: print("hidden by opaque directory \(places.map(\.path).joined(separator: " "))")
-        case .control: print("control file")
+        case .layer: words = places.flatMap { [$0.role, $0.path] }
+        case .merged: words = [Array("merged".utf8)] + places.flatMap { [$0.role, $0.path] }
+        case .whiteout: words = [Array("hidden by whiteout".utf8)] + places.map(\.path)
+        case .opaqueDirectory: words = [Array("hidden by opaque directory".utf8)] + places.map(\.path)
+        case .control: words = [Array("control file".utf8)]
         case .missing: throw Failure("\(path) is in no layer")
         }
+        // the backing paths as bytes, as the file system holds them
+        let line = Array(words.joined(separator: space)) + [UInt8(ascii: "\n")]
+        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
     }
 
-    static func join(_ root: String, _ path: LayerPath) -> String {
-        path.isRoot ? root : (root == "/" ? "" : root) + "/" + path.description
+    static func join(_ root: String, _ path: LayerPath) -> [UInt8] {
+        path.isRoot ? Array(root.utf8) : Array((root == "/" ? "" : root).utf8) + [UInt8(ascii: "/")] + path.bytes
     }
 
     /// A layer by its path. A mount over the main bundle itself covers that path; then the

@@ -129,4 +129,31 @@ final class MountGuardTests: XCTestCase {
                            "\(command)")
         }
     }
+
+    /// Paths given to the commands are bytes: `which` and `invalidate` take a name that is not
+    /// UTF-8 as it was given (before: `which` said "in no layer", and `invalidate` exited 0
+    /// having invalidated a name with U+FFFD in it); a layer path that is not UTF-8 is refused
+    /// by name, not reported missing.
+    func testPathsThatAreNotUTF8() throws {
+        try fx.start()
+        let name = "$(printf 'caf\\351.txt')"
+        func shell(_ command: String) throws -> (status: Int32, output: String, error: String) {
+            try Spawn.run("/bin/bash", ["-c", "B='\(MountFixture.binary)'; M='\(fx.mountpoint)'; S='\(fx.substitution)'; "
+                                            + "R='\(fx.root)'; " + command])
+        }
+        XCTAssertNotEqual(try shell("stat \"$M/\(name)\"").status, 0, "missing, and remembered so")
+        XCTAssertEqual(try shell("printf 'dropped in' > \"$S/\(name)\"").status, 0)
+        XCTAssertNotEqual(try shell("stat \"$M/\(name)\"").status, 0, "cached until invalidated")
+        let invalidate = try shell("\"$B\" invalidate \"$M\" \"\(name)\"")
+        XCTAssertEqual(invalidate.status, 0, invalidate.error)
+        XCTAssertEqual(try shell("cat \"$M/\(name)\"").output, "dropped in", "the name as given was invalidated")
+        let which = try shell("\"$B\" which \"$M/\(name)\" | cmp - <(printf 'substitution %s/caf\\351.txt\\n' \"$S\")")
+        XCTAssertEqual(which.status, 0, which.output + which.error)
+        let relative = try shell("cd \"$M\" && \"$B\" which \"\(name)\" | cmp - <(printf 'substitution %s/caf\\351.txt\\n' \"$S\")")
+        XCTAssertEqual(relative.status, 0, relative.output + relative.error)
+        let mount = try shell("mkdir \"$R/$(printf 'm\\351')\" && \"$B\" mount \"$R/$(printf 'm\\351')\" \"$R/elsewhere\"")
+        XCTAssertEqual(mount.status, 1)
+        XCTAssertTrue(mount.error.contains("its path is not UTF-8"), mount.error)
+        XCTAssertEqual(mount.error.split(separator: "\n").count, 1, mount.error)
+    }
 }
