@@ -42,4 +42,19 @@ final class StuckDaemonTests: XCTestCase {
         XCTAssertEqual(unmount.status, 0, unmount.error)
         XCTAssertFalse(fx.isMounted)
     }
+
+    /// A daemon that died is said to have died (before, `invalidate` called its mount "not a
+    /// proxybundle mount"), with how to clear it.
+    func testCommandsSayADeadDaemonDied() throws {
+        try fx.start()
+        kill(fx.daemon, SIGKILL)
+        XCTAssertNotNil(Spawn.wait(fx.daemon, seconds: 10))
+        for command in [["invalidate", fx.mountpoint], ["layers", fx.mountpoint], ["which", fx.mountpoint]] {
+            let result = try Spawn.run(MountFixture.binary, command, seconds: 20)
+            XCTAssertEqual(result.status, 1, "\(command)")
+            XCTAssertEqual(result.error, "proxybundle: the daemon of \(fx.mountpoint) has died; "
+                               + "clear the mount with: proxybundle unmount \(fx.mountpoint)\n", "\(command)")
+        }
+        XCTAssertEqual(try Spawn.run(MountFixture.binary, ["unmount", fx.mountpoint], seconds: 20).status, 0)
+    }
 }
