@@ -24,7 +24,7 @@ final class DirectoryDescriptors: Sendable {
         known = knowsNames ? KnownNames() : nil
         isRoot = path.isRoot
         var opened = [Int32](repeating: -1, count: layers.count)
-        for index in placement.layers where index < layers.count {
+        for index in layers.indices(of: placement) {
             if path.isRoot {
                 opened[index] = layers[index].rootFD
                 continue

@@ -82,24 +82,23 @@ extension Overlay {
     private func mergeEntries(_ path: LayerPath, _ placement: Placement, into list: inout EntryList) throws(Errno) {
         let stack = layers
         var read: [EntryList] = []
-        for index in placement.layers where index < stack.count {
+        for index in stack.indices(of: placement) {
             read.append(try absentAsNil { () throws(Errno) -> EntryList in try stack[index].entries(path) } ?? EntryList())
         }
         let numbers = shownInodes()
         list.reserve(read.reduce(0) { $0 + $1.entries.count }, nameBytes: read.reduce(0) { $0 + $1.nameBytes })
         // names shown or whited out by the layers merged so far: none below shows them
         var taken = NameSet(capacity: read.dropLast().reduce(0) { $0 + $1.entries.count })
-        Overlay.merge(read[...], first: Int(placement.top), devices: stack.layers.map(\.device), numbers,
-                      taken: &taken, into: &list)
+        Overlay.merge(read[...], first: Int(placement.top), of: stack, numbers, taken: &taken, into: &list)
     }
 
     /// Merges `lists` (the layers' entries from layer `first` down) into `list`. Recursive, so
     /// that every layer's names stay in place while the layers below are merged: `taken`
     /// points into them.
-    private static func merge(_ lists: ArraySlice<EntryList>, first: Int, devices: [UInt64], _ numbers: ShownInodes,
+    private static func merge(_ lists: ArraySlice<EntryList>, first: Int, of stack: LayerStack, _ numbers: ShownInodes,
                               taken: inout NameSet, into list: inout EntryList) {
         guard let layerList = lists.first else { return }
-        let device = devices[first]
+        let device = stack[first].device
         layerList.withNames { names in
             var opaque = false
             for entry in layerList.entries {
@@ -123,7 +122,7 @@ extension Overlay {
                     taken.insert(name)
                 }
             }
-            merge(lists.dropFirst(), first: first + 1, devices: devices, numbers, taken: &taken, into: &list)
+            merge(lists.dropFirst(), first: first + 1, of: stack, numbers, taken: &taken, into: &list)
         }
     }
 }

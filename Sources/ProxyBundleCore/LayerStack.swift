@@ -48,6 +48,12 @@ public final class LayerStack: Sendable {
     public var patches: ArraySlice<Layer> { layers[1 ..< layers.count - 1] }
     public var mainIndex: Int { layers.count - 1 }
 
+    /// The layers of this stack an entry placed so may be in, top first (none of a placement
+    /// that outlived a swap to fewer layers).
+    public func indices(of placement: Placement) -> Range<Int> {
+        placement.layers.clamped(to: layers.indices)
+    }
+
     public func role(_ index: Int) -> Role {
         index == 0 ? .substitution : index == layers.count - 1 ? .main : .patch
     }
@@ -93,7 +99,7 @@ public struct Placement: Equatable, Sendable {
     }
 
     /// The layers the entry may be in, top first.
-    public var layers: ClosedRange<Int> { Int(top) ... Int(bottom) }
+    public var layers: Range<Int> { Int(top) ..< Int(bottom) + 1 }
 
     /// Whether the substitution has the entry (then changes need no copy-up).
     public var inSubstitution: Bool { top == 0 }

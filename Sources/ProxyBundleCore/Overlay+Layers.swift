@@ -15,14 +15,6 @@ extension Overlay {
     /// forget (see `invalidate`). EINVAL, changing nothing, when a directory is given twice or
     /// one layer lies inside another. Files open before keep what they opened.
     public func replacePatches(_ patches: [Layer], listingNames: Bool = true) throws(Errno) -> Invalidation {
-        let next = try layers.replacingPatches(patches)
-        // no request runs between the swap and the forgetting of every placement
-        return try layersInUse.withExclusive { () throws(Errno) -> Invalidation in
-            stack.withLock { s in
-                s.layers = next
-                s.inodes.register(next)
-            }
-            return try invalidateEverything(listingNames: listingNames)
-        }
+        try install(try layers.replacingPatches(patches), listingNames: listingNames).1
     }
 }

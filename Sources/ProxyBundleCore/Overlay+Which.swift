@@ -67,7 +67,7 @@ extension Overlay {
         let dir = try locate(parent)
         let path = dir.path.appending(name)
         let stack = layers
-        for index in dir.placement.layers where index < stack.count {
+        for index in stack.indices(of: dir.placement) {
             let layer = stack[index]
             let whiteoutFile = dir.path.appending(Whiteout.fileName(hiding: name))
             if (try? layer.attributes(whiteoutFile)) != nil {

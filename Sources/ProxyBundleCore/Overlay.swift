@@ -106,22 +106,34 @@ public final class Overlay: Sendable {
     /// cached: its own work directory when needed, and no kept inode numbers (they belonged to
     /// the old one's inodes). The old one is left without the daemon's work directory.
     func replaceSubstitution(_ substitution: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
-        let layers = try self.layers.replacingSubstitution(substitution)
+        let next = try layers.replacingSubstitution(substitution)
         if isWritable { Workspace.remove(from: substitution) }
-        let (old, invalidation) = try layersInUse.withExclusive { () throws(Errno) -> ((Layer, Workspace?), Invalidation) in
-            let old = stack.withLock { s -> (Layer, Workspace?) in
-                let old = (s.layers.substitution, s.work)
-                s.layers = layers
-                s.work = nil
-                s.inodes.register(layers)
-                s.origins = Origins()
-                return old
-            }
-            return (old, try invalidateEverything(listingNames: listingNames, swappedSubstitution: true))
-        }
-        if old.1 != nil { Workspace.remove(from: old.0) }
+        let (old, invalidation) = try install(next, listingNames: listingNames)
+        if old.work != nil { Workspace.remove(from: old.substitution) }
         warnedOfRemovedSubstitution.withLock { $0 = false }
         return invalidation
+    }
+
+    /// Puts `next` in place of the layers and forgets every placement, no request running
+    /// between the two; a new substitution starts without a work directory or kept inode
+    /// numbers. Returns the substitution and work directory before, and what the kernel must
+    /// forget.
+    func install(_ next: LayerStack, listingNames: Bool) throws(Errno)
+        -> (old: (substitution: Layer, work: Workspace?), Invalidation) {
+        try layersInUse.withExclusive { () throws(Errno) -> ((substitution: Layer, work: Workspace?), Invalidation) in
+            let old = stack.withLock { s -> (substitution: Layer, work: Workspace?) in
+                let old = (s.layers.substitution, s.work)
+                if next.substitution !== s.layers.substitution {
+                    s.work = nil
+                    s.origins = Origins()
+                }
+                s.layers = next
+                s.inodes.register(next)
+                return old
+            }
+            let swapped = next.substitution !== old.substitution
+            return (old, try invalidateEverything(listingNames: listingNames, swappedSubstitution: swapped))
+        }
     }
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.

@@ -26,7 +26,7 @@ extension Overlay {
         guard let location = try? nodes.location(of: parent), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
         let stack = layers
-        for index in location.placement.layers where index < stack.count {
+        for index in stack.indices(of: location.placement) {
             let layer = stack[index]
             guard let fd = try? layer.open(path, flags: O_RDONLY | pb_O_DIRECTORY, preservingAccessTime: true) else {
                 continue

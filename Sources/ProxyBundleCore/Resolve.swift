@@ -59,7 +59,7 @@ extension Overlay {
     /// whiteout file or an opaque directory only once a layer below has the name.
     func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors, layers: Range<Int>? = nil) throws(Errno) -> Resolved {
         if layers == nil, let known = dirs.known, !known.mayHave(name) { throw Errno.noEntry }
-        let searched = layers ?? dirs.placement.layers.lowerBound ..< dirs.placement.layers.upperBound + 1
+        let searched = layers ?? dirs.placement.layers
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
             var found: Resolved? = nil
             var anyEntry = false

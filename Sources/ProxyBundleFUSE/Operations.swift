@@ -60,10 +60,14 @@ enum Operations {
                     return .opened(info)
                 }
                 let flags = info.pointee.flags
-                // opening for writing copies up, which may take long for a large file
-                let opened = try server.interruptible(req) { () throws(Errno) -> Overlay.OpenedFile in
-                    try server.overlay.openFile(node, flags: flags)
-                }
+                // opening for writing may copy a large file up: the caller's signal stops it (an
+                // open for reading, the common one, copies nothing and sets nothing up for it)
+                let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+                let opened = writes
+                    ? try server.interruptible(req) { () throws(Errno) -> Overlay.OpenedFile in
+                        try server.overlay.openFile(node, flags: flags)
+                    }
+                    : try server.overlay.openFile(node, flags: flags)
                 do throws(Errno) {
                     try server.clearSetIDBitsBeforeWrite(req, node, opened.fd)
                 } catch {

@@ -48,26 +48,11 @@ struct LayersCommand: ParsableCommand {
 
     /// Checks the new patches as `mount` checks its own, then writes them to `.layers`.
     private func replace(_ mount: RunningMount) throws(Failure) {
+        guard let substitution = mount.substitution else { throw mount.unreachable }
         var paths: [String] = []
-        let fixed = [(mount.main, "the main bundle"), (mount.substitution ?? "", "the substitution directory")]
-        for argument in directories {
-            let kind = Paths.kind(argument)
-            if !kind.exists { throw Failure("patch \(argument) does not exist") }
-            guard kind.isDirectory else { throw Failure("patch \(argument) is not a directory") }
-            guard let path = Paths.canonical(argument) else {
-                throw Failure("patch \(argument) cannot be resolved: \(Paths.describe(errno))")
-            }
-            if Paths.isInside(path, mount.mountpoint) {
-                throw Failure("patch \(argument) is inside the mountpoint \(mount.mountpoint); the mount would hide it")
-            }
-            for (other, name) in fixed + paths.map({ ($0, "patch \($0)") }) {
-                if path == other { throw Failure("patch \(argument) is the same directory as \(name)") }
-                if Paths.isInside(path, other) || Paths.isInside(other, path) {
-                    throw Failure("patch \(argument) and \(name) lie one inside the other")
-                }
-            }
-            paths.append(path)
-        }
+        for argument in directories { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
+        try MountPlan.checkPatches(zip(directories, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,
+                                   substitution: substitution)
         // a write of nothing would not reach the daemon: an empty line stands for no patches
         let text = paths.isEmpty ? "\n" : paths.map { $0 + "\n" }.joined()
         let error = RunningMount.write(Array(text.utf8), to: mount.mountpoint + "/.layers", seconds: 30)

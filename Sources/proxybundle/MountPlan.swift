@@ -46,7 +46,7 @@ struct MountPlan {
 
     /// Each patch must be a layer of its own: not the same directory as another layer, not
     /// inside one nor holding one, and apart from the mountpoint.
-    private static func checkPatches(_ patches: [(argument: String, path: String)], main: String, mountpoint: String,
+    static func checkPatches(_ patches: [(argument: String, path: String)], main: String, mountpoint: String,
                                      substitution: String) throws(Failure) {
         let inside = Paths.isInside
         var others: [(name: String, path: String)] = [("the main bundle", main), ("the substitution directory", substitution)]
@@ -68,7 +68,7 @@ struct MountPlan {
     }
 
     /// An existing directory the daemon can read, canonical.
-    private static func readableDirectory(_ argument: String, role: String) throws(Failure) -> String {
+    static func readableDirectory(_ argument: String, role: String) throws(Failure) -> String {
         let path = try directory(argument, role: role)
         if access(path, R_OK | X_OK) != 0 {
             throw Failure("\(role) \(argument) cannot be read: \(Paths.describe(errno))")

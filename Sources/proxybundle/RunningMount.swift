@@ -88,23 +88,18 @@ struct RunningMount {
     /// A small file's text, or the error; ETIMEDOUT when no answer came within `seconds` (a
     /// hung daemon: the reading thread is left behind, and ends with the process).
     static func read(_ path: String, seconds: Double) -> (text: String?, error: Int32) {
-        let answer = Locked<(text: String?, error: Int32)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        bounded(seconds, else: (nil, ETIMEDOUT)) {
             var error: Int32 = 0
             let text = readText(path, error: &error)
-            answer.withLock { $0 = (text, error) }
-            done.signal()
+            return (text, error)
         }
-        guard done.wait(timeout: .now() + seconds) == .success else { return (nil, ETIMEDOUT) }
-        return answer.withLock { $0 } ?? (nil, EIO)
     }
 
     /// Writes `bytes` to the file at `path` in one write; returns 0, the errno of the failed
     /// open or write, or ETIMEDOUT when no answer came within `seconds` (the writing thread is
     /// left behind, and ends with the process).
     static func write(_ bytes: [UInt8], to path: String, seconds: Double) -> Int32 {
-        bounded(seconds) {
+        bounded(seconds, else: ETIMEDOUT) {
             let fd = open(path, O_WRONLY | O_CLOEXEC)
             guard fd >= 0 else { return errno }
             defer { close(fd) }
@@ -115,23 +110,23 @@ struct RunningMount {
 
     /// statvfs of `path`: 0, its errno, or ETIMEDOUT when no answer came within `seconds`.
     static func statfs(_ path: String, seconds: Double) -> Int32 {
-        bounded(seconds) {
+        bounded(seconds, else: ETIMEDOUT) {
             var st = statvfs()
             return statvfs(path, &st) == 0 ? 0 : errno
         }
     }
 
-    /// Runs `body` (which gives 0 or an errno) on another thread; ETIMEDOUT when it has not
-    /// ended within `seconds` (the thread is left behind, and ends with the process).
-    static func bounded(_ seconds: Double, _ body: @escaping @Sendable () -> Int32) -> Int32 {
-        let answer = Locked<Int32?>(nil)
+    /// What `body` gives, run on another thread; `timedOut` when it has not ended within
+    /// `seconds` (the thread is left behind, and ends with the process).
+    static func bounded<T: Sendable>(_ seconds: Double, else timedOut: T, _ body: @escaping @Sendable () -> T) -> T {
+        let answer = Locked<T?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             let result = body()
             answer.withLock { $0 = result }
             done.signal()
         }
-        guard done.wait(timeout: .now() + seconds) == .success else { return ETIMEDOUT }
-        return answer.withLock { $0 } ?? EIO
+        guard done.wait(timeout: .now() + seconds) == .success else { return timedOut }
+        return answer.withLock { $0 } ?? timedOut
     }
 }

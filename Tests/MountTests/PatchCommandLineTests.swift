@@ -85,7 +85,7 @@ final class PatchCommandLineTests: XCTestCase {
             ([fx.root + "/file"], "is not a directory"),
             ([base, base], "is the same directory as patch"),
             ([fx.main], "is the same directory as the main bundle"),
-            ([fx.inMain("dir")], "lie one inside the other"),
+            ([fx.inMain("dir")], "is inside the main bundle"),
             ([fx.inMount("dir")], "inside the mountpoint"),
         ]
         for (directories, message) in cases {
