@@ -21,16 +21,21 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
-        // C helpers for what Swift cannot call directly: macros, GNU constants, raw syscalls.
+        // C helpers for what Swift cannot call directly: GNU constants, raw system calls.
+        .target(
+            name: "CSyscalls",
+            cSettings: [.define("_GNU_SOURCE")]
+        ),
+        // C helpers for libfuse's macros and versioned symbols, and the FUSE device's I/O.
         .target(
             name: "CFuseShim",
-            dependencies: ["CFuse3"],
+            dependencies: ["CFuse3", "CSyscalls"],
             cSettings: [.define("_GNU_SOURCE")]
         ),
         // The overlay: layers, resolution, whiteouts, listings. No libfuse here.
         .target(
             name: "ProxyBundleCore",
-            dependencies: ["CFuseShim"]
+            dependencies: ["CSyscalls"]
         ),
         // Translation between the FUSE low-level protocol and the overlay.
         .target(
@@ -45,7 +50,7 @@ let package = Package(
             dependencies: [
                 "ProxyBundleCore",
                 "ProxyBundleFUSE",
-                "CFuseShim",
+                "CSyscalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
@@ -61,7 +66,7 @@ let package = Package(
         // Not part of the product: the racing client process of the mount tests' StressTests.
         .executableTarget(
             name: "stress-worker",
-            dependencies: ["CFuseShim"]
+            dependencies: ["CSyscalls"]
         ),
         .testTarget(
             name: "ProxyBundleCoreTests",
@@ -69,7 +74,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MountTests",
-            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "CFuseShim"]
+            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "CSyscalls"]
         ),
     ]
 )

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Copy-up: before the first change to an entry of a layer below the substitution (a patch or
 /// the main bundle), a copy of it is made in the substitution. The copy is built in the work
@@ -240,7 +240,7 @@ extension Sys {
 
     private static func copyExtendedAttributes(from source: Int32, toOpenFile target: Int32) throws(Errno) {
         copyAttributes(named: (try? listxattr(fd: source)) ?? [], read: { try? getxattr(fd: source, name: $0) },
-                       write: { key, value in _ = CFuseShim.fsetxattr(target, key, value, value.count, 0) })
+                       write: { key, value in _ = CSyscalls.fsetxattr(target, key, value, value.count, 0) })
     }
 }
 

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Creating names. A new entry is made in the substitution directory of its parent (copied
 /// up first if needed). If a whiteout hid an entry of that name in a layer below, the new entry is

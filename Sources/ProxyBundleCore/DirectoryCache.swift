@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// O_PATH descriptors of one directory in each layer that has it. A name is then looked up
 /// with one `fstatat` per layer, relative to the directory itself: no walk of the path from

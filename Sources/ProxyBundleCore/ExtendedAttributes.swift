@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Extended attributes: read from the layer serving a node, written to its copy in the
 /// substitution; the overlay's own (`trusted.overlay.*`, `user.overlay.*`) are neither shown
@@ -81,7 +81,7 @@ extension Overlay {
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { CFuseShim.setxattr(proc, key, value, value.count, flags) }
+                    _ = try Sys.check { CSyscalls.setxattr(proc, key, value, value.count, flags) }
                 }
             }
         }
@@ -94,7 +94,7 @@ extension Overlay {
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { CFuseShim.removexattr(proc, key) }
+                    _ = try Sys.check { CSyscalls.removexattr(proc, key) }
                 }
             }
         }

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// One directory tree of the overlay, reached only through the descriptor of its root.
 /// Every access resolves beneath that root and never follows a symlink, so nothing inside

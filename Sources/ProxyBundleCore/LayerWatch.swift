@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// The directories of the layers the daemon has looked into, watched with inotify, so that an
 /// invalidation flushes just the names that changed on disk instead of everything. Each

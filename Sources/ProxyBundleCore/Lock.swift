@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// A pthread mutex guarding a value. Chosen over `Synchronization.Mutex` because
 /// ThreadSanitizer on Linux can see pthread locks.

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Materializing a directory: its whole visible tree is copied into one opaque directory of
 /// the substitution, which then holds everything the name shows. Renaming (or exchanging) a

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// The merged view of a stack of layers (see `LayerStack`): the substitution on top, the only
 /// layer written, then the patches, then the main bundle. Operations are named after the FUSE

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 extension Overlay {
     /// The directory `node` is in and its name there (nil for the root, or a node no longer

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Removing and renaming names. When a layer below the substitution shows an entry of the
 /// removed name, the whiteout is written first (the substitution's entry still wins beside it), then the

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE. Everything moves within the
 /// substitution: a file is copied up first; a directory with content in a layer below is

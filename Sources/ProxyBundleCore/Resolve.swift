@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 extension Overlay {
     /// What a name of a directory resolves to: its placement and reported attributes.

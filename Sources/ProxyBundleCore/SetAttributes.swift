@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Changing attributes: the entry is copied up first, then changed in the substitution.
 extension Overlay {

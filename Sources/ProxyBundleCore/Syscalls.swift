@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// Thin wrappers over the system calls the overlay makes: each retries on EINTR and turns
 /// failure into a thrown `Errno`. Nothing here knows about layers or whiteouts.
@@ -94,7 +94,7 @@ enum Sys {
     /// The whole value of one extended attribute of the file behind `fd`.
     static func getxattr(fd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] {
         try withProcPath(fd) { (path: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
-            try readSized { buffer, size in CFuseShim.getxattr(path, name, buffer, size) }
+            try readSized { buffer, size in CSyscalls.getxattr(path, name, buffer, size) }
         }
     }
 
@@ -102,7 +102,7 @@ enum Sys {
     static func listxattr(fd: Int32) throws(Errno) -> [UInt8] {
         try withProcPath(fd) { (path: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
             try readSized { buffer, size in
-                CFuseShim.listxattr(path, buffer?.assumingMemoryBound(to: CChar.self), size)
+                CSyscalls.listxattr(path, buffer?.assumingMemoryBound(to: CChar.self), size)
             }
         }
     }

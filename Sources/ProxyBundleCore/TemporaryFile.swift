@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// O_TMPFILE: a file without a name, which `linkat` may name later. It is made in the work
 /// directory, on the substitution's file system, so that nothing is copied up for a file that

@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CFuseShim
+import CSyscalls
 
 /// The copy-up work directory: `.wh..wh.work` at the root of the substitution, so it is never
 /// shown and lies on the same file system as the entries renamed out of it. Made when first

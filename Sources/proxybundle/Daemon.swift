@@ -1,4 +1,4 @@
-import CFuseShim
+import CSyscalls
 import Logging
 import ProxyBundleCore
 import ProxyBundleFUSE

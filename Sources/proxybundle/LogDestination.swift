@@ -1,4 +1,4 @@
-import CFuseShim
+import CSyscalls
 import Logging
 #if canImport(Glibc)
 import Glibc

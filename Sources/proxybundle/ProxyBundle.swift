@@ -1,5 +1,5 @@
 import ArgumentParser
-import CFuseShim
+import CSyscalls
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,5 @@
 import ArgumentParser
-import CFuseShim
+import CSyscalls
 import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc

@@ -8,7 +8,7 @@
 // Prints one `counts OP RESULT=N ...` line per kind of call at the end and, as they happen,
 // one `UNEXPECTED OP PATH [PATH2] ERRNO` line per call that failed with an errno that races
 // cannot explain (EIO above all). Exits 0 if there was none, 1 if there was, 2 on bad arguments.
-import CFuseShim
+import CSyscalls
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,4 +1,4 @@
-import CFuseShim
+import CSyscalls
 import ProxyBundleCore
 import XCTest
 

@@ -1,15 +1,13 @@
-// Thin C helpers for what Swift cannot reach directly: libfuse macros and versioned
-// symbols, GNU-only constants, and raw system calls without a glibc wrapper.
-// No logic lives here, except the passthrough amendments of Passthrough.c and the polling
-// of Spin.c.
+// Thin C helpers for what Swift cannot reach of libfuse: its macros and versioned symbols,
+// and the FUSE device's own I/O. No logic lives here, except the passthrough amendments of
+// Passthrough.c and the polling of Spin.c. The system calls and GNU constants are CSyscalls'
+// (included here, so that the FUSE side needs one import).
 #ifndef PROXYBUNDLE_CFUSESHIM_H
 #define PROXYBUNDLE_CFUSESHIM_H
 
 #include "../../CFuse3/CFuse3.h"
-#include <pthread.h>
+#include "CSyscalls.h"
 #include <stdint.h>
-#include <sys/types.h>
-#include <sys/xattr.h>
 
 // Session creation from an argv-style option list (wraps FUSE_ARGS_INIT).
 struct fuse_session *pb_session_new(int argc, char **argv,
@@ -43,63 +41,5 @@ void pb_spin_until_readable(int fd);
 // Sends a notification libfuse 3.14 does not wrap: a FUSE out-header with `code` and no
 // body (FUSE_NOTIFY_INC_EPOCH = 8 on kernels from 6.16). Returns 0 or -errno.
 int pb_notify_bare(struct fuse_session *se, int code);
-
-// GNU constants glibc's Swift overlay does not export.
-extern const int pb_O_PATH;
-extern const int pb_O_NOFOLLOW;
-extern const int pb_O_DIRECTORY;
-extern const int pb_O_NOATIME;
-extern const int pb_O_CLOEXEC;
-// The open flags of a request that are passed on to the layer's file. The kernel's request
-// also carries flags of its own (__FMODE_EXEC when it runs the file), which openat2 refuses.
-extern const int pb_O_PASSED;
-extern const int pb_O_TMPFILE;
-extern const int pb_AT_EMPTY_PATH;
-extern const int pb_AT_SYMLINK_NOFOLLOW;
-extern const long pb_UTIME_NOW;
-extern const long pb_UTIME_OMIT;
-extern const unsigned pb_RENAME_NOREPLACE;
-extern const unsigned pb_RENAME_EXCHANGE;
-extern const unsigned pb_RENAME_WHITEOUT;
-extern const short pb_POSIX_SPAWN_SETSID;
-extern const unsigned long long pb_RESOLVE_BENEATH;
-extern const unsigned long long pb_RESOLVE_NO_SYMLINKS;
-extern const unsigned long long pb_RESOLVE_NO_MAGICLINKS;
-extern const unsigned long long pb_RESOLVE_NO_XDEV;
-
-// System calls without a glibc wrapper on Debian 12.
-int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
-// How many of the pages of the first `length` bytes (0: all) of the file open as `fd` are in
-// the page cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
-int pb_cached_pages(int fd, uint64_t length);
-// How many of them are dirty or under writeback: not yet on the disk.
-int pb_unwritten_pages(int fd, uint64_t length);
-int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
-                 unsigned flags);
-// Extended attributes of the entry `name` in directory `dirfd`, not following a symlink
-// (getxattrat and listxattrat, Linux 6.13): -1 with errno ENOSYS before.
-ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size);
-ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size);
-int pb_setxattrat(int dirfd, const char *name, const char *attribute, const void *value, size_t size);
-ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
-int pb_fallocate(int fd, int mode, int64_t offset, int64_t length);
-extern const int pb_SEEK_DATA;
-extern const int pb_SEEK_HOLE;
-// prctl(PR_SET_PDEATHSIG, sig)
-int pb_set_parent_death_signal(int sig);
-// mallopt(M_ARENA_MAX, 1): every thread allocates from the one main arena.
-int pb_use_one_malloc_arena(void);
-// prctl(PR_SET_NAME, name): the name ps and top show (at most 15 bytes).
-int pb_set_process_name(const char *name);
-// Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
-void pb_write_stderr(const char *text, size_t length);
-// pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.
-int pb_pidfd_open(int pid);
-// syslog(priority, "%s", message) (variadic, so not callable from Swift).
-void pb_syslog(int priority, const char *message);
-// pthread_rwlock_init with PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (a GNU kind).
-int pb_rwlock_init_preferring_writers(pthread_rwlock_t *lock);
-// ioctl(fd, FIONREAD): the bytes waiting to be read (an inotify descriptor's events), or -1.
-int pb_pending_bytes(int fd);
 
 #endif

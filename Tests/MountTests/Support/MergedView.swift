@@ -1,4 +1,4 @@
-import CFuseShim
+import CSyscalls
 import Foundation
 
 /// The visible tree of an overlay, two ways: computed from the main bundle and the substitution

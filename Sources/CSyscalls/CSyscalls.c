@@ -1,0 +1,147 @@
+#include "CSyscalls.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <malloc.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <syslog.h>
+#include <unistd.h>
+
+const int pb_O_PATH = O_PATH;
+const int pb_O_NOFOLLOW = O_NOFOLLOW;
+const int pb_O_DIRECTORY = O_DIRECTORY;
+const int pb_O_NOATIME = O_NOATIME;
+const int pb_O_CLOEXEC = O_CLOEXEC;
+const int pb_O_TMPFILE = O_TMPFILE;
+const int pb_O_PASSED = O_ACCMODE | O_APPEND | O_NONBLOCK | O_SYNC | O_DSYNC | O_DIRECT | O_NOATIME | O_LARGEFILE
+    | O_TRUNC;
+const int pb_AT_EMPTY_PATH = AT_EMPTY_PATH;
+const int pb_AT_SYMLINK_NOFOLLOW = AT_SYMLINK_NOFOLLOW;
+const long pb_UTIME_NOW = UTIME_NOW;
+const long pb_UTIME_OMIT = UTIME_OMIT;
+const unsigned pb_RENAME_NOREPLACE = RENAME_NOREPLACE;
+const unsigned pb_RENAME_EXCHANGE = RENAME_EXCHANGE;
+const unsigned pb_RENAME_WHITEOUT = RENAME_WHITEOUT;
+const short pb_POSIX_SPAWN_SETSID = POSIX_SPAWN_SETSID;
+const unsigned long long pb_RESOLVE_BENEATH = RESOLVE_BENEATH;
+const unsigned long long pb_RESOLVE_NO_SYMLINKS = RESOLVE_NO_SYMLINKS;
+const unsigned long long pb_RESOLVE_NO_MAGICLINKS = RESOLVE_NO_MAGICLINKS;
+const unsigned long long pb_RESOLVE_NO_XDEV = RESOLVE_NO_XDEV;
+
+int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve) {
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = flags;
+    how.mode = mode;
+    how.resolve = resolve;
+    return (int)syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+}
+
+// cachestat(2), Linux 6.5; the headers here predate it (the number is the same on every
+// architecture).
+struct pb_cachestat { uint64_t cache, dirty, writeback, evicted, recently_evicted; };
+
+static int cachestat(int fd, uint64_t length, struct pb_cachestat *stat) {
+    struct { uint64_t offset, length; } range = { 0, length };
+    memset(stat, 0, sizeof(*stat));
+    return syscall(451, fd, &range, stat, 0) == 0 ? 0 : -errno;
+}
+
+static int clamped(uint64_t count) {
+    return count > 0x7fffffff ? 0x7fffffff : (int)count;
+}
+
+int pb_cached_pages(int fd, uint64_t length) {
+    struct pb_cachestat stat;
+    int error = cachestat(fd, length, &stat);
+    return error ? error : clamped(stat.cache);
+}
+
+int pb_unwritten_pages(int fd, uint64_t length) {
+    struct pb_cachestat stat;
+    int error = cachestat(fd, length, &stat);
+    return error ? error : clamped(stat.dirty + stat.writeback);
+}
+
+int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+                 unsigned flags) {
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+
+ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size) {
+    struct { uint64_t value; uint32_t size; uint32_t flags; } args = {
+        (uint64_t)(uintptr_t)value, size > 0xffffffffu ? 0xffffffffu : (uint32_t)size, 0 };
+    return syscall(464, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
+}
+
+int pb_setxattrat(int dirfd, const char *name, const char *attribute, const void *value, size_t size) {
+    struct { uint64_t value; uint32_t size; uint32_t flags; } args = {
+        (uint64_t)(uintptr_t)value, size > 0xffffffffu ? 0xffffffffu : (uint32_t)size, 0 };
+    return (int)syscall(463, dirfd, name, AT_SYMLINK_NOFOLLOW, attribute, &args, sizeof args);
+}
+
+ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size) {
+    return syscall(465, dirfd, name, AT_SYMLINK_NOFOLLOW, list, size);
+}
+
+ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len) {
+    return copy_file_range(fd_in, (off_t *)off_in, fd_out, (off_t *)off_out, len, 0);
+}
+
+int pb_fallocate(int fd, int mode, int64_t offset, int64_t length) {
+    return fallocate(fd, mode, (off_t)offset, (off_t)length);
+}
+
+const int pb_SEEK_DATA = SEEK_DATA;
+const int pb_SEEK_HOLE = SEEK_HOLE;
+
+int pb_set_parent_death_signal(int sig) {
+    return prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0);
+}
+
+int pb_use_one_malloc_arena(void) {
+    return mallopt(M_ARENA_MAX, 1);
+}
+
+int pb_set_process_name(const char *name) {
+    return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+void pb_write_stderr(const char *text, size_t length) {
+    while (length > 0) {
+        ssize_t n = write(STDERR_FILENO, text, length);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        text += n;
+        length -= (size_t)n;
+    }
+}
+
+int pb_pidfd_open(int pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+void pb_syslog(int priority, const char *message) {
+    syslog(priority, "%s", message);
+}
+
+int pb_pending_bytes(int fd) {
+    int count = 0;
+    return ioctl(fd, FIONREAD, &count) == 0 ? count : -1;
+}
+
+int pb_rwlock_init_preferring_writers(pthread_rwlock_t *lock) {
+    pthread_rwlockattr_t attributes;
+    pthread_rwlockattr_init(&attributes);
+    pthread_rwlockattr_setkind_np(&attributes, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int result = pthread_rwlock_init(lock, &attributes);
+    pthread_rwlockattr_destroy(&attributes);
+    return result;
+}
