@@ -9,6 +9,8 @@ let package = Package(
     platforms: [.macOS(.v13)],
     products: [
         .executable(name: "proxybundle", targets: ["proxybundle"]),
+        // Bundle resource lookup (NSBundle and UIImage rules) for other programs: no FUSE.
+        .library(name: "ProxyBundleResources", targets: ["ProxyBundleResources"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -37,6 +39,11 @@ let package = Package(
             name: "ProxyBundleCore",
             dependencies: ["CSyscalls"]
         ),
+        // Bundle resource lookup over a directory, or over layers merged in-process. No libfuse.
+        .target(
+            name: "ProxyBundleResources",
+            dependencies: ["ProxyBundleCore", "CSyscalls"]
+        ),
         // Translation between the FUSE low-level protocol and the overlay.
         .target(
             name: "ProxyBundleFUSE",
@@ -50,6 +57,7 @@ let package = Package(
             dependencies: [
                 "ProxyBundleCore",
                 "ProxyBundleFUSE",
+                "ProxyBundleResources",
                 "CSyscalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -71,6 +79,10 @@ let package = Package(
         .testTarget(
             name: "ProxyBundleCoreTests",
             dependencies: ["ProxyBundleCore"]
+        ),
+        .testTarget(
+            name: "ProxyBundleResourcesTests",
+            dependencies: ["ProxyBundleResources", "ProxyBundleCore"]
         ),
         .testTarget(
             name: "MountTests",

@@ -1,0 +1,171 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import ProxyBundleCore
+
+/// Layer directories merged in-process, exactly as a mount of them shows them: the overlay
+/// core resolves every name (whiteouts, opaque directories, a directory merging those below),
+/// read-only, without FUSE. For programs that cannot mount, and for `proxybundle check`, which
+/// needs to know the layer of each entry.
+///
+///     let tree = try LayeredTree(paths: ["/srv/hotfix", "/opt/MyApp/Resources"])
+///     tree.layer(of: "Images/icon@2x.png")   // 0: the hotfix has it
+public final class LayeredTree: ResourceTree {
+    /// The layers, the top one first.
+    public let layers: [Layer]
+    private let overlay: Overlay
+    /// The overlay's own layers: `layers`, under an empty one when there is only one (the
+    /// overlay wants a substitution apart from its main bundle).
+    private let stack: LayerStack
+
+    /// The layers at `paths`, the top one first.
+    public convenience init(paths: [String]) throws(ResourceError) {
+        var layers: [Layer] = []
+        for path in paths {
+            do {
+                layers.append(try Layer(path: path))
+            } catch {
+                throw ResourceError(code: error.code, path: path)
+            }
+        }
+        try self.init(layers: layers)
+    }
+
+    /// `layers`, the top one first: EINVAL for none, or for one given twice or inside another.
+    public init(layers: [Layer]) throws(ResourceError) {
+        guard let top = layers.first, let bottom = layers.last else {
+            throw ResourceError(code: EINVAL, path: "")
+        }
+        self.layers = layers
+        do {
+            if layers.count == 1 {
+                stack = try LayerStack(substitution: try LayeredTree.emptyLayer(), main: bottom)
+            } else {
+                stack = try LayerStack(substitution: top, patches: Array(layers.dropFirst().dropLast()), main: bottom)
+            }
+            overlay = try Overlay(layers: stack, writable: false)
+        } catch {
+            throw ResourceError(code: error.code, path: layers.map(\.path).joined(separator: ":"))
+        }
+    }
+
+    /// A directory with nothing in it, removed once open.
+    private static func emptyLayer() throws(Errno) -> Layer {
+        var template = Array("/tmp/proxybundle-empty-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw Errno(errno) }
+        let path = String(cString: made)
+        defer { rmdir(path) }
+        return try Layer(path: path)
+    }
+
+    /// The layer (an index of `layers`) whose entry the tree shows at `path`: for a directory,
+    /// the top one of those it merges; a symlink is its own entry, not followed.
+    public func layer(of path: String) -> Int? {
+        guard let entry = walk(path, follow: false), let layer = entry.layer else { return nil }
+        return layers.count == 1 ? layer - 1 : layer
+    }
+
+    /// The layers whose entries the tree shows at `path`, top first: one, or each layer of a
+    /// merged directory. Symlinks on the way are not followed: none when there is one.
+    public func layers(at path: String) -> [Int] {
+        guard let serving = try? overlay.serving(LayerPath(path)), serving.source == .layer || serving.source == .merged else {
+            return []
+        }
+        return serving.places.map { layers.count == 1 ? $0.layer - 1 : $0.layer }
+    }
+
+    /// Whether the tree shows an entry at `path`, of any kind (a dangling symlink too).
+    public func exists(_ path: String) -> Bool {
+        walk(path, follow: false) != nil
+    }
+
+    public func kind(of path: String) -> ResourceKind? {
+        walk(path, follow: true)?.kind
+    }
+
+    public func names(in path: String) -> [String] {
+        guard let entry = walk(path, follow: true), entry.kind == .directory, let names = entry.names else { return [] }
+        var node = rootNodeID
+        do {
+            for name in names { node = try overlay.lookup(parent: node, name: Array(name.utf8)).node }
+            return try overlay.listDirectory(node).named.compactMap { name, _ in
+                name == [0x2E] || name == [0x2E, 0x2E] ? nil : String(validating: name, as: UTF8.self)
+            }
+        } catch {
+            return []
+        }
+    }
+
+    public func contents(of path: String, limit: Int) -> [UInt8]? {
+        guard let entry = walk(path, follow: true), entry.kind == .file else { return nil }
+        let fd: Int32
+        if let layer = entry.layer, let names = entry.names {
+            guard let opened = try? stack[layer].open(LayerPath(names.joined(separator: "/")), flags: O_RDONLY) else {
+                return nil
+            }
+            fd = opened
+        } else {
+            fd = open(entry.outside ?? "", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+        }
+        defer { close(fd) }
+        return ResourcePath.read(fd, limit: limit)
+    }
+
+    /// Where a walk ended: an entry of the tree (its names from the root and its layer), or a
+    /// path outside it that an absolute symlink led to.
+    private struct Entry {
+        var names: [String]?
+        var layer: Int?
+        var outside: String?
+        var kind: ResourceKind
+    }
+
+    /// Resolves `path` name by name, as a path walk through a mount would: a symlink on the way
+    /// (and the last one with `follow`) is followed, a relative one within the tree, an
+    /// absolute one out of it; at most 40 of them.
+    private func walk(_ path: String, follow: Bool) -> Entry? {
+        // most paths have no symlink: then one resolution of the whole path serves
+        let all = ResourcePath.names(path)
+        if !all.contains(".."), let (layer, st) = serve(all), !follow || st.st_mode & S_IFMT != S_IFLNK {
+            return Entry(names: all, layer: layer, outside: nil, kind: ResourcePath.kind(st.st_mode))
+        }
+        var pending = Array(ResourcePath.names(path).reversed())
+        var done: [String] = []
+        var current = Entry(names: [], layer: nil, outside: nil, kind: .directory)
+        var hops = 0
+        while let name = pending.popLast() {
+            if name == ".." {
+                guard !done.isEmpty else { return nil }
+                done.removeLast()
+                continue
+            }
+            let names = done + [name]
+            guard let (layer, st) = serve(names) else { return nil }
+            guard st.st_mode & S_IFMT == S_IFLNK, follow || !pending.isEmpty else {
+                done = names
+                current = Entry(names: names, layer: layer, outside: nil, kind: ResourcePath.kind(st.st_mode))
+                continue
+            }
+            hops += 1
+            guard hops <= 40, let target = try? stack[layer].readLink(LayerPath(names.joined(separator: "/"))),
+                  let text = String(validating: target, as: UTF8.self) else { return nil }
+            if text.hasPrefix("/") {
+                let outside = ([text] + pending.reversed()).joined(separator: "/")
+                var st = stat()
+                guard stat(outside, &st) == 0 else { return nil }
+                return Entry(names: nil, layer: nil, outside: outside, kind: ResourcePath.kind(st.st_mode))
+            }
+            pending += ResourcePath.names(text).reversed()
+        }
+        return current
+    }
+
+    /// The layer serving `names` and its entry there (not followed).
+    private func serve(_ names: [String]) -> (Int, stat)? {
+        let path = LayerPath(names.joined(separator: "/"))
+        guard let serving = try? overlay.serving(path), serving.source == .layer || serving.source == .merged,
+              let top = serving.places.first, let st = try? stack[top.layer].attributes(top.path) else { return nil }
+        return (top.layer, st)
+    }
+}

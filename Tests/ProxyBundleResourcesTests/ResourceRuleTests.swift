@@ -1,0 +1,134 @@
+import ProxyBundleResources
+import XCTest
+
+/// The lookup rules of `proxybundle resolve`, one test each, on plain directories.
+final class ResourceRuleTests: BundleTestCase {
+    func bundle(_ files: [String: String]) throws -> ResourceBundle {
+        ResourceBundle(tree: try DirectoryTree(path: try tree(files)))
+    }
+
+    func testResourcesDirectoryByLayout() throws {
+        let macOS = try bundle(["Contents/Resources/a.txt": "", "Resources/a.txt": "", "a.txt": ""])
+        XCTAssertEqual(macOS.resources, "Contents/Resources")
+        XCTAssertEqual(macOS.resolve(ResourceQuery(name: "a", type: "txt")), "Contents/Resources/a.txt")
+        let openStep = try bundle(["Resources/a.txt": "", "a.txt": ""])
+        XCTAssertEqual(openStep.resolve(ResourceQuery(name: "a.txt")), "Resources/a.txt")
+        let iOS = try bundle(["a.txt": ""])
+        XCTAssertEqual(iOS.resources, "")
+        XCTAssertEqual(iOS.resolve(ResourceQuery(name: "a.txt")), "a.txt")
+    }
+
+    func testNameTypeAndSubdirectory() throws {
+        let b = try bundle(["Fonts.bundle/Regular.ttf": "", "Images/icon.png": "", "Images/Sub/x.json": "", "icon.png": ""])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Fonts.bundle/Regular.ttf")), "Fonts.bundle/Regular.ttf")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/icon.png")), "Images/icon.png")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon", type: "png", subdirectory: "Images")), "Images/icon.png")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Sub/x", type: "json", subdirectory: "Images")), "Images/Sub/x.json")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon", type: "png")), "icon.png")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "icon", type: "jpg")))
+    }
+
+    func testGlobalResourcesBeatLocalizedOnes() throws {
+        let b = try bundle(["en.lproj/Localizable.strings": "", "Localizable.strings": "", "fr.lproj/Only.strings": ""])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Localizable.strings", languages: ["en"])), "Localizable.strings")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Only.strings", languages: ["fr"])), "fr.lproj/Only.strings")
+    }
+
+    func testLanguagesInOrderWithRegionsAndLegacyNames() throws {
+        let b = try bundle(["fr.lproj/a.txt": "", "fr_CA.lproj/b.txt": "", "French.lproj/c.txt": "", "de.lproj/a.txt": "",
+                            "English.lproj/e.txt": "", "en.lproj/f.txt": ""])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "a.txt", languages: ["de", "fr"])), "de.lproj/a.txt")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "a.txt", languages: ["fr-CA", "de"])), "fr.lproj/a.txt",
+                       "a region falls back to its base language before the next language")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "b.txt", languages: ["fr-CA"])), "fr_CA.lproj/b.txt")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "c.txt", languages: ["fr-CA"])), "French.lproj/c.txt")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "e.txt", languages: ["de"])), "English.lproj/e.txt",
+                       "the development region (en by default) comes last, with its legacy name")
+        XCTAssertEqual(b.locations(subdirectory: "", languages: ["fr_CA", "en"]),
+                       ["", "fr-CA.lproj", "fr_CA.lproj", "fr.lproj", "French.lproj", "en.lproj", "English.lproj", "Base.lproj"])
+        XCTAssertEqual(b.locations(subdirectory: "Sub", languages: ["ja"]),
+                       ["Sub", "ja.lproj/Sub", "Japanese.lproj/Sub", "Base.lproj/Sub", "en.lproj/Sub", "English.lproj/Sub"])
+    }
+
+    func testBaseThenDevelopmentRegionFromInfoPlist() throws {
+        let root = try tree(["Base.lproj/Main.nib": "", "es.lproj/Main.nib": "", "es.lproj/Other.nib": "",
+                             "en.lproj/Other.nib": ""])
+        try add(["Info.plist": plist(["CFBundleDevelopmentRegion": "es"])], to: root)
+        let b = ResourceBundle(tree: try DirectoryTree(path: root))
+        XCTAssertEqual(b.developmentRegion, "es")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Main.nib", languages: ["de"])), "Base.lproj/Main.nib")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Other.nib", languages: ["de"])), "es.lproj/Other.nib")
+        XCTAssertEqual(b.locations(subdirectory: "", languages: ["es"]), ["", "es.lproj", "Spanish.lproj", "Base.lproj"],
+                       "a development region already tried is not tried again")
+    }
+
+    func testDevelopmentRegionFromABinaryInfoPlistAndEachLayout() throws {
+        let ios = try directory()
+        try write(PropertyListTests.binary, to: ios + "/Info.plist")
+        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: ios)).developmentRegion, "fr")
+        let macOS = try tree(["Contents/Resources/": ""])
+        try write(PropertyListTests.binary, to: macOS + "/Contents/Info.plist")
+        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: macOS)).developmentRegion, "fr")
+        let gnustep = try tree(["Resources/Info-gnustep.plist": plist(["CFBundleDevelopmentRegion": "de"])])
+        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: gnustep)).developmentRegion, "de")
+        XCTAssertEqual(try bundle(["a": ""]).developmentRegion, "en")
+    }
+
+    func testImageScalesIdiomsAndTallVariants() throws {
+        let b = try bundle(["icon.png": "", "icon@2x.png": "", "icon@3x.png": "", "icon~ipad.png": "",
+                            "icon@2x~ipad.png": "", "splash-568h@2x.png": "", "splash@2x.png": "", "splash.png": "",
+                            "only@3x.png": "", "photo.jpg": "", "photo@2x.jpg": ""])
+        func image(_ name: String, _ scale: Int, _ idiom: Device.Idiom = .phone, tall: Bool = false) -> String? {
+            b.resolve(ResourceQuery(name: name, image: Device(scale: scale, idiom: idiom, tall: tall)))
+        }
+        XCTAssertEqual(image("icon", 1), "icon.png")
+        XCTAssertEqual(image("icon", 2), "icon@2x.png")
+        XCTAssertEqual(image("icon", 3), "icon@3x.png")
+        XCTAssertEqual(image("icon", 1, .pad), "icon~ipad.png")
+        XCTAssertEqual(image("icon", 3, .pad), "icon@3x.png", "the scale comes before the idiom")
+        XCTAssertEqual(image("icon", 2, .pad), "icon@2x~ipad.png")
+        XCTAssertEqual(image("splash", 2, tall: true), "splash-568h@2x.png")
+        XCTAssertEqual(image("splash", 2), "splash@2x.png")
+        XCTAssertEqual(image("splash", 3, tall: true), "splash-568h@2x.png", "down from the device's scale first")
+        XCTAssertEqual(image("only", 1), "only@3x.png", "then up")
+        XCTAssertEqual(image("photo.jpg", 2), "photo@2x.jpg")
+        XCTAssertEqual(image("icon@2x.png", 3), "icon@2x.png", "a variant's name is looked up as given")
+        XCTAssertEqual(image("icon~ipad", 3), "icon~ipad.png")
+        XCTAssertNil(image("icon@3x~ipad", 3))
+        XCTAssertEqual(ImageName("a.png").candidates(for: Device(scale: 2, idiom: .pad, tall: true)),
+                       ["a-568h@2x~ipad.png", "a-568h@2x.png", "a@2x~ipad.png", "a@2x.png",
+                        "a-568h~ipad.png", "a-568h.png", "a~ipad.png", "a.png",
+                        "a-568h@3x~ipad.png", "a-568h@3x.png", "a@3x~ipad.png", "a@3x.png"])
+    }
+
+    func testTheFirstLocationWithAnyVariantWins() throws {
+        let b = try bundle(["Images/icon.png": "", "en.lproj/Images/icon@3x.png": "", "fr.lproj/Images/logo@3x.png": "",
+                            "de.lproj/Images/logo.png": ""])
+        let device = Device(scale: 3)
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/icon", languages: ["en"], image: device)), "Images/icon.png")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/logo", languages: ["de", "fr"], image: device)),
+                       "de.lproj/Images/logo.png")
+        let tried = b.candidates(for: ResourceQuery(name: "Images/icon", languages: ["en"], image: device))
+        XCTAssertEqual(tried.first, ResourceBundle.Candidate(path: "Images/icon@3x~iphone.png", exists: false))
+        XCTAssertEqual(tried.filter(\.exists).map(\.path), ["Images/icon.png", "en.lproj/Images/icon@3x.png"])
+    }
+
+    func testResourceBundlesInByteOrderAfterTheMainOne() throws {
+        let b = try bundle(["b.bundle/x.png": "b", "B.bundle/x.png": "B", "a.bundle/y.png": "", "c.bundle/Contents/Resources/z.png": "",
+                            "not-a-bundle/x.png": "", "file.bundle": "", "y.png": ""])
+        XCTAssertEqual(b.nestedBundles.map(\.path), ["B.bundle", "a.bundle", "b.bundle", "c.bundle"])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "x.png"), nested: true), "B.bundle/x.png")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "y.png"), nested: true), "y.png", "the bundle itself first")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "z.png"), nested: true), "c.bundle/Contents/Resources/z.png")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "x.png"), nested: false))
+    }
+
+    func testOnlyRegularFilesAndSymlinksToThemAreResources() throws {
+        let b = try bundle(["dir.txt/": "", "link.txt": "->real.txt", "real.txt": "", "dangling.txt": "->nowhere",
+                            "linkdir.txt": "->dir.txt", "fifo.txt/": ""])
+        XCTAssertNil(b.resolve(ResourceQuery(name: "dir.txt")))
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "link.txt")), "link.txt")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "dangling.txt")))
+        XCTAssertNil(b.resolve(ResourceQuery(name: "linkdir.txt")))
+    }
+}
