@@ -86,7 +86,7 @@ let package = Package(
         ),
         .testTarget(
             name: "MountTests",
-            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "CSyscalls"]
+            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "ProxyBundleResources", "CSyscalls"]
         ),
     ]
 )

@@ -21,7 +21,7 @@ struct ProxyBundle: ParsableCommand {
               /etc/fstab: /opt/MyApp/Resources /mnt/myapp fuse.proxybundle substitution=/var/cache/myapp/patch 0 0
             """,
         subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
-                      WhichCommand.self, LayersCommand.self]
+                      WhichCommand.self, LayersCommand.self, ResolveCommand.self, CheckCommand.self]
     )
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.
@@ -36,6 +36,9 @@ struct ProxyBundle: ParsableCommand {
         } catch let failure as Failure {
             failure.report()
             Glibc.exit(1)
+        } catch let code as ExitCode {
+            // an answer given by the exit status alone (check found something)
+            Glibc.exit(code.rawValue)
         } catch {
             // --help and --version are reported as "errors" with a success code
             if exitCode(for: error) == .success { exit(withError: error) }

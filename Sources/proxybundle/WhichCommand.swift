@@ -36,6 +36,20 @@ struct WhichCommand: ParsableCommand {
         guard let mount = RunningMount.containing(String(decoding: full, as: UTF8.self)) else {
             throw Failure("\(path) is not inside a proxybundle mount")
         }
+        let line = try WhichCommand.words(WhichCommand.serving(full, in: mount, shownAs: path)) + [UInt8(ascii: "\n")]
+        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+    }
+
+    /// Where a path is served from: why, and each place as its layer's role and the backing
+    /// path (bytes, as the file system holds them).
+    struct Answer {
+        var source: Serving.Source
+        var places: [(role: String, path: [UInt8])]
+    }
+
+    /// What serves `full` (an absolute path, canonical up to its last name) inside `mount`,
+    /// computed from the layers on disk. `shownAs` names the path in errors.
+    static func serving(_ full: [UInt8], in mount: RunningMount, shownAs path: String) throws -> Answer {
         guard mount.isAlive, let substitution = mount.substitution else { throw mount.unreachable }
         let relative = Array(full.dropFirst(mount.mountpoint == "/" ? 1 : mount.mountpoint.utf8.count))
         let overlay: Overlay
@@ -54,22 +68,24 @@ struct WhichCommand: ParsableCommand {
         } catch {
             throw Failure("\(path) cannot be resolved: \(Paths.describe(error.code))")
         }
-        let places = serving.places.map { place in
-            (role: Array(overlay.layers.role(place.layer).rawValue.utf8), path: WhichCommand.join(paths[place.layer], place.path))
-        }
-        let space = [UInt8(ascii: " ")]
+        if serving.source == .missing { throw Failure("\(path) is in no layer") }
+        return Answer(source: serving.source, places: serving.places.map { place in
+            (role: overlay.layers.role(place.layer).rawValue, path: WhichCommand.join(paths[place.layer], place.path))
+        })
+    }
+
+    /// The answer in `which`'s words: `ROLE PATH`, `merged ROLE PATH ROLE PATH...`...
+    static func words(_ answer: Answer) -> [UInt8] {
+        let places = answer.places.map { (role: Array($0.role.utf8), path: $0.path) }
         let words: [[UInt8]]
-        switch serving.source {
-        case .layer: words = places.flatMap { [$0.role, $0.path] }
+        switch answer.source {
+        case .layer, .missing: words = places.flatMap { [$0.role, $0.path] }
         case .merged: words = [Array("merged".utf8)] + places.flatMap { [$0.role, $0.path] }
         case .whiteout: words = [Array("hidden by whiteout".utf8)] + places.map(\.path)
         case .opaqueDirectory: words = [Array("hidden by opaque directory".utf8)] + places.map(\.path)
         case .control: words = [Array("control file".utf8)]
-        case .missing: throw Failure("\(path) is in no layer")
         }
-        // the backing paths as bytes, as the file system holds them
-        let line = Array(words.joined(separator: space)) + [UInt8(ascii: "\n")]
-        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        return Array(words.joined(separator: [UInt8(ascii: " ")]))
     }
 
     static func join(_ root: String, _ path: LayerPath) -> [UInt8] {

@@ -1,0 +1,168 @@
+import Foundation
+import ProxyBundleCore
+import ProxyBundleResources
+import XCTest
+
+/// `proxybundle resolve` and `proxybundle check` on a mount of the example bundle and its patch,
+/// on a plain directory, and with bad arguments.
+final class ResourceCommandTests: XCTestCase {
+    var fx: MountFixture!
+
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Examples").path
+
+    override func setUpWithError() throws {
+        fx = try MountFixture(name)
+        for (from, to) in [("Demo.app", fx.main), ("patch", fx.substitution)] {
+            let copy = try Spawn.run("/bin/cp", ["-a", Self.examples + "/" + from + "/.", to])
+            XCTAssertEqual(copy.status, 0, copy.error)
+        }
+    }
+
+    override func tearDown() {
+        fx?.tearDown()
+    }
+
+    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
+    }
+
+    func testResolveOnAMountNamesTheServingLayer() throws {
+        try fx.start()
+        let three = try proxybundle(["resolve", fx.mountpoint, "Images/icon", "--image", "--scale", "3"])
+        XCTAssertEqual(three.status, 0, three.error)
+        XCTAssertEqual(three.output, "Images/icon@3x.png\tmain \(fx.main)/Images/icon@3x.png\n")
+        let two = try proxybundle(["resolve", fx.mountpoint, "icon", "--type", "png", "--in-directory", "Images",
+                                   "--image", "--scale", "2", "--idiom", "pad"])
+        XCTAssertEqual(two.output, "Images/icon@2x.png\tsubstitution \(fx.substitution)/Images/icon@2x.png\n")
+        let german = try proxybundle(["resolve", fx.mountpoint, "Localizable.strings", "--languages", "de-AT,fr"])
+        XCTAssertEqual(german.output, "de.lproj/Localizable.strings\tsubstitution \(fx.substitution)/de.lproj/Localizable.strings\n")
+        let font = try proxybundle(["resolve", fx.mountpoint, "Bold.ttf", "--all-bundles"])
+        XCTAssertEqual(font.status, 1, "the patch's opaque Fonts.bundle hides the main bundle's Bold.ttf")
+        XCTAssertEqual(font.output, "")
+        XCTAssertEqual(font.error, "proxybundle: Bold.ttf: no resource of that name in \(fx.mountpoint)\n")
+        let regular = try proxybundle(["resolve", fx.mountpoint, "Regular", "--type", "ttf", "--all-bundles", "--json"])
+        XCTAssertEqual(regular.output, """
+            {"path":"Fonts.bundle/Regular.ttf","role":"substitution","backing_path":"\(fx.substitution)/Fonts.bundle/Regular.ttf"}
+
+            """)
+    }
+
+    func testResolveOnAPlainDirectoryAndItsCandidates() throws {
+        let plain = try proxybundle(["resolve", fx.main, "Images/icon.png", "--image", "--scale", "2"])
+        XCTAssertEqual(plain.status, 0, plain.error)
+        XCTAssertEqual(plain.output, "Images/icon@2x.png\n", "no layer to name outside a mount")
+        let tried = try proxybundle(["resolve", fx.main, "Localizable.strings", "--languages", "fr", "--candidates"])
+        XCTAssertEqual(tried.output, """
+              Localizable.strings
+            * fr.lproj/Localizable.strings
+              French.lproj/Localizable.strings
+              Base.lproj/Localizable.strings
+            * en.lproj/Localizable.strings
+              English.lproj/Localizable.strings
+            fr.lproj/Localizable.strings
+
+            """)
+        let json = try proxybundle(["resolve", fx.main, "config", "--type", "json", "--candidates", "--json"])
+        XCTAssertTrue(json.output.hasPrefix("{\"path\":\"config.json\",\"candidates\":[{\"path\":\"config.json\",\"exists\":true}"),
+                      json.output)
+    }
+
+    func testResolveRefusesBadArgumentsWithOneLine() throws {
+        let cases: [([String], String)] = [
+            (["resolve", fx.main, "icon", "--image", "--scale", "4"], "--scale must be 1, 2 or 3"),
+            (["resolve", fx.main, "icon", "--image", "--idiom", "tv"], "--idiom must be phone or pad"),
+            (["resolve", fx.main, "icon", "--scale", "2"], "need --image"),
+            (["resolve", fx.main, "../etc/passwd"], "may not contain .."),
+            (["resolve", fx.main, "/etc/passwd"], "must be relative"),
+            (["resolve", fx.main, "x", "--in-directory", "a/../.."], "may not contain .."),
+            (["resolve", fx.main + "/missing", "icon"], "No such file or directory"),
+            (["resolve", fx.main + "/config.json", "icon"], "Not a directory"),
+            (["resolve", fx.main], "Missing expected argument"),
+        ]
+        for (arguments, expected) in cases {
+            let result = try proxybundle(arguments)
+            XCTAssertNotEqual(result.status, 0, "\(arguments)")
+            XCTAssertEqual(result.error.filter { $0 == "\n" }.count, 1, "\(arguments): \(result.error)")
+            XCTAssertTrue(result.error.localizedCaseInsensitiveContains(expected), "\(arguments): \(result.error)")
+        }
+    }
+
+    /// The example patch's trap: icon@2x.png replaced, icon.png and icon@3x.png not.
+    func testCheckFindsTheExamplesIconTrapAndNothingOnceFixed() throws {
+        try fx.start()
+        let found = try proxybundle(["check", fx.mountpoint])
+        XCTAssertEqual(found.status, 1, found.error)
+        XCTAssertEqual(found.output, """
+            Images/icon@2x.png (substitution): on scale 1 devices, Images/icon.png from main loads instead
+            Images/icon@2x.png (substitution): on scale 3 devices, Images/icon@3x.png from main loads instead
+
+            """)
+        // fixed through the mount: the other variants copied up as they are
+        for variant in ["icon.png", "icon@3x.png"] {
+            let copy = try Spawn.run("/bin/cp", [fx.inMain("Images/" + variant), fx.inMount("Images/" + variant)])
+            XCTAssertEqual(copy.status, 0, copy.error)
+        }
+        let fixed = try proxybundle(["check", fx.mountpoint])
+        XCTAssertEqual(fixed.status, 0, fixed.output + fixed.error)
+        XCTAssertEqual(fixed.output, "")
+        XCTAssertEqual(try proxybundle(["check", fx.mountpoint, "--json"]).output, "[]\n")
+    }
+
+    func testCheckNamesEachPatchAndEveryKindOfFinding() throws {
+        let hotfix = fx.root + "/hotfix"
+        try Disk.write(hotfix + "/en.lproj/config.json", "{}")
+        try Disk.write(hotfix + "/CONFIG.JSON", "{}")
+        try Disk.write(hotfix + "/Images/.wh.never-there.png", "")
+        try fx.start(["--patch", hotfix])
+        let found = try proxybundle(["check", fx.mountpoint])
+        XCTAssertEqual(found.status, 1, found.error)
+        let lines = found.output.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 5, found.output)
+        // the substitution's config.json (the example patch's) is the upper of the two names
+        XCTAssertTrue(lines.contains("config.json (substitution): differs only in letter case from CONFIG.JSON from patch \(hotfix); both show, nothing is replaced"), found.output)
+        XCTAssertTrue(lines.contains("Images/.wh.never-there.png (patch \(hotfix)): a whiteout that hides nothing below it"), found.output)
+        XCTAssertTrue(lines.contains("en.lproj/config.json (patch \(hotfix)): never loads, the global config.json from substitution always comes first"), found.output)
+        let json = try proxybundle(["check", fx.mountpoint, "--json"])
+        XCTAssertEqual(json.status, 1)
+        XCTAssertTrue(json.output.contains("{\"kind\":\"whiteout\",\"path\":\"Images/.wh.never-there.png\",\"role\":\"patch\",\"layer\":\"\(hotfix)\""), json.output)
+    }
+
+    func testCheckRefusesWhatIsNotAMount() throws {
+        let result = try proxybundle(["check", fx.main])
+        XCTAssertEqual(result.status, 1)
+        XCTAssertEqual(result.error, "proxybundle: \(fx.main) is not a proxybundle mount\n")
+    }
+
+    /// Layers merged in-process (the library's `LayeredTree`) show what the mount of the same
+    /// layers shows: every path's kind and every directory's names, with whiteouts, opaque
+    /// directories, symlinks and a directory over a file.
+    func testLayeredTreeShowsWhatTheMountShows() throws {
+        let patch = fx.root + "/extra"
+        try Disk.write(patch + "/Images/icon@3x.png", "extra")
+        try Disk.symlink(patch + "/Images/link.png", to: "icon.png")
+        try Disk.symlink(patch + "/Art", to: "Images")
+        try Disk.write(patch + "/config.json/inside", "a directory over a file")
+        try Disk.whiteout(patch + "/fr.lproj", "InfoPlist.strings")
+        try Disk.opaque(patch + "/Base.lproj")
+        try Disk.write(patch + "/Base.lproj/new.nib", "")
+        try fx.start(["--patch", patch])
+        let mounted = try DirectoryTree(path: fx.mountpoint)
+        let merged = try LayeredTree(paths: [fx.substitution, patch, fx.main])
+        var pending = [""]
+        var compared = 0
+        while let directory = pending.popLast() {
+            let names = mounted.names(in: directory).sorted()
+            XCTAssertEqual(merged.names(in: directory).sorted(), names, "names in '\(directory)'")
+            for name in names {
+                let path = ResourcePath.join(directory, name)
+                XCTAssertEqual(merged.kind(of: path), mounted.kind(of: path), path)
+                XCTAssertEqual(merged.contents(of: path, limit: 1 << 16), mounted.contents(of: path, limit: 1 << 16), path)
+                if mounted.kind(of: path) == .directory && name != "Art" { pending.append(path) }
+                compared += 1
+            }
+        }
+        XCTAssertGreaterThan(compared, 20)
+        XCTAssertEqual(merged.kind(of: "Art/link.png"), .file)
+    }
+}
