@@ -277,6 +277,24 @@ sed 's/^/      /' -- "$mnt/.layers"
 rm -f -- "$sub/Dropped.txt"
 printf '\n' > "$mnt/.invalidate" || die "writing $mnt/.invalidate failed"
 
+# --- bundle rules: which file an app loads, and what a patch misses -----------
+
+say "Which icon does an app load? proxybundle resolve (UIImage rules)"
+for scale in 1 2 3; do
+  answer=$("$bin" resolve "$mnt" Images/icon --image --scale "$scale") \
+    || die "'proxybundle resolve $mnt Images/icon --image --scale $scale' failed"
+  info "scale $scale: $answer"
+done
+info "the patch replaced icon@2x.png only: scale 1 and 3 devices still load the main bundle's icons"
+
+say "What the patch holds that never takes effect: proxybundle check"
+rc=0
+findings=$("$bin" check "$mnt") || rc=$?
+[ "$rc" -eq 1 ] || die "'proxybundle check $mnt' exited $rc; expected 1 (the icon@2x trap)"
+grep -q 'Images/icon@2x.png (substitution): on scale 3 devices, Images/icon@3x.png from main loads instead' <<<"$findings" \
+  || die "'proxybundle check' did not report the icon@2x trap: $findings"
+sed 's/^/    /' <<<"$findings"
+
 # --- unmount -----------------------------------------------------------------
 
 say "Unmounting"

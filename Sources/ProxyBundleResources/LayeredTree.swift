@@ -84,12 +84,30 @@ public final class LayeredTree: ResourceTree {
     }
 
     public func names(in path: String) -> [String] {
+        entries(in: path).map(\.name)
+    }
+
+    /// An entry of a merged directory: its name, the layer that serves it (the top one of a
+    /// merged directory), and its kind there (a symlink's own: `.other`).
+    public struct Listed: Equatable, Sendable {
+        public var name: String
+        public var layer: Int
+        public var kind: ResourceKind
+    }
+
+    /// The entries of the directory at `path`, as the mount lists them, in one listing: the
+    /// cheap way to learn the layer of every name of a directory.
+    public func entries(in path: String) -> [Listed] {
         guard let entry = walk(path, follow: true), entry.kind == .directory, let names = entry.names else { return [] }
         var node = rootNodeID
         do {
             for name in names { node = try overlay.lookup(parent: node, name: Array(name.utf8)).node }
-            return try overlay.listDirectory(node).named.compactMap { name, _ in
-                name == [0x2E] || name == [0x2E, 0x2E] ? nil : String(validating: name, as: UTF8.self)
+            return try overlay.listDirectory(node).named.compactMap { name, item in
+                guard name != [0x2E] && name != [0x2E, 0x2E], let text = String(validating: name, as: UTF8.self) else {
+                    return nil
+                }
+                let kind: ResourceKind = item.type == UInt8(DT_REG) ? .file : item.type == UInt8(DT_DIR) ? .directory : .other
+                return Listed(name: text, layer: layers.count == 1 ? Int(item.layer) - 1 : Int(item.layer), kind: kind)
             }
         } catch {
             return []

@@ -73,9 +73,9 @@ public struct Finding: Equatable, Sendable {
 ///     for finding in PatchCheck(tree: tree).findings() { print(finding.text { "layer \($0)" }) }
 public final class PatchCheck {
     public let tree: LayeredTree
-    /// The merged names of each directory looked at, kept: an image's variants are looked for
-    /// there rather than each by a lookup.
-    private var mergedNames: [String: Set<String>] = [:]
+    /// The merged listing of each directory looked at, by name, kept: the layer of each name,
+    /// and an image's variants, are looked up there rather than each by a walk from the root.
+    private var listings: [String: [String: LayeredTree.Listed]] = [:]
 
     public init(tree: LayeredTree) {
         self.tree = tree
@@ -120,12 +120,13 @@ public final class PatchCheck {
                 continue
             }
             if entry.type == UInt8(DT_DIR) {
-                guard tree.layers(at: full).contains(index) else { continue }  // hidden from above
-                if tree.layer(of: full) == index { names.append(name) }
+                guard let listed = shown(path)[name], listed.kind == .directory,
+                      listed.layer == index || tree.layers(at: full).contains(index) else { continue }  // hidden from above
+                if listed.layer == index { names.append(name) }
                 walk(index, full, below: below, into: &found)
                 continue
             }
-            guard tree.layer(of: full) == index else { continue }  // a layer above replaces it
+            guard shown(path)[name]?.layer == index else { continue }  // a layer above replaces it
             names.append(name)
             let image = ImageName(name)
             if ImageName.types.contains(image.type.lowercased()) && name.contains(".") {
@@ -162,37 +163,40 @@ public final class PatchCheck {
     private func passedOver(_ image: ImageName, in directory: String, variants: [String], layer: Int) -> [Finding] {
         let places = locations(of: directory).map { [$0.global, $0.own] } ?? [directory]
         var loaded: [String: [Device]] = [:]
+        var layers: [String: Int] = [:]
         for device in Device.all {
-            guard let path = load(image, for: device, from: places), let from = tree.layer(of: path), from > layer else {
-                continue
-            }
+            guard let (path, from) = load(image, for: device, from: places), from > layer else { continue }
             loaded[path, default: []].append(device)
+            layers[path] = from
         }
         return loaded.sorted { $0.key < $1.key }.map { path, devices in
             Finding(kind: .image, layer: layer, path: variants.joined(separator: ", "), other: path,
-                    otherLayer: tree.layer(of: path), devices: devices)
+                    otherLayer: layers[path], devices: devices)
         }
     }
 
-    /// The file `device` loads for `image`: in the first of `places` with any of its
-    /// candidates, the first.
-    private func load(_ image: ImageName, for device: Device, from places: [String]) -> String? {
+    /// The file `device` loads for `image`, and its layer: in the first of `places` with any
+    /// of its candidates, the first.
+    private func load(_ image: ImageName, for device: Device, from places: [String]) -> (String, Int)? {
         let candidates = image.candidates(for: device)
         for place in places {
-            let names = merged(place)
-            for candidate in candidates where names.contains(candidate) {
+            let listing = shown(place)
+            for candidate in candidates {
+                guard let listed = listing[candidate] else { continue }
                 let path = ResourcePath.join(place, candidate)
-                if tree.kind(of: path) == .file { return path }
+                if listed.kind == .file || listed.kind == .other && tree.kind(of: path) == .file { return (path, listed.layer) }
             }
         }
         return nil
     }
 
-    private func merged(_ directory: String) -> Set<String> {
-        if let known = mergedNames[directory] { return known }
-        let names = Set(tree.names(in: directory))
-        mergedNames[directory] = names
-        return names
+    /// The merged listing of `directory`, by name.
+    private func shown(_ directory: String) -> [String: LayeredTree.Listed] {
+        if let known = listings[directory] { return known }
+        var byName: [String: LayeredTree.Listed] = [:]
+        for entry in tree.entries(in: directory) { byName[entry.name] = entry }
+        listings[directory] = byName
+        return byName
     }
 
     /// Names of this layer in `directory` that differ only in letter case from one the layers
@@ -201,10 +205,11 @@ public final class PatchCheck {
         var lower: [String: [String]] = [:]
         for name in below.names(in: directory) { lower[name.lowercased(), default: []].append(name) }
         var found: [Finding] = []
+        let listing = shown(directory)
         for name in names.sorted() {
             for other in lower[name.lowercased()] ?? [] where other != name {
                 let path = ResourcePath.join(directory, other)
-                guard let from = tree.layer(of: path), from > layer else { continue }
+                guard let from = listing[other]?.layer, from > layer else { continue }
                 found.append(Finding(kind: .letterCase, layer: layer, path: ResourcePath.join(directory, name),
                                      other: path, otherLayer: from))
             }
