@@ -37,8 +37,11 @@ let package = Package(
         // The overlay: layers, resolution, whiteouts, listings. No libfuse here.
         .target(
             name: "ProxyBundleCore",
-            dependencies: ["CSyscalls"]
+            dependencies: ["CSyscalls"],
+            plugins: ["BuildCommit"]
         ),
+        // Stamps the core with the git commit it is built from (`proxybundle --version`).
+        .plugin(name: "BuildCommit", capability: .buildTool()),
         // Bundle resource lookup over a directory, or over layers merged in-process. No libfuse.
         .target(
             name: "ProxyBundleResources",

@@ -77,6 +77,8 @@ extension FuseServer {
             "mountpoint: \(mountpoint.replacingNewlines)",
             "pid: \(getpid())",
             "started: \(started)",
+            "version: \(Version.number)",
+            "commit: \(Version.commit)",
             "cache_entries: \(cache.nodes + cache.absentNames)",
             "cached_nodes: \(cache.nodes)",
             "cached_absent_names: \(cache.absentNames)",

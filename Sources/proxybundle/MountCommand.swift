@@ -18,9 +18,9 @@ struct MountCommand: ParsableCommand {
             Without --foreground the command returns once the mount answers and the daemon \
             keeps running detached.
 
-            Example:
-              proxybundle mount /opt/MyApp/Resources /mnt/myapp --substitution /var/cache/myapp/patch
-              proxybundle mount /opt/MyApp/Resources /mnt/myapp --patch /srv/hotfix --patch /srv/base
+            Examples:
+              proxybundle mount /srv/app /mnt/app --substitution /var/cache/app/patch
+              proxybundle mount /srv/app /mnt/app --patch /srv/fix --patch /srv/base
               proxybundle mount App.bundle /mnt/app -o entry_timeout=5,allow_other
             """
     )

@@ -1,5 +1,6 @@
 import ArgumentParser
 import CSyscalls
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,18 +11,22 @@ struct ProxyBundle: ParsableCommand {
         commandName: "proxybundle",
         abstract: "Change an application's resources without rebuilding it: a merged view of a read-only main bundle under read-only patches under a substitution directory.",
         discussion: """
-            Example:
-              proxybundle mount /opt/MyApp/Resources /mnt/myapp --substitution ~/.cache/myapp/patch
-              proxybundle mount /opt/MyApp/Resources /mnt/myapp --patch /srv/hotfix --patch /srv/base
-              proxybundle layers /mnt/myapp --set /srv/hotfix-2 /srv/base
-              proxybundle unmount /mnt/myapp
+            Examples:
+              proxybundle mount /srv/app /mnt/app --substitution ~/app-patch
+              proxybundle mount /srv/app /mnt/app --patch /srv/fix --patch /srv/base
+              proxybundle layers /mnt/app --set /srv/fix-2 /srv/base
+              proxybundle resolve /mnt/app Images/icon --image --scale 3
+              proxybundle check /mnt/app
+              proxybundle unmount /mnt/app
 
-            As a mount helper (installed on the PATH, e.g. /usr/local/bin/proxybundle):
-              mount -t fuse.proxybundle /opt/MyApp/Resources /mnt/myapp -o substitution=/var/cache/myapp/patch
-              /etc/fstab: /opt/MyApp/Resources /mnt/myapp fuse.proxybundle substitution=/var/cache/myapp/patch 0 0
+            As a mount helper (on the PATH, e.g. /usr/bin/proxybundle), and in /etc/fstab:
+              mount -t fuse.proxybundle /srv/app /mnt/app -o substitution=/var/app
+              /srv/app /mnt/app fuse.proxybundle substitution=/var/app 0 0
             """,
+        version: "\(Version.number) (commit \(Version.commit))",
         subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
-                      WhichCommand.self, LayersCommand.self, ResolveCommand.self, CheckCommand.self]
+                      WhichCommand.self, LayersCommand.self, ResolveCommand.self, CheckCommand.self,
+                      VersionCommand.self]
     )
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.
@@ -30,8 +35,18 @@ struct ProxyBundle: ParsableCommand {
         if arguments.count > 1 && arguments[1] == DaemonImage.marker {
             Glibc.exit(DaemonImage.serve(Array(arguments.dropFirst(2))))
         }
+        let given = Array(CommandLine.arguments.dropFirst())
+        if given.first == "--version" || given.first == "-V" {
+            print(VersionCommand.text)
+            Glibc.exit(0)
+        }
+        if let unknown = unknownCommand(given) {
+            Failure("unknown command '\(unknown)': the commands are \(MountHelper.commands.sorted().joined(separator: ", "))")
+                .report()
+            Glibc.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
-            var command = try parseAsRoot(MountHelper.arguments(Array(CommandLine.arguments.dropFirst())))
+            var command = try parseAsRoot(MountHelper.arguments(given))
             try command.run()
         } catch let failure as Failure {
             failure.report()
@@ -40,12 +55,31 @@ struct ProxyBundle: ParsableCommand {
             // an answer given by the exit status alone (check found something)
             Glibc.exit(code.rawValue)
         } catch {
-            // --help and --version are reported as "errors" with a success code
+            // --help is reported as an "error" with a success code
             if exitCode(for: error) == .success { exit(withError: error) }
-            let first = message(for: error).split(separator: "\n").first.map(String.init) ?? "\(error)"
-            Failure(first + " (see proxybundle --help)").report()
+            Failure(oneLine(message(for: error)) + " (see proxybundle --help)").report()
             Glibc.exit(exitCode(for: error).rawValue)
         }
+    }
+
+    /// The first word when it is neither a command, an option nor a path (a mount helper's
+    /// call), or the word after `help` when that is not a command.
+    static func unknownCommand(_ arguments: [String]) -> String? {
+        guard let first = arguments.first, !first.hasPrefix("-"), MountHelper.arguments(arguments).first != "mount" || first == "mount"
+        else { return nil }
+        if first == "help" {
+            return arguments.dropFirst().first { !$0.hasPrefix("-") && !MountHelper.commands.contains($0) }
+        }
+        return MountHelper.commands.contains(first) ? nil : first
+    }
+
+    /// A parser message on one line: a list it puts on the following lines (the values an
+    /// option takes) follows, separated by commas.
+    static func oneLine(_ message: String) -> String {
+        let lines = message.split(separator: "\n").map { $0.drop { $0 == " " } }.filter { !$0.isEmpty }
+        guard let first = lines.first else { return message }
+        let rest = lines.dropFirst().map { $0.hasPrefix("- ") ? String($0.dropFirst(2)) : String($0) }
+        return rest.isEmpty ? String(first) : first + " " + rest.joined(separator: ", ")
     }
 }
 

@@ -77,9 +77,12 @@ struct StatusCommand: ParsableCommand {
                 ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.string($0.path))]) }
                     .joined(separator: ",") + "]"),
                 ("pid", mount.pid.map { String($0) } ?? "null"),
+                // the daemon's, which may be older than this command's
+                ("version", mount.stat("version").map(JSON.string) ?? "null"),
+                ("commit", mount.stat("commit").map(JSON.string) ?? "null"),
                 ("uptime_seconds", mount.started.map { String(now - $0) } ?? "null"),
             ]
-            let figures = mount.stats.filter { !["main", "substitution", "patch", "pid"].contains($0.key) }
+            let figures = mount.stats.filter { !["main", "substitution", "patch", "pid", "version", "commit"].contains($0.key) }
             fields.append(("stats", JSON.object(figures.map { ($0.key, JSON.value($0.value)) })))
             return JSON.object(fields)
         }

@@ -81,7 +81,7 @@ final class CommandLineTests: XCTestCase {
             (["mount", fx.main, "/proc", "--substitution", fx.substitution], "already a mount point"),
             (["mount", fx.main], "Missing expected argument"),
             (["mount", fx.main, fx.mountpoint, "--no-such-flag"], "Unknown option"),
-            (["frobnicate"], "Unexpected argument"),
+            (["frobnicate"], "unknown command 'frobnicate'"),
             (["--serve-checked-mount"], "for proxybundle mount only"),
             (["--serve-checked-mount", fx.main, fx.mountpoint, fx.substitution, "loud", "stderr"], "for proxybundle mount only"),
             (["--serve-checked-mount", fx.main, fx.mountpoint, fx.substitution, "info", "stderr", "bogus"],
