@@ -16,8 +16,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   echo "bootstrap: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq "${missing[@]}" >/dev/null
+  # another apt or dpkg (an unattended upgrade) may hold the locks: wait for it, up to 10 min
+  wait_apt=(-o DPkg::Lock::Timeout=600)
+  for attempt in $(seq 1 120); do
+    if out=$(apt-get "${wait_apt[@]}" update -qq 2>&1); then break; fi
+    grep -qi "lock" <<<"$out" && [ "$attempt" -lt 120 ] || { echo "$out" >&2; exit 1; }
+    [ "$attempt" -eq 1 ] && echo "bootstrap: waiting for another apt to finish"
+    sleep 5
+  done
+  apt-get "${wait_apt[@]}" install -y -qq "${missing[@]}" >/dev/null
 fi
 
 if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
