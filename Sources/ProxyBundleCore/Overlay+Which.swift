@@ -30,6 +30,14 @@ public struct Serving: Equatable, Sendable {
 }
 
 extension Overlay {
+    /// Where node `node` is in the merged view, for a log line: `/dir/name` (`node N` when it
+    /// is no longer known).
+    public func displayPath(of node: NodeID) -> String {
+        if let control = ControlFile(node: node) { return "/" + String(decoding: control.name, as: UTF8.self) }
+        guard let location = try? locate(node) else { return "node \(node)" }
+        return "/" + String(decoding: location.path.bytes, as: UTF8.self)
+    }
+
     /// Resolves `path` (relative to the mount's root) name by name as a lookup through the
     /// mount would, and tells which layer serves it, or why nothing does.
     /// ENOENT/ENOTDIR when a directory on the way is missing or is not a directory.

@@ -140,12 +140,15 @@ public final class FuseServer: Sendable {
                          umask: context?.pointee.umask ?? 0)
     }
 
-    func log(failure error: Errno, in operation: StaticString) {
-        if error.code == EIO {
-            logger.warning("\(operation) failed: \(error)")
-        } else {
-            logger.debug("\(operation): \(error)")
-        }
+    /// Logs a failed request as libfuse's `-d` would show it: the operation and the path it
+    /// concerns (node `node`, and `name` in it), as a warning for EIO and at debug otherwise.
+    func log(failure error: Errno, in operation: StaticString, node: fuse_ino_t, name: UnsafePointer<CChar>?) {
+        let level: Logger.Level = error.code == EIO ? .warning : .debug
+        guard logger.logLevel <= level else { return }
+        var path = node == 0 ? "" : overlay.displayPath(of: node)
+        if let name { path += (path.hasSuffix("/") ? "" : "/") + String(decoding: bytes(name), as: UTF8.self) }
+        let subject = path.isEmpty ? "" : " " + path
+        logger.log(level: level, "\(operation)\(subject)\(level == .warning ? " failed" : ""): \(error)")
     }
 }
 

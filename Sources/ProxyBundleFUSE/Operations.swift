@@ -16,7 +16,7 @@ enum Operations {
             server.enforcesACL.withLock { $0 = enforced }
         }
         ops.lookup = { req, parent, name in
-            FuseServer.handle(req, "lookup") { server throws(Errno) in
+            FuseServer.handle(req, "lookup", node: parent, name: name) { server throws(Errno) in
                 server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent)
                 return try server.lookupReply(parent: parent, name: bytes(name))
             }
@@ -37,7 +37,7 @@ enum Operations {
             }
         }
         ops.getattr = { req, node, info in
-            FuseServer.handle(req, "getattr") { server throws(Errno) in
+            FuseServer.handle(req, "getattr", node: node) { server throws(Errno) in
                 let st: stat
                 if let info {
                     st = try server.overlay.attributes(of: node, openFile: Int32(truncatingIfNeeded: info.pointee.fh))
@@ -48,12 +48,12 @@ enum Operations {
             }
         }
         ops.readlink = { req, node in
-            FuseServer.handle(req, "readlink") { server throws(Errno) in
+            FuseServer.handle(req, "readlink", node: node) { server throws(Errno) in
                 .link(try server.overlay.readLink(node))
             }
         }
         ops.open = { req, node, info in
-            FuseServer.handle(req, "open") { server throws(Errno) in
+            FuseServer.handle(req, "open", node: node) { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     try server.openControl(control, info)
@@ -83,14 +83,14 @@ enum Operations {
             }
         }
         ops.read = { req, node, size, offset, info in
-            FuseServer.handle(req, "read") { server throws(Errno) in
+            FuseServer.handle(req, "read", node: node) { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) { return server.readControl(control, size: size, offset: offset) }
                 return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
             }
         }
         ops.release = { req, node, info in
-            FuseServer.handle(req, "release") { server in
+            FuseServer.handle(req, "release", node: node) { server in
                 if let info, ControlFile(node: node) == nil {
                     let fd = Int32(truncatingIfNeeded: info.pointee.fh)
                     server.passthrough.release(fd: fd)  // before the descriptor's number can be reused
@@ -100,7 +100,7 @@ enum Operations {
             }
         }
         ops.opendir = { req, node, info in
-            FuseServer.handle(req, "opendir") { server throws(Errno) in
+            FuseServer.handle(req, "opendir", node: node) { server throws(Errno) in
                 // the kernel then opens every directory without asking, and caches listings
                 server.listings.noteOpen()
                 if server.timeouts.keepsContent { throw Errno(ENOSYS) }
@@ -110,7 +110,7 @@ enum Operations {
             }
         }
         ops.readdir = { req, node, size, offset, info in
-            FuseServer.handle(req, "readdir") { server throws(Errno) in
+            FuseServer.handle(req, "readdir", node: node) { server throws(Errno) in
                 let position = try server.listings.listing(of: node, at: offset, server.overlay)
                 let packed = DirectoryPacker.pack(req, position, size: size, server: nil)
                 if packed.ends { server.listings.finished(position) }
@@ -120,7 +120,7 @@ enum Operations {
         ops.readdirplus = { req, node, size, offset, info in
             var dropsCachedListing = false
             let server = FuseServer.of(req)  // the reply frees the request
-            FuseServer.handle(req, "readdirplus") { server throws(Errno) in
+            FuseServer.handle(req, "readdirplus", node: node) { server throws(Errno) in
                 let position = try server.listings.listing(of: node, at: offset, server.overlay)
                 let readers = server.listingReaders
                 let attributes = readers.attributes(thread: Operations.thread(req), directory: node, offset: offset)
@@ -147,19 +147,19 @@ enum Operations {
             }
         }
         ops.getxattr = { req, node, name, size in
-            FuseServer.handle(req, "getxattr") { server throws(Errno) in
+            FuseServer.handle(req, "getxattr", node: node) { server throws(Errno) in
                 server.extendedAttributeReads.withLock { $0 += 1 }
                 let value = try server.overlay.extendedAttribute(node, name: bytes(name))
                 return try Operations.sized(value, size)
             }
         }
         ops.listxattr = { req, node, size in
-            FuseServer.handle(req, "listxattr") { server throws(Errno) in
+            FuseServer.handle(req, "listxattr", node: node) { server throws(Errno) in
                 try Operations.sized(try server.overlay.extendedAttributeNames(node), size)
             }
         }
         ops.access = { req, node, mask in
-            FuseServer.handle(req, "access") { server throws(Errno) in
+            FuseServer.handle(req, "access", node: node) { server throws(Errno) in
                 guard let req else { throw Errno.invalid }
                 try server.overlay.checkAccess(node, mask: mask, user: server.requester(req))
                 return .ok

@@ -28,8 +28,8 @@ extension FuseServer {
     /// Runs a request's handler and sends its reply, or its error. The only place that
     /// replies with an error.
     @inline(__always)
-    static func handle(_ req: fuse_req_t?, _ operation: StaticString,
-                       _ body: (FuseServer) throws(Errno) -> Reply) {
+    static func handle(_ req: fuse_req_t?, _ operation: StaticString, node: fuse_ino_t = 0,
+                       name: UnsafePointer<CChar>? = nil, _ body: (FuseServer) throws(Errno) -> Reply) {
         guard let req else { return }
         guard let server = of(req) else {
             _ = fuse_reply_err(req, EIO)
@@ -38,7 +38,7 @@ extension FuseServer {
         do {
             server.send(try body(server), to: req, operation)
         } catch {
-            server.log(failure: error, in: operation)
+            server.log(failure: error, in: operation, node: node, name: name)
             _ = fuse_reply_err(req, error.code)
         }
     }

@@ -9,7 +9,7 @@ import ProxyBundleCore
 enum WriteOperations {
     static func install(_ ops: inout fuse_lowlevel_ops) {
         ops.create = { req, parent, name, mode, info in
-            FuseServer.handle(req, "create") { server throws(Errno) in
+            FuseServer.handle(req, "create", node: parent, name: name) { server throws(Errno) in
                 guard let req, let info else { throw Errno.invalid }
                 if pb_request_makes_tmpfile() != 0 {
                     let made = try server.overlay.createUnnamed(mode: mode, flags: info.pointee.flags, in: parent,
@@ -39,24 +39,24 @@ enum WriteOperations {
             WriteOperations.make(req, "symlink", .symlink(target: bytes(target)), name, parent)
         }
         ops.link = { req, node, parent, name in
-            FuseServer.handle(req, "link") { server throws(Errno) in
+            FuseServer.handle(req, "link", node: parent, name: name) { server throws(Errno) in
                 .entry(server.entryParameters(try server.overlay.link(node, as: bytes(name), in: parent)))
             }
         }
         ops.unlink = { req, parent, name in
-            FuseServer.handle(req, "unlink") { server throws(Errno) in
+            FuseServer.handle(req, "unlink", node: parent, name: name) { server throws(Errno) in
                 try server.overlay.unlink(bytes(name), in: parent)
                 return .ok
             }
         }
         ops.rmdir = { req, parent, name in
-            FuseServer.handle(req, "rmdir") { server throws(Errno) in
+            FuseServer.handle(req, "rmdir", node: parent, name: name) { server throws(Errno) in
                 try server.overlay.removeDirectory(bytes(name), in: parent)
                 return .ok
             }
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
-            FuseServer.handle(req, "rename") { server throws(Errno) in
+            FuseServer.handle(req, "rename", node: parent, name: name) { server throws(Errno) in
                 // a directory materialized on the way may take long: the caller's signal stops it
                 try server.interruptible(req) { () throws(Errno) in
                     try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
@@ -65,7 +65,7 @@ enum WriteOperations {
             }
         }
         ops.setattr = { req, node, attributes, toSet, info in
-            FuseServer.handle(req, "setattr") { server throws(Errno) in
+            FuseServer.handle(req, "setattr", node: node) { server throws(Errno) in
                 guard let attributes else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     return try server.setControlAttributes(control, toSet)
@@ -83,7 +83,7 @@ enum WriteOperations {
             }
         }
         ops.write = { req, node, buffer, size, offset, info in
-            FuseServer.handle(req, "write") { server throws(Errno) in
+            FuseServer.handle(req, "write", node: node) { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     let data = buffer.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
@@ -97,7 +97,7 @@ enum WriteOperations {
             }
         }
         ops.write_buf = { req, node, source, offset, info in
-            FuseServer.handle(req, "write_buf") { server throws(Errno) in
+            FuseServer.handle(req, "write_buf", node: node) { server throws(Errno) in
                 guard let info, let source else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     return try server.writeControl(control, try WriteOperations.gather(source))
@@ -115,7 +115,7 @@ enum WriteOperations {
             }
         }
         ops.fsync = { req, node, dataOnly, info in
-            FuseServer.handle(req, "fsync") { _ throws(Errno) in
+            FuseServer.handle(req, "fsync", node: node) { _ throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if ControlFile(node: node) != nil { return .ok }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
@@ -124,7 +124,7 @@ enum WriteOperations {
             }
         }
         ops.fsyncdir = { req, node, dataOnly, _ in
-            FuseServer.handle(req, "fsyncdir") { server throws(Errno) in
+            FuseServer.handle(req, "fsyncdir", node: node) { server throws(Errno) in
                 try server.overlay.syncDirectory(node, dataOnly: dataOnly != 0)
                 return .ok
             }
@@ -142,7 +142,7 @@ enum WriteOperations {
             }
         }
         ops.fallocate = { req, node, mode, offset, length, info in
-            FuseServer.handle(req, "fallocate") { server throws(Errno) in
+            FuseServer.handle(req, "fallocate", node: node) { server throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if ControlFile(node: node) != nil { throw Errno.notPermitted }
                 if !server.overlay.isWritable { throw Errno.readOnly }
@@ -152,14 +152,14 @@ enum WriteOperations {
             }
         }
         ops.setxattr = { req, node, name, value, size, flags in
-            FuseServer.handle(req, "setxattr") { server throws(Errno) in
+            FuseServer.handle(req, "setxattr", node: node) { server throws(Errno) in
                 let data = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                 try server.overlay.setExtendedAttribute(node, name: bytes(name), value: data, flags: flags)
                 return .ok
             }
         }
         ops.removexattr = { req, node, name in
-            FuseServer.handle(req, "removexattr") { server throws(Errno) in
+            FuseServer.handle(req, "removexattr", node: node) { server throws(Errno) in
                 try server.overlay.removeExtendedAttribute(node, name: bytes(name))
                 return .ok
             }
@@ -168,7 +168,7 @@ enum WriteOperations {
 
     static func make(_ req: fuse_req_t?, _ operation: StaticString, _ entry: Overlay.NewEntry,
                      _ name: UnsafePointer<CChar>?, _ parent: fuse_ino_t) {
-        FuseServer.handle(req, operation) { server throws(Errno) in
+        FuseServer.handle(req, operation, node: parent, name: name) { server throws(Errno) in
             guard let req else { throw Errno.invalid }
             let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.owner(req))
             return .entry(server.entryParameters(made.entry))

@@ -350,10 +350,16 @@ final class DaemonLifeTests: XCTestCase {
         try mountDetached(["--log-file", log, "--log-level", "debug"])
         XCTAssertEqual(rmdir(fx.inMount("full")), -1)
         XCTAssertEqual(errno, ENOTEMPTY)
+        XCTAssertEqual(Glibc.mkdir(fx.inMount("empty"), 0o755), 0)
+        XCTAssertEqual(Glibc.rename(fx.inMount("empty"), fx.inMount("full")), -1)
+        XCTAssertEqual(errno, ENOTEMPTY)
         XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
         let lines = try Disk.read(log).split(separator: "\n")
         XCTAssertTrue(lines.contains { $0.contains("mounted \(fx.main)") }, "\(lines)")
-        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("rmdir") }, "one line for the failed rmdir: \(lines)")
+        // each names the operation and the path, as libfuse's -d does
+        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("rmdir /full: Directory not empty") },
+                      "one line for the failed rmdir: \(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("rename /empty: Directory not empty") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.contains("unmounted") }, "\(lines)")
 
         let bad = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
