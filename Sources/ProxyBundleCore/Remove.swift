@@ -35,17 +35,32 @@ extension Overlay {
         try checkWritable()
         let hidesBelow = try shownBelowSubstitution(name, in: parent, dir)
         let dirPath = try substitutionDirectory(parent)
-        try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-            if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
-            guard child.placement.inSubstitution else { return }
-            do throws(Errno) {
-                try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
-            } catch {
-                if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
-                throw error
+        let entry = removedEntry(name, in: parent, dir, child)
+        do throws(Errno) {
+            try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+                if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
+                guard child.placement.inSubstitution else { return }
+                do throws(Errno) {
+                    try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
+                } catch {
+                    if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
+                    throw error
+                }
             }
+        } catch {
+            if let entry { Sys.close(entry) }
+            throw error
         }
-        nodes.detach(parent: parent, name: name)
+        nodes.detach(parent: parent, name: name, keeping: entry)
+    }
+
+    /// An O_PATH descriptor of `child`, the entry `name` of `dir` about to lose that name, if
+    /// the kernel has a node for it: the node keeps it once no name leads to it, so that its
+    /// attributes stay readable (see `NodeTable.Extras.removedEntry`). Nil if it cannot be
+    /// opened (the node then answers ESTALE, as before).
+    func removedEntry(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) -> Int32? {
+        guard nodes.hasChild(parent, name) else { return nil }
+        return try? layer(serving: child.placement).open(dir.path.appending(name), flags: pb_O_PATH)
     }
 
     /// Removes an entry of the substitution; a directory (which may still hold whiteouts) is

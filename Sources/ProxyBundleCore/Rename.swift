@@ -47,6 +47,24 @@ extension Overlay {
             && target?.placement.inSubstitution == true
         let fromPath = try substitutionDirectory(parent)
         let toPath = try substitutionDirectory(newParent)
+        let replaced = target.flatMap { removedEntry(newName, in: newParent, newDir, $0) }
+        do throws(Errno) {
+            try move(name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
+                     replacesSubstitutionDirectory: replacesSubstitutionDirectory)
+        } catch {
+            if let replaced { Sys.close(replaced) }
+            throw error
+        }
+        directories.added(newName, in: newParent)
+        nodes.move(parent: parent, name: name, to: newParent, newName, keeping: replaced)
+    }
+
+    /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`
+    /// of `toPath`, with the whiteouts and opaque markers the layers below call for.
+    private func move(_ name: [UInt8], _ fromPath: LayerPath, to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
+                      source: Resolved, hidesBelow: (source: Bool, target: Bool),
+                      replacesSubstitutionDirectory: Bool) throws(Errno) {
+        let (hidesBelowSource, hidesBelowTarget) = hidesBelow
         try substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
             try substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
                 if source.placement.isDirectory && hidesBelowTarget {
@@ -71,8 +89,6 @@ extension Overlay {
                 if !source.placement.isDirectory { try? Whiteout.remove(hiding: newName, in: tofd) }
             }
         }
-        directories.added(newName, in: newParent)
-        nodes.move(parent: parent, name: name, to: newParent, newName)
     }
 
     /// RENAME_EXCHANGE: both names stay visible, so no whiteout changes; each side is first
