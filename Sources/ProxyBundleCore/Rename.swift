@@ -27,9 +27,6 @@ extension Overlay {
             return try exchange(name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
-        // a name a layer below has leaves a whiteout behind: refuse before copying anything if
-        // that name cannot exist
-        if source.placement.reachesBelowSubstitution && name.count + Whiteout.prefix.count > Int(NAME_MAX) { throw Errno(ENAMETOOLONG) }
         if let target {
             if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
             try checkReplace(target, at: newDir.path.appending(newName), by: source)
@@ -75,9 +72,22 @@ extension Overlay {
                     // the target (empty as shown, but it may hold whiteouts) trades places with
                     // the source, and is then removed from the source's name
                     try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
-                    if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
-                    try removeSubstitutionEntry(name, in: fromfd, isDirectory: true)
+                    let device = hidesBelowSource && Whiteout.needsDevice(name)
+                    if hidesBelowSource && !device { try Whiteout.write(hiding: name, in: fromfd) }
+                    try removeSubstitutionEntry(name, in: fromfd, isDirectory: true, leavingWhiteout: device)
                     return
+                }
+                if source.placement.isDirectory, try Whiteout.deviceHides(newName, in: tofd) {
+                    // a directory cannot be renamed over the device: it trades places with it
+                    try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
+                    if hidesBelowSource && Whiteout.needsDevice(name) { return }  // the device now hides the old name
+                    if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
+                    try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in _ = try Sys.check { unlinkat(fromfd, p, 0) } }
+                    return
+                }
+                if hidesBelowSource && Whiteout.needsDevice(name) {
+                    // the whiteout device is left where the name was, in the same step
+                    return try renameAt(fromfd, name, tofd, newName, flags | pb_RENAME_WHITEOUT)
                 }
                 if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
                 do throws(Errno) {
