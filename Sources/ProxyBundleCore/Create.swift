@@ -30,23 +30,33 @@ extension Overlay {
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
         // reply of another file type makes the kernel fail the call with EIO
         var (fd, made) = try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
-            let whitedOut = try Whiteout.fileExists(hiding: name, in: dirfd)
+            // where a whiteout device holds the name, the entry is made in the work directory
+            // and then put in the device's place in one step
+            let work = try Whiteout.deviceHides(name, in: dirfd) ? try workspace() : nil
+            let whitedOut = try work != nil ? true : Whiteout.fileExists(hiding: name, in: dirfd)
             let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
             let entry = Overlay.masked(entry, by: owner.umask, in: dirfd)
-            return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> (Int32?, stat) in
-                let fd = try Overlay.make(entry, p, in: dirfd)
+            let (at, madeName) = work.map { ($0.fd, $0.temporaryName()) } ?? (dirfd, name)
+            return try madeName.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> (Int32?, stat) in
+                let fd = try Overlay.make(entry, p, in: at)
                 do throws(Errno) {
-                    try Overlay.giveOwner(owner.uid, group, to: p, in: dirfd)
+                    try Overlay.giveOwner(owner.uid, group, to: p, in: at)
                     if case .directory = entry, whitedOut {
-                        try Overlay.markOpaque(p, in: dirfd)
+                        try Overlay.markOpaque(p, in: at)
                     }
-                    if whitedOut { try Whiteout.remove(hiding: name, in: dirfd) }
-                    let made = if let fd { try Sys.fstat(fd) } else { try Sys.lstatat(dirfd, p) }
+                    if work != nil {
+                        try Overlay.replaceWhiteoutDevice(name, in: dirfd, by: p, in: at)
+                    } else if whitedOut {
+                        try Whiteout.remove(hiding: name, in: dirfd)
+                    }
+                    let made = if let fd { try Sys.fstat(fd) } else {
+                        try name.withCStringCopy { (n: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, n) }
+                    }
                     return (fd, made)
                 } catch {
                     // whole or nothing: the half-made entry goes again
                     if let fd { Sys.close(fd) }
-                    Overlay.unmake(entry, p, in: dirfd)
+                    Overlay.unmake(entry, p, in: at)
                     throw error
                 }
             }
@@ -110,6 +120,41 @@ extension Overlay {
         }
     }
 
+    /// Puts the entry `temporary` of the work directory `workfd` in place of the whiteout
+    /// device `name` of `dirfd`, in one step: a file replaces it, a directory trades places
+    /// with it (a directory cannot replace a device), and the device then goes.
+    static func replaceWhiteoutDevice(_ name: [UInt8], in dirfd: Int32, by temporary: UnsafePointer<CChar>,
+                                      in workfd: Int32) throws(Errno) {
+        let isDirectory = try Sys.lstatat(workfd, temporary).st_mode & S_IFMT == S_IFDIR
+        try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            _ = try Sys.check { pb_renameat2(workfd, temporary, dirfd, p, isDirectory ? pb_RENAME_EXCHANGE : 0) }
+        }
+        if isDirectory { _ = unlinkat(workfd, temporary, 0) }
+    }
+
+    /// Links a new name `name` in the substitution directory `dirfd` with `link` (given the
+    /// directory and the name to make) and removes the whiteout that hid the name: a `.wh.`
+    /// file after the link, or a whiteout device, which the link made in the work directory
+    /// replaces in one step.
+    func linkAsNew(_ name: [UInt8], in dirfd: Int32,
+                   _ link: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) {
+        guard try Whiteout.deviceHides(name, in: dirfd) else {
+            try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try link(dirfd, p) }
+            if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
+            return
+        }
+        let work = try workspace()
+        try work.temporaryName().withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
+            try link(work.fd, tmp)
+            do throws(Errno) {
+                try Overlay.replaceWhiteoutDevice(name, in: dirfd, by: tmp, in: work.fd)
+            } catch {
+                _ = unlinkat(work.fd, tmp, 0)
+                throw error
+            }
+        }
+    }
+
     /// Removes an entry `make` made (a directory with the opaque marker it may have got).
     private static func unmake(_ entry: NewEntry, _ name: UnsafePointer<CChar>, in dirfd: Int32) {
         guard case .directory = entry else {
@@ -170,11 +215,10 @@ extension Overlay {
         if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
             try substitution.withEntry(source) { (sourcefd: Int32) throws(Errno) in
-                try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { linkat(sourcefd, "", dirfd, p, pb_AT_EMPTY_PATH) }
+                try linkAsNew(name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+                    _ = try Sys.check { linkat(sourcefd, "", at, p, pb_AT_EMPTY_PATH) }
                 }
             }
-            if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
         }
         directories.added(name, in: newParent)
         // the new name is the same node: the kernel then keeps one inode for both names

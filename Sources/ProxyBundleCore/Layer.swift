@@ -44,13 +44,36 @@ public final class Layer: Sendable {
     /// daemon may ask for that.
     public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0,
                      preservingAccessTime: Bool? = nil) throws(Errno) -> Int32 {
-        try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
-            try Layer.open(flags: flags | pb_O_NOFOLLOW | pb_O_CLOEXEC,
-                           preservingAccessTime: preservingAccessTime ?? preservesAccessTimes) {
-                (flags: Int32) throws(Errno) -> Int32 in
-                try Sys.openat2(rootFD, p, flags: flags, mode: mode, resolve: Layer.resolve)
+        try withNearestDirectory(path) { (dirfd: Int32, rest: LayerPath) throws(Errno) -> Int32 in
+            try rest.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                try Layer.open(flags: flags | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                               preservingAccessTime: preservingAccessTime ?? preservesAccessTimes) {
+                    (flags: Int32) throws(Errno) -> Int32 in
+                    try Sys.openat2(dirfd, p, flags: flags, mode: mode, resolve: Layer.resolve)
+                }
             }
         }
+    }
+
+    /// Runs `body` with a directory descriptor and the rest of `path` below it, short enough
+    /// for one system call: the root and `path` itself, unless `path` is PATH_MAX bytes or
+    /// longer; then a directory descriptor deep enough, reached from the root a piece at a
+    /// time, each piece resolved beneath the one before without following symlinks (as beneath
+    /// the root: no name is ".."). Entries deeper than PATH_MAX work like any other.
+    func withNearestDirectory<T>(_ path: LayerPath, _ body: (Int32, LayerPath) throws(Errno) -> T) throws(Errno) -> T {
+        guard path.bytes.count >= Int(PATH_MAX) else { return try body(rootFD, path) }
+        var pieces = path.pieces(shorterThan: Int(PATH_MAX))
+        let rest = pieces.removeLast()
+        var dirfd = rootFD
+        defer { if dirfd != rootFD { Sys.close(dirfd) } }
+        for piece in pieces {
+            let next = try piece.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                try Sys.openat2(dirfd, p, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC, resolve: Layer.resolve)
+            }
+            if dirfd != rootFD { Sys.close(dirfd) }
+            dirfd = next
+        }
+        return try body(dirfd, rest)
     }
 
     /// Opens with `open`, given `flags` plus O_NOATIME when opened for reading and

@@ -23,6 +23,23 @@ public struct LayerPath: Hashable, Sendable, CustomStringConvertible {
         return LayerPath(bytes: joined)
     }
 
+    /// The path cut at slashes into paths of fewer than `limit` bytes each (a name has at
+    /// most 255), in order: each piece is the path below the one before.
+    public func pieces(shorterThan limit: Int) -> [LayerPath] {
+        var result: [LayerPath] = []
+        var current: [UInt8] = []
+        for name in bytes.split(separator: UInt8(ascii: "/")) {
+            if !current.isEmpty && current.count + 1 + name.count >= limit {
+                result.append(LayerPath(bytes: current))
+                current = []
+            }
+            if !current.isEmpty { current.append(UInt8(ascii: "/")) }
+            current.append(contentsOf: name)
+        }
+        result.append(LayerPath(bytes: current))
+        return result
+    }
+
     /// The path as a NUL-terminated C string; the root is ".".
     public func withCString<T, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> T) throws(E) -> T {
         if bytes.isEmpty { return try body(".") }

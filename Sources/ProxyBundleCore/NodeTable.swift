@@ -56,8 +56,13 @@ final class NodeTable: Sendable {
         var aliases: [ChildKey] = []
         /// Descriptors of the node's open files, so an unlinked open file still has attributes.
         var openFiles: [Int32] = []
+        /// An O_PATH descriptor of the entry whose last name was removed through the mount, so
+        /// that its attributes stay readable while the kernel holds the node: `fstat` of a
+        /// directory or an O_PATH descriptor opened before, a working directory (the kernel
+        /// opens these without telling the daemon). Closed when the kernel forgets the node.
+        var removedEntry: Int32?
 
-        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty }
+        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && removedEntry == nil }
     }
 
     struct ChildKey: Hashable {
@@ -281,20 +286,23 @@ final class NodeTable: Sendable {
     /// Drops `count` kernel references; a node with none left is removed.
     func forget(_ id: NodeID, count: UInt64) {
         guard id != rootNodeID else { return }
-        state.withLock { s in
-            guard var node = s.nodes[id] else { return }
-            if node.lookups == UInt32.max { return }  // saturated: kept for good
+        let removedEntry = state.withLock { s -> Int32? in
+            guard var node = s.nodes[id] else { return nil }
+            if node.lookups == UInt32.max { return nil }  // saturated: kept for good
             node.lookups = UInt64(node.lookups) > count ? node.lookups - UInt32(count) : 0
             if node.lookups > 0 {
                 s.nodes[id] = node
-                return
+                return nil
             }
             s.unindex(id, node)
-            for alias in s.extras(of: id, node).aliases where s.aliasNames[alias] == id { s.aliasNames[alias] = nil }
+            let extras = s.extras(of: id, node)
+            for alias in extras.aliases where s.aliasNames[alias] == id { s.aliasNames[alias] = nil }
             s.nodes[id] = nil
             if node.hasExtras { s.extras[id] = nil }
             if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
+            return extras.removedEntry
         }
+        if let removedEntry { Sys.close(removedEntry) }
     }
 
     /// The directory a node's name is in (nil for a node not known).
@@ -320,12 +328,27 @@ final class NodeTable: Sendable {
     }
 
     /// The name `name` of `parent` no longer refers to its node (after unlink or rmdir); the
-    /// node lives on, unreachable by path, until the kernel forgets it.
-    func detach(parent: NodeID, name: [UInt8]) {
-        state.withLock { s in
+    /// node lives on, unreachable by path, until the kernel forgets it. `entry` (an O_PATH
+    /// descriptor of what the name led to, which the table then owns) is kept by the node if
+    /// that was its last name (see `Extras.removedEntry`), and closed otherwise.
+    func detach(parent: NodeID, name: [UInt8], keeping entry: Int32? = nil) {
+        let unused = state.withLock { s -> Int32? in
             s.version &+= 1
-            NodeTable.unlink(ChildKey(parent: parent, name: name), from: &s)
+            let key = ChildKey(parent: parent, name: name)
+            let id = s.child(key)
+            NodeTable.unlink(key, from: &s)
+            return NodeTable.keep(entry, ofRemoved: id, in: &s)
         }
+        if let unused { Sys.close(unused) }
+    }
+
+    /// Gives `entry` to node `id` if `id` has no name left (see `Extras.removedEntry`);
+    /// otherwise returns it, to be closed once the table is unlocked.
+    private static func keep(_ entry: Int32?, ofRemoved id: NodeID?, in s: inout State) -> Int32? {
+        guard let entry, let id, let node = s.nodes[id], node.parent == NodeTable.detachedParent,
+              s.extras(of: id, node).removedEntry == nil else { return entry }
+        s.changeExtras(of: id) { $0.removedEntry = entry }
+        return nil
     }
 
     /// A new node without a name (an O_TMPFILE file), with one kernel reference.
@@ -371,10 +394,18 @@ final class NodeTable: Sendable {
     }
 
     /// The attributes of one of the node's open files (`detachedOnly`: only if every name of
-    /// the node was removed), read while the table is locked: a concurrent release closes the
-    /// descriptor, and its number may then belong to another file.
+    /// the node was removed), or of the entry it kept when its last name was removed through
+    /// the mount; read while the table is locked: a concurrent release closes the descriptor,
+    /// and its number may then belong to another file.
     func openFileAttributes(of id: NodeID, detachedOnly: Bool) -> stat? {
-        (try? withOpenFile(of: id, detachedOnly: detachedOnly) { (fd: Int32, _: Placement) throws(Errno) in try Sys.fstat(fd) }) ?? nil
+        state.withLock { s -> stat? in
+            guard let node = s.nodes[id] else { return nil }
+            let detached = node.parent == NodeTable.detachedParent
+            guard detached || !detachedOnly else { return nil }
+            let extras = s.extras(of: id, node)
+            guard let fd = extras.openFiles.first ?? (detached ? extras.removedEntry : nil) else { return nil }
+            return try? Sys.fstat(fd)
+        }
     }
 
     /// Runs `body` with one of the node's open descriptors and its placement when every name of
@@ -397,20 +428,29 @@ final class NodeTable: Sendable {
     }
 
     /// The node named `name` in `parent` is now `newName` in `newParent` (after rename).
-    /// Whatever the new name referred to before is detached.
-    func move(parent: NodeID, name: [UInt8], to newParent: NodeID, _ newName: [UInt8]) {
-        state.withLock { s in
+    /// Whatever the new name referred to before is detached, and keeps `replaced` (as
+    /// `detach` does).
+    func move(parent: NodeID, name: [UInt8], to newParent: NodeID, _ newName: [UInt8], keeping replaced: Int32? = nil) {
+        let unused = state.withLock { s -> Int32? in
             let old = ChildKey(parent: parent, name: name)
             let new = ChildKey(parent: newParent, name: newName)
             s.version &+= 1
             s.absent.remove(new)
             // renaming a name onto another name of the same file changes nothing (POSIX)
             let target = s.child(new)
-            if target != nil && target == s.child(old) { return }
+            if target != nil && target == s.child(old) { return replaced }
             if target != nil { NodeTable.unlink(new, from: &s) }
-            guard let id = s.removeChild(old) else { return }
+            let unused = NodeTable.keep(replaced, ofRemoved: target, in: &s)
+            guard let id = s.removeChild(old) else { return unused }
             NodeTable.rename(id, from: old, to: new, in: &s)
+            return unused
         }
+        if let unused { Sys.close(unused) }
+    }
+
+    /// Whether the kernel has a node for `name` of `parent`.
+    func hasChild(_ parent: NodeID, _ name: [UInt8]) -> Bool {
+        state.withLock { $0.child(ChildKey(parent: parent, name: name)) != nil }
     }
 
     /// The nodes named `name` in `parent` and `newName` in `newParent` trade names (after

@@ -319,12 +319,12 @@ public final class Overlay: Sendable {
 
     // MARK: file system
 
-    /// The substitution's file system, with the name limit reduced so that a whiteout for
-    /// any name still fits.
+    /// The substitution's file system, as kernel overlayfs reports its upper one: names of up
+    /// to its limit work in every operation (a whiteout for a name too long for `.wh.` is a
+    /// device, see `Whiteout.needsDevice`), never more than 255 bytes.
     public func fileSystemStatistics() throws(Errno) -> statvfs {
         var result = try substitution.fileSystemStatistics()
-        let reserve = UInt(Whiteout.prefix.count)
-        result.f_namemax = result.f_namemax > reserve ? result.f_namemax - reserve : result.f_namemax
+        result.f_namemax = min(result.f_namemax, UInt(Names.maximumLength))
         return result
     }
 

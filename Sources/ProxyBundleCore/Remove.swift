@@ -35,31 +35,55 @@ extension Overlay {
         try checkWritable()
         let hidesBelow = try shownBelowSubstitution(name, in: parent, dir)
         let dirPath = try substitutionDirectory(parent)
-        try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-            if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
-            guard child.placement.inSubstitution else { return }
-            do throws(Errno) {
-                try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
-            } catch {
-                if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
-                throw error
+        let entry = removedEntry(name, in: parent, dir, child)
+        do throws(Errno) {
+            try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+                if hidesBelow && Whiteout.needsDevice(name) {
+                    // the device takes the name itself: it replaces the substitution's entry in one step
+                    if !child.placement.inSubstitution { return try Whiteout.writeDevice(name, in: dirfd) }
+                    return try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory,
+                                                       leavingWhiteout: true)
+                }
+                if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
+                guard child.placement.inSubstitution else { return }
+                do throws(Errno) {
+                    try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
+                } catch {
+                    if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
+                    throw error
+                }
             }
+        } catch {
+            if let entry { Sys.close(entry) }
+            throw error
         }
-        nodes.detach(parent: parent, name: name)
+        nodes.detach(parent: parent, name: name, keeping: entry)
+    }
+
+    /// An O_PATH descriptor of `child`, the entry `name` of `dir` about to lose that name, if
+    /// the kernel has a node for it: the node keeps it once no name leads to it, so that its
+    /// attributes stay readable (see `NodeTable.Extras.removedEntry`). Nil if it cannot be
+    /// opened (the node then answers ESTALE, as before).
+    func removedEntry(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) -> Int32? {
+        guard nodes.hasChild(parent, name) else { return nil }
+        return try? layer(serving: child.placement).open(dir.path.appending(name), flags: pb_O_PATH)
     }
 
     /// Removes an entry of the substitution; a directory (which may still hold whiteouts) is
-    /// first moved into the work directory, so it disappears in one step.
-    func removeSubstitutionEntry(_ name: [UInt8], in dirfd: Int32, isDirectory: Bool) throws(Errno) {
+    /// first moved into the work directory, so it disappears in one step. With
+    /// `leavingWhiteout`, a whiteout device takes its place in the same step (RENAME_WHITEOUT).
+    func removeSubstitutionEntry(_ name: [UInt8], in dirfd: Int32, isDirectory: Bool,
+                                 leavingWhiteout: Bool = false) throws(Errno) {
         try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
-            if !isDirectory {
+            if !isDirectory && !leavingWhiteout {
                 _ = try Sys.check { unlinkat(dirfd, p, 0) }
                 return
             }
             let work = try workspace()
             let temporary = work.temporaryName()
+            let flags = pb_RENAME_NOREPLACE | (leavingWhiteout ? pb_RENAME_WHITEOUT : 0)
             try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
-                _ = try Sys.check { pb_renameat2(dirfd, p, work.fd, tmp, pb_RENAME_NOREPLACE) }
+                _ = try Sys.check { pb_renameat2(dirfd, p, work.fd, tmp, flags) }
             }
             try? Workspace.removeTree(temporary, in: work.fd)
         }

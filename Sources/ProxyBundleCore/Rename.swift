@@ -27,9 +27,6 @@ extension Overlay {
             return try exchange(name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
-        // a name a layer below has leaves a whiteout behind: refuse before copying anything if
-        // that name cannot exist
-        if source.placement.reachesBelowSubstitution && name.count + Whiteout.prefix.count > Int(NAME_MAX) { throw Errno(ENAMETOOLONG) }
         if let target {
             if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
             try checkReplace(target, at: newDir.path.appending(newName), by: source)
@@ -47,6 +44,24 @@ extension Overlay {
             && target?.placement.inSubstitution == true
         let fromPath = try substitutionDirectory(parent)
         let toPath = try substitutionDirectory(newParent)
+        let replaced = target.flatMap { removedEntry(newName, in: newParent, newDir, $0) }
+        do throws(Errno) {
+            try move(name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
+                     replacesSubstitutionDirectory: replacesSubstitutionDirectory)
+        } catch {
+            if let replaced { Sys.close(replaced) }
+            throw error
+        }
+        directories.added(newName, in: newParent)
+        nodes.move(parent: parent, name: name, to: newParent, newName, keeping: replaced)
+    }
+
+    /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`
+    /// of `toPath`, with the whiteouts and opaque markers the layers below call for.
+    private func move(_ name: [UInt8], _ fromPath: LayerPath, to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
+                      source: Resolved, hidesBelow: (source: Bool, target: Bool),
+                      replacesSubstitutionDirectory: Bool) throws(Errno) {
+        let (hidesBelowSource, hidesBelowTarget) = hidesBelow
         try substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
             try substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
                 if source.placement.isDirectory && hidesBelowTarget {
@@ -57,9 +72,22 @@ extension Overlay {
                     // the target (empty as shown, but it may hold whiteouts) trades places with
                     // the source, and is then removed from the source's name
                     try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
-                    if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
-                    try removeSubstitutionEntry(name, in: fromfd, isDirectory: true)
+                    let device = hidesBelowSource && Whiteout.needsDevice(name)
+                    if hidesBelowSource && !device { try Whiteout.write(hiding: name, in: fromfd) }
+                    try removeSubstitutionEntry(name, in: fromfd, isDirectory: true, leavingWhiteout: device)
                     return
+                }
+                if source.placement.isDirectory, try Whiteout.deviceHides(newName, in: tofd) {
+                    // a directory cannot be renamed over the device: it trades places with it
+                    try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
+                    if hidesBelowSource && Whiteout.needsDevice(name) { return }  // the device now hides the old name
+                    if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
+                    try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in _ = try Sys.check { unlinkat(fromfd, p, 0) } }
+                    return
+                }
+                if hidesBelowSource && Whiteout.needsDevice(name) {
+                    // the whiteout device is left where the name was, in the same step
+                    return try renameAt(fromfd, name, tofd, newName, flags | pb_RENAME_WHITEOUT)
                 }
                 if hidesBelowSource { try Whiteout.write(hiding: name, in: fromfd) }
                 do throws(Errno) {
@@ -71,8 +99,6 @@ extension Overlay {
                 if !source.placement.isDirectory { try? Whiteout.remove(hiding: newName, in: tofd) }
             }
         }
-        directories.added(newName, in: newParent)
-        nodes.move(parent: parent, name: name, to: newParent, newName)
     }
 
     /// RENAME_EXCHANGE: both names stay visible, so no whiteout changes; each side is first

@@ -51,11 +51,10 @@ extension Overlay {
             guard placement.inSubstitution else { throw Errno.noEntry }
             try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
                 try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                    try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
-                        _ = try Sys.check { linkat(AT_FDCWD, proc, dirfd, p, AT_SYMLINK_FOLLOW) }
+                    try linkAsNew(name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+                        _ = try Sys.check { linkat(AT_FDCWD, proc, at, p, AT_SYMLINK_FOLLOW) }
                     }
                 }
-                if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
             }
         }
         guard linked != nil else { throw Errno.noEntry }

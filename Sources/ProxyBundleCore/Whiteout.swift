@@ -62,6 +62,39 @@ public enum Whiteout {
         }
     }
 
+    /// Whether a whiteout for `name` must take overlayfs' form, a 0/0 character device named
+    /// `name` itself: `.wh.NAME` would be longer than a name can be (more than 251 bytes).
+    /// Kernel overlayfs takes names of up to 255 bytes, and removes such names from a lower
+    /// layer with its device; proxybundle does the same rather than refuse (or report a limit
+    /// of 251 and hide what the layers below hold), at the cost that such a whiteout is not an
+    /// OCI one (no OCI whiteout can hide such a name).
+    static func needsDevice(_ name: [UInt8]) -> Bool {
+        name.count + prefix.count > Names.maximumLength
+    }
+
+    /// Whether the entry `name` of `dirfd` is a whiteout device.
+    static func deviceExists(_ name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
+        do {
+            let st = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }
+            return isDevice(st)
+        } catch let error where error.code == ENOENT {
+            return false
+        }
+    }
+
+    /// Whether `name`, too long for `.wh.`, is whited out in `dirfd` by a device of its name.
+    static func deviceHides(_ name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
+        guard needsDevice(name) else { return false }
+        return try deviceExists(name, in: dirfd)
+    }
+
+    /// Makes a whiteout device `name` in `dirfd`, where no entry has that name.
+    static func writeDevice(_ name: [UInt8], in dirfd: Int32) throws(Errno) {
+        try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
+            _ = try Sys.check { mknodat(dirfd, p, S_IFCHR, 0) }
+        }
+    }
+
     /// Removes the whiteout file hiding `name` in `dirfd`, if there is one.
     static func remove(hiding name: [UInt8], in dirfd: Int32) throws(Errno) {
         try fileName(hiding: name).withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in

@@ -71,3 +71,18 @@ final class ValueTypeTests: XCTestCase {
         XCTAssertEqual(counter.withLock { $0 }, 1000)
     }
 }
+
+final class LayerPathPiecesTests: XCTestCase {
+    /// A path too long for one system call is cut at slashes into pieces that each fit, and
+    /// that together are the path.
+    func testLongPathsAreCutIntoPiecesShorterThanTheLimit() {
+        let name = [UInt8](repeating: 0x61, count: 200)
+        var path = LayerPath.root
+        for _ in 0..<50 { path = path.appending(name) }
+        let pieces = path.pieces(shorterThan: 4096)
+        XCTAssertEqual(pieces.count, 3)
+        XCTAssertTrue(pieces.allSatisfy { $0.bytes.count < 4096 && !$0.bytes.isEmpty })
+        XCTAssertEqual(Array(pieces.map(\.bytes).joined(separator: [UInt8(ascii: "/")])), path.bytes)
+        XCTAssertEqual(LayerPath("a/b").pieces(shorterThan: 4096), [LayerPath("a/b")])
+    }
+}

@@ -5,48 +5,56 @@ import Foundation
 enum TreeChecksum {
     static func of(_ root: String) throws -> String {
         var lines: [String] = []
-        try walk(root, [], &lines)
+        let fd = open(root, O_RDONLY | O_DIRECTORY)
+        guard fd >= 0 else { throw TestFailure("open \(root): \(errno)") }
+        defer { close(fd) }
+        try walk(fd, root, [], &lines)
         return lines.sorted().joined(separator: "\n")
     }
 
     /// Works on paths as bytes: names need not be UTF-8 (HostileInputTests puts such names in
-    /// the main bundle).
-    private static func walk(_ root: String, _ relative: [UInt8], _ lines: inout [String]) throws {
-        let path = relative.isEmpty ? Array(root.utf8) : Array(root.utf8) + [0x2F] + relative
+    /// the main bundle). Each entry is reached relative to its directory's descriptor, so trees
+    /// deeper than PATH_MAX are walked too (LongPathTests puts one in the main bundle).
+    private static func walk(_ dirfd: Int32, _ root: String, _ relative: [UInt8], _ lines: inout [String]) throws {
+        let name = relative.isEmpty ? [0x2E] : Array(relative.split(separator: 0x2F, omittingEmptySubsequences: false).last ?? [])
         let shown = String(decoding: relative, as: UTF8.self) + (String(validating: relative, as: UTF8.self) == nil
             ? "#" + relative.map { String($0, radix: 16) }.joined() : "")
         var st = stat()
-        guard withCPath(path, { lstat($0, &st) }) == 0 else { throw TestFailure("lstat \(root)/\(shown): \(errno)") }
+        guard withCName(name, { fstatat(dirfd, $0, &st, AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            throw TestFailure("lstat \(root)/\(shown): \(errno)")
+        }
         // ctime changes with any write, chmod, chown or xattr change, even one that restores mtime
         var line = "\(shown)|\(st.st_mode)|\(st.st_uid):\(st.st_gid)|\(st.st_size)|\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
             + "|\(st.st_ctim.tv_sec).\(st.st_ctim.tv_nsec)"
         switch st.st_mode & S_IFMT {
         case S_IFLNK:
             var target = [UInt8](repeating: 0, count: 4097)
-            let count = withCPath(path) { p in target.withUnsafeMutableBufferPointer { readlink(p, $0.baseAddress!, 4096) } }
+            let count = withCName(name) { p in target.withUnsafeMutableBufferPointer { readlinkat(dirfd, p, $0.baseAddress!, 4096) } }
             line += "|" + (count >= 0 ? String(decoding: target[..<count], as: UTF8.self) : "?")
         case S_IFREG where st.st_size <= 16 << 20:
-            let fd = withCPath(path) { open($0, O_RDONLY) }
+            let fd = withCName(name) { openat(dirfd, $0, O_RDONLY) }
             guard fd >= 0 else { throw TestFailure("open \(root)/\(shown): \(errno)") }
             defer { close(fd) }
             line += "|" + String(try ContentHash.of(fd: fd), radix: 16)
         case S_IFDIR:
-            guard let dir = withCPath(path, { opendir($0) }) else { throw TestFailure("opendir \(root)/\(shown): \(errno)") }
+            let child = withCName(name) { openat(dirfd, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW) }
+            guard child >= 0, let dir = fdopendir(dup(child)) else { throw TestFailure("opendir \(root)/\(shown): \(errno)") }
+            defer { close(child) }
             var names: [[UInt8]] = []
             while let entry = readdir(dir) {
                 let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix { $0 != 0 }) }
                 if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
             }
             closedir(dir)
-            for name in names { try walk(root, relative.isEmpty ? name : relative + [0x2F] + name, &lines) }
+            for name in names { try walk(child, root, relative.isEmpty ? name : relative + [0x2F] + name, &lines) }
         default:
             line += "|\(st.st_rdev)"
         }
         lines.append(line)
     }
 
-    private static func withCPath<T>(_ path: [UInt8], _ body: (UnsafePointer<CChar>) -> T) -> T {
-        (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) } }
+    private static func withCName<T>(_ name: [UInt8], _ body: (UnsafePointer<CChar>) -> T) -> T {
+        (name + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) } }
     }
 }
 
