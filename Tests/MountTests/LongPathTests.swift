@@ -1,4 +1,4 @@
-import CFuseShim
+import CSyscalls
 import Foundation
 import XCTest
 
