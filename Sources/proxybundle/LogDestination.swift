@@ -30,6 +30,44 @@ enum LogDestination {
         }
     }
 
+    /// 0 when a syslog daemon listens on /dev/log (a datagram can be sent there), else why not.
+    static func syslogUnreachable() -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in "/dev/log".utf8.enumerated() { raw[index] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return connected == 0 ? 0 : errno
+    }
+
+    /// Where a mount's log goes when syslog cannot take it:
+    /// `${XDG_STATE_HOME:-$HOME/.local/state}/proxybundle/<mountpoint's name>-<hash>.log`.
+    static func fallbackFile(forMountpoint mountpoint: String) -> String {
+        var state = Paths.home() + "/.local/state"
+        if let xdg = getenv("XDG_STATE_HOME"), xdg.pointee == UInt8(ascii: "/") { state = String(cString: xdg) }
+        let name = mountpoint.split(separator: "/").last.map(String.init) ?? "root"
+        return state + "/proxybundle/" + name + "-" + Paths.shortHash(mountpoint) + ".log"
+    }
+
+    /// Syslog when it is reachable; otherwise the fallback file, with the line to say so once
+    /// on stderr when the mount is up (a detached daemon's log would otherwise vanish without
+    /// a word).
+    static func syslogOrFallback(mountpoint: String) throws(Failure) -> (LogDestination, notice: Failure?) {
+        let reason = syslogUnreachable()
+        guard reason != 0 else { return (.syslog, nil) }
+        let file = fallbackFile(forMountpoint: mountpoint)
+        let directory = String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)])
+        try Paths.makeDirectories(directory)
+        try checkWritable(file)
+        return (.file(file), Failure("syslog is not reachable (/dev/log: \(Paths.describe(reason))); the log goes to \(file)"))
+    }
+
     /// Checks that a log file can be written before anything is mounted.
     static func checkWritable(_ path: String) throws(Failure) {
         let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)

@@ -78,14 +78,22 @@ struct MountCommand: ParsableCommand {
                                  patches: patch + parsed.patches, options: parsed)
         let logFile = logFile.map(Paths.absolute)
         if let logFile { try LogDestination.checkWritable(logFile) }
-        let destination: LogDestination = logFile.map { .file($0) } ?? (syslog || !foreground ? .syslog : .standardError)
+        var destination: LogDestination = logFile.map { .file($0) } ?? .standardError
+        var notice: Failure? = nil
+        if logFile == nil && (syslog || !foreground) {
+            (destination, notice) = try LogDestination.syslogOrFallback(mountpoint: plan.mountpoint)
+        }
         let daemon = DaemonImage.arguments(plan, options: options, level: logLevel, destination: destination)
         if plan.mountpoint != plan.main, let count = Paths.entryCount(plan.mountpoint), count > 0 {
             Failure("warning: mountpoint \(plan.mountpoint) is not empty: its \(count) "
                     + "\(count == 1 ? "entry is" : "entries are") hidden while it is mounted").report()
         }
-        if foreground { try DaemonImage.exec(daemon) }
+        if foreground {
+            notice?.report()
+            try DaemonImage.exec(daemon)
+        }
         try Daemon.startDetached(daemon, mountpoint: plan.mountpoint)
+        notice?.report()
     }
 }
 

@@ -25,6 +25,19 @@ struct RunningMount {
         (substitution.map { [("substitution", $0)] } ?? []) + patches.map { ("patch", $0) } + [("main", main)]
     }
     var pid: pid_t? { stat("pid").flatMap { pid_t($0) } }
+    /// Where the daemon logs (`syslog`, `stderr` or a file's path), from the arguments it was
+    /// started with; nil when that cannot be read (another user's daemon).
+    var log: String? {
+        guard let pid, let raw = readText("/proc/\(pid)/cmdline") else { return nil }
+        let words = raw.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+        guard let marker = words.firstIndex(of: DaemonImage.marker), words.count > marker + 5,
+              let destination = LogDestination(argument: words[marker + 5]) else { return nil }
+        switch destination {
+        case .syslog: return "syslog"
+        case .standardError: return "stderr"
+        case .file(let path): return path
+        }
+    }
     var started: Int? { stat("started").flatMap { Int($0) } }
     var isAlive: Bool { error == 0 }
 

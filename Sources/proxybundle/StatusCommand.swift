@@ -56,6 +56,7 @@ struct StatusCommand: ParsableCommand {
             if let substitution = mount.substitution { lines.append("  substitution: \(substitution)") }
             for patch in mount.patches { lines.append("  patch: \(patch)") }
             if let pid = mount.pid { lines.append("  pid: \(pid)") }
+            if let log = mount.log { lines.append("  log: \(log)") }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
             if mount.isAlive {
                 lines.append("  control files (by name, not listed): \(mount.mountpoint)/.invalidate, .stats, .layers")
@@ -77,6 +78,7 @@ struct StatusCommand: ParsableCommand {
                 ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.string($0.path))]) }
                     .joined(separator: ",") + "]"),
                 ("pid", mount.pid.map { String($0) } ?? "null"),
+                ("log", mount.log.map(JSON.string) ?? "null"),
                 // the daemon's, which may be older than this command's
                 ("version", mount.stat("version").map(JSON.string) ?? "null"),
                 ("commit", mount.stat("commit").map(JSON.string) ?? "null"),
