@@ -3,7 +3,8 @@
 # Idempotent and quiet when everything is already present.
 set -euo pipefail
 
-packages=(libfuse3-dev fuse3 pkg-config attr sqlite3 rsync git tar fio)
+packages=(libfuse3-dev fuse3 pkg-config attr sqlite3 rsync git tar fio
+          man-db groff-base zsh fish)  # the man page and completion tests
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

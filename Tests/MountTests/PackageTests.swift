@@ -1,0 +1,110 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// What ships: the man page (current and clean), the completion scripts, and the Debian
+/// package, installed on this machine, mounting through fstab, and removed again.
+final class PackageTests: XCTestCase {
+    private static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    private static let manPage = repository + "/docs/proxybundle.8"
+
+    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
+    }
+
+    /// `man -l` renders the page without a warning, and it names every command and every
+    /// option the built binary's help lists (Scripts/man.sh makes it again when they change).
+    func testTheManPageIsCleanAndCurrent() throws {
+        let rendered = try Spawn.run("/usr/bin/man", ["--warnings", "-l", Self.manPage], environment: ["MANWIDTH=100"])
+        XCTAssertEqual(rendered.status, 0, rendered.error)
+        XCTAssertEqual(rendered.error, "", "warnings rendering the man page")
+        let text = try String(contentsOfFile: Self.manPage, encoding: .utf8)
+        for section in ["LAYERS AND WHITEOUTS", "CONTROL FILES", "FILES", "EXIT STATUS", "EXAMPLES", "BUGS"] {
+            XCTAssertTrue(text.contains(".Sh \(section)"), "no \(section) section")
+        }
+        let commands = ["mount", "unmount", "invalidate", "status", "which", "layers", "resolve", "check", "version"]
+        for command in commands {
+            let help = try proxybundle(["help", command])
+            XCTAssertEqual(help.status, 0)
+            XCTAssertTrue(text.contains(".It Em \(command)\n"), "the man page lacks \(command): run Scripts/man.sh")
+            let abstract = help.output.split(separator: "\n").first.map { $0.dropFirst("OVERVIEW: ".count) } ?? ""
+            XCTAssertTrue(text.replacingOccurrences(of: "\n", with: " ").contains(abstract.prefix(40)),
+                          "\(command)'s summary changed: run Scripts/man.sh")
+            for option in help.output.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "," })
+            where option.hasPrefix("--") && option.count > 2
+                && option.dropFirst(2).allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" }) {
+                XCTAssertTrue(text.contains("Fl " + option.dropFirst()), "\(command) \(option) is not in the man page: run Scripts/man.sh")
+            }
+        }
+    }
+
+    /// Each completion script loads in its shell and completes a command name.
+    func testCompletionScriptsLoadInTheirShells() throws {
+        let dir = NSTemporaryDirectory() + "pb-completions-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        for shell in ["bash", "zsh", "fish"] {
+            let script = try proxybundle(["--generate-completion-script", shell])
+            XCTAssertEqual(script.status, 0, script.error)
+            try script.output.write(toFile: dir + "/" + shell, atomically: true, encoding: .utf8)
+        }
+        let bash = try Spawn.run("/bin/bash", ["-c", "source \(dir)/bash && complete -p proxybundle"])
+        XCTAssertEqual(bash.status, 0, bash.error)
+        XCTAssertTrue(bash.output.contains("proxybundle"), bash.output)
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/zsh")
+                          && FileManager.default.isExecutableFile(atPath: "/usr/bin/fish"), "Scripts/bootstrap.sh installs zsh and fish")
+        let zsh = try Spawn.run("/usr/bin/zsh", ["-f", "-c", "autoload -U compinit && compinit -u -D && source \(dir)/zsh && whence -w _proxybundle"])
+        XCTAssertEqual(zsh.status, 0, zsh.output + zsh.error)
+        XCTAssertTrue(zsh.output.contains("_proxybundle: function"), zsh.output + zsh.error)
+        let fish = try Spawn.run("/usr/bin/fish", ["--no-config", "-c", "source \(dir)/fish; complete -C 'proxybundle reso'"],
+                                 environment: ["HOME=\(dir)"])
+        XCTAssertEqual(fish.status, 0, fish.error)
+        XCTAssertTrue(fish.output.hasPrefix("resolve"), fish.output + fish.error)
+    }
+
+    /// Scripts/package.sh builds a .deb (here of the test's binary); installed, it mounts
+    /// through an fstab line, its man page renders, and removing it leaves nothing behind.
+    func testTheDebianPackageInstallsMountsAndRemoves() throws {
+        let installed = try Spawn.run("/usr/bin/dpkg-query", ["-W", "-f=${Status}", "proxybundle"])
+        try XCTSkipIf(installed.output.contains("install ok installed"), "a proxybundle package is installed; not replacing it")
+        try XCTSkipIf(Disk.lstatError("/usr/bin/proxybundle") == 0, "/usr/bin/proxybundle exists; not replacing it")
+        let fx = try MountFixture(name)
+        defer {
+            Unmounter.force(fx.mountpoint)
+            _ = try? Spawn.run("/usr/bin/dpkg", ["-r", "proxybundle"])
+            fx.tearDown()
+        }
+        let built = try Spawn.run("/bin/bash", [Self.repository + "/Scripts/package.sh", "--binary", MountFixture.binary,
+                                                "--output", fx.root], seconds: 120)
+        XCTAssertEqual(built.status, 0, built.error)
+        let deb = built.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        XCTAssertEqual(deb, fx.root + "/proxybundle_\(Version.number)_amd64.deb")
+        let install = try Spawn.run("/usr/bin/dpkg", ["-i", deb], seconds: 120)
+        XCTAssertEqual(install.status, 0, install.output + install.error)
+        let version = try Spawn.run("/usr/bin/proxybundle", ["--version"])
+        XCTAssertTrue(version.output.hasPrefix("proxybundle \(Version.number) "), version.output)
+        let man = try Spawn.run("/usr/bin/man", ["--warnings", "proxybundle"], environment: ["MANWIDTH=100"])
+        XCTAssertEqual(man.status, 0, man.error)
+        XCTAssertEqual(man.error, "")
+        XCTAssertTrue(man.output.contains("LAYERS AND WHITEOUTS"), man.output)
+
+        // the installed helper serves an fstab line (the directory of the test's own binary
+        // is not where mount.fuse3 looks: only the package's /usr/bin copy can answer)
+        try Disk.write(fx.inMain("Info.plist"), "main")
+        let fstab = fx.root + "/fstab"
+        try Disk.write(fstab, "\(fx.main) \(fx.mountpoint) fuse.proxybundle substitution=\(fx.substitution),nofail 0 0\n")
+        let mounted = try Spawn.run("/bin/mount", ["-a", "-T", fstab], environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
+        XCTAssertEqual(mounted.status, 0, mounted.error)
+        XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
+        XCTAssertEqual(try Disk.read(fx.inMount("Info.plist")), "main")
+        let unmounted = try Spawn.run("/usr/bin/proxybundle", ["unmount", fx.mountpoint])
+        XCTAssertEqual(unmounted.status, 0, unmounted.error)
+
+        let removed = try Spawn.run("/usr/bin/dpkg", ["-r", "proxybundle"], seconds: 120)
+        XCTAssertEqual(removed.status, 0, removed.error)
+        for path in ["/usr/bin/proxybundle", "/usr/sbin/mount.fuse.proxybundle", "/usr/share/man/man8/proxybundle.8.gz"] {
+            XCTAssertEqual(Disk.lstatError(path), ENOENT, "\(path) left behind")
+        }
+    }
+}
