@@ -753,7 +753,8 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
     close(md); close(js)
     while ((getline l < md) > 0) print l
   }'
-say "results in $out (results.md, results.json, samples.tsv)"
+perl "$HERE/bench/chart.pl" "$out/results.json" > "$out/chart.svg" || say "chart.pl failed; no chart.svg"
+say "results in $out (results.md, results.json, chart.svg, samples.tsv)"
 # a failed check or workload of proxybundle is an error; the peers' are only reported
 if has_impl proxybundle && grep -q $'^proxybundle\t.*\tfail$' "$checks" "$samples"; then
   say "proxybundle failed a check or a workload"; exit 3

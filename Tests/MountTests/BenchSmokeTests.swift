@@ -78,6 +78,30 @@ final class BenchSmokeTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: scratch), "bench.sh left its scratch directory")
     }
 
+    /// The chart bench.sh draws: a bar per workload and implementation, its length the ratio
+    /// to kernel overlayfs in the same run.
+    func testTheChartDrawsEachRatio() throws {
+        let results = out + "/results"
+        let run = try bench(["--quick", "--only", "proxybundle,kernel", "--rounds", "1", "--groups", "walk,stat",
+                             "--binary", MountFixture.binary, "--out", results], seconds: 120)
+        XCTAssertEqual(run.status, 0, "bench.sh failed:\n\(run.log.suffix(3000))")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: results + "/results.json")))
+        let rows = try XCTUnwrap((json as? [String: Any])?["workloads"] as? [[String: Any]])
+        let chart = try String(contentsOfFile: results + "/chart.svg", encoding: .utf8)
+        XCTAssertTrue(chart.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""), String(chart.prefix(200)))
+        XCTAssertTrue(chart.hasSuffix("</svg>\n"))
+        var drawn = 0
+        for row in rows {
+            let name = row["name"] as? String ?? "?"
+            guard let ratio = ((row["results"] as? [String: Any])?["proxybundle"] as? [String: Any])?["ratio_to_kernel"] as? Double
+            else { continue }
+            drawn += 1
+            XCTAssertTrue(chart.contains("data-impl=\"proxybundle\" data-workload=\"\(name)\""), "no bar for \(name)")
+            XCTAssertTrue(chart.contains(String(format: ">%.2f×</text>", ratio)), "no label \(ratio) for \(name)")
+        }
+        XCTAssertGreaterThanOrEqual(drawn, 3, "walk and stat give at least three ratios")
+    }
+
     func testABrokenBinaryFailsTheRun() throws {
         let run = try bench(["--quick", "--only", "proxybundle", "--binary", out + "/missing-proxybundle",
                              "--out", out + "/results"], seconds: 60)
