@@ -15,7 +15,7 @@ struct ResolveCommand: ParsableCommand {
             bundle itself), then each language's .lproj (fr-CA, fr_CA, fr, French), Base.lproj, \
             and the development region of Info.plist. An image tries each scale from the \
             device's down, then up, the idiom's variant first; the first directory with any \
-            variant wins. See README "Resources".
+            variant wins. See README "Resources: which file an app loads".
             Examples:
               proxybundle resolve /mnt/myapp Localizable.strings --languages fr-CA,en
               proxybundle resolve /mnt/myapp Images/icon --image --scale 3

@@ -97,7 +97,7 @@ final class ACLTests: XCTestCase {
         XCTAssertEqual(try read(fx.inMount("g"), as: 12346, groups: []), "refused")
     }
 
-    /// Without `-o acl` the kernel checks the mode bits alone (documented in the README).
+    /// Without `-o acl` the kernel checks the mode bits alone (documented in docs/MERGED-VIEW.md).
     func testWithoutTheOptionTheModeBitsDecide() throws {
         try fx.start(["-o", "allow_other"])
         XCTAssertEqual(try fx.stats()["posix_acl"], "off")

@@ -108,7 +108,7 @@ final class HostileInputTests: XCTestCase {
         // a hostile name hidden by a whiteout in the substitution
         let hidden = names[6]  // main only
         try Raw.write(fx.inPatch("d"), Array(".wh.".utf8) + hidden, "")
-        // `.wh.` names in the main bundle are never shown; the README has the substitution's
+        // `.wh.` names in the main bundle are never shown; docs/MERGED-VIEW.md has the substitution's
         // whiteouts hide main's entries, so main's own `.wh.` files and markers hide nothing
         try Disk.write(fx.inMain("d/mainonly"), "main only")
         try Disk.write(fx.inMain("d/.wh.mainonly"), "")

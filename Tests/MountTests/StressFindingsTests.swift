@@ -8,7 +8,7 @@ final class StressFindingsTests: XCTestCase {
     override func tearDown() { fx?.tearDown() }
 
     /// (Failed before main's 27a048a; passes since.)
-    /// A copied-up file replaced on disk by a symlink, then `.invalidate`: the README promises
+    /// A copied-up file replaced on disk by a symlink, then `.invalidate`: docs/MERGED-VIEW.md promises
     /// that files already open keep reading what they opened, and that a name leading to another
     /// kind of entry gets a new node. After a copy-up the node's file identity is unknown (0),
     /// and NodeTable.remember/refresh then keep the node for the symlink: the kernel sees the

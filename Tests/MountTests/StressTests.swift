@@ -95,7 +95,7 @@ final class StressTests: XCTestCase {
 
     /// A daemon that dies must fail the run. The workers do not invalidate here: a daemon
     /// SIGKILLed while an invalidation's notification waits for a directory lock that a
-    /// request in flight holds cannot finish exiting (known, see the README), and the workers
+    /// request in flight holds cannot finish exiting (known, see docs/MERGED-VIEW.md), and the workers
     /// would hang instead until the connection is aborted.
     func testADeadDaemonFailsTheRun() throws {
         let problems = try run(seed: 6, seconds: 1, strict: false, tolerate: [], hangMargin: 10,

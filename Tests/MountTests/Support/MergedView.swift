@@ -4,7 +4,7 @@ import Foundation
 /// The visible tree of an overlay, two ways: computed from the main bundle and the substitution
 /// as they are on disk (what a fresh mount must show), and walked through a mount.
 ///
-/// The computation follows the README's rules and nothing of the daemon's code: the
+/// The computation follows the rules of docs/MERGED-VIEW.md and nothing of the daemon's code: the
 /// substitution's entry wins; `.wh.NAME` (or a character device 0/0 named NAME) hides the main
 /// bundle's NAME in that directory only; `.wh..wh..opq` (or the xattr `trusted.overlay.opaque`
 /// or `user.overlay.opaque` = `y`) hides all of the main bundle's entries of that directory; no
