@@ -143,12 +143,18 @@ public final class LayeredTree: ResourceTree {
     /// (and the last one with `follow`) is followed, a relative one within the tree, an
     /// absolute one out of it; at most 40 of them.
     private func walk(_ path: String, follow: Bool) -> Entry? {
-        // most paths have no symlink: then one resolution of the whole path serves
+        // most paths have no symlink: then one resolution of the whole path serves, and tells
+        // a missing last name at once
         let all = ResourcePath.names(path)
-        if !all.contains(".."), let (layer, st) = serve(all), !follow || st.st_mode & S_IFMT != S_IFLNK {
-            return Entry(names: all, layer: layer, outside: nil, kind: ResourcePath.kind(st.st_mode))
+        if !all.contains("..") {
+            switch serve(all) {
+            case .entry(let layer, let st) where !follow || st.st_mode & S_IFMT != S_IFLNK:
+                return Entry(names: all, layer: layer, outside: nil, kind: ResourcePath.kind(st.st_mode))
+            case .absent: return nil
+            default: break  // a symlink to follow, or a directory on the way that is not one
+            }
         }
-        var pending = Array(ResourcePath.names(path).reversed())
+        var pending = Array(all.reversed())
         var done: [String] = []
         var current = Entry(names: [], layer: nil, outside: nil, kind: .directory)
         var hops = 0
@@ -159,7 +165,7 @@ public final class LayeredTree: ResourceTree {
                 continue
             }
             let names = done + [name]
-            guard let (layer, st) = serve(names) else { return nil }
+            guard case .entry(let layer, let st) = serve(names) else { return nil }
             guard st.st_mode & S_IFMT == S_IFLNK, follow || !pending.isEmpty else {
                 done = names
                 current = Entry(names: names, layer: layer, outside: nil, kind: ResourcePath.kind(st.st_mode))
@@ -179,11 +185,20 @@ public final class LayeredTree: ResourceTree {
         return current
     }
 
-    /// The layer serving `names` and its entry there (not followed).
-    private func serve(_ names: [String]) -> (Int, stat)? {
+    /// What the overlay says of a path: the layer serving it and its entry there (not
+    /// followed); no entry of the last name; or no way to it (a name on the way is missing or
+    /// not a directory: perhaps a symlink).
+    private enum Served {
+        case entry(Int, stat)
+        case absent
+        case unreachable
+    }
+
+    private func serve(_ names: [String]) -> Served {
         let path = LayerPath(names.joined(separator: "/"))
-        guard let serving = try? overlay.serving(path), serving.source == .layer || serving.source == .merged,
-              let top = serving.places.first, let st = try? stack[top.layer].attributes(top.path) else { return nil }
-        return (top.layer, st)
+        guard let serving = try? overlay.serving(path) else { return .unreachable }
+        guard serving.source == .layer || serving.source == .merged else { return .absent }
+        guard let top = serving.places.first, let st = try? stack[top.layer].attributes(top.path) else { return .absent }
+        return .entry(top.layer, st)
     }
 }
