@@ -99,13 +99,15 @@ final class MountGuardTests: XCTestCase {
     func testANonEmptyMountpointIsMountedWithAWarning() throws {
         try Disk.write(fx.inMain("Info.plist"), "main")
         try Disk.write(fx.inMount("left-over.txt"), "hidden while mounted")
-        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        // a log file: nothing else is said on stderr (without syslog, where the log goes would be)
+        let log = ["--log-file", fx.root + "/daemon.log"]
+        let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + log)
         XCTAssertEqual(result.status, 0, result.error)
         mounted.append(fx.mountpoint)
         XCTAssertEqual(result.error, "proxybundle: warning: mountpoint \(fx.mountpoint) is not empty: its 1 entry is hidden while it is mounted\n")
         XCTAssertEqual(try Disk.list(fx.mountpoint), ["Info.plist"])
         XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
-        let over = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
+        let over = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution] + log)
         XCTAssertEqual(over.status, 0, over.error)
         mounted.append(fx.main)
         XCTAssertEqual(over.error, "", "mounting over the main bundle itself warns of nothing")

@@ -18,9 +18,13 @@ enum Spawn {
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         // `extra` wins over the same names in this process's environment
+        // the logs of detached daemons without syslog go under /tmp, not the tester's home
+        let extra = ["XDG_STATE_HOME=\(FileManager.default.temporaryDirectory.path)/pb-test-state"] + extra
         let overridden = Set(extra.map { String($0.prefix { $0 != "=" }) })
         let inherited = ProcessInfo.processInfo.environment.filter { !overridden.contains($0.key) }.map { "\($0.key)=\($0.value)" }
-        let env = (inherited + extra).map { strdup($0) } + [nil]
+        var merged: [String: String] = [:]
+        for pair in extra { merged[String(pair.prefix { $0 != "=" })] = pair }  // the last given wins
+        let env = (inherited + merged.values).map { strdup($0) } + [nil]
         defer { env.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, program, &actions, nil, argv, env)
