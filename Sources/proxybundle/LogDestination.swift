@@ -58,14 +58,21 @@ enum LogDestination {
     /// Syslog when it is reachable; otherwise the fallback file, with the line to say so once
     /// on stderr when the mount is up (a detached daemon's log would otherwise vanish without
     /// a word).
-    static func syslogOrFallback(mountpoint: String) throws(Failure) -> (LogDestination, notice: Failure?) {
+    static func syslogOrFallback(mountpoint: String) -> (LogDestination, notice: Failure?) {
         let reason = syslogUnreachable()
         guard reason != 0 else { return (.syslog, nil) }
+        let unreachable = "syslog is not reachable (/dev/log: \(Paths.describe(reason)))"
         let file = fallbackFile(forMountpoint: mountpoint)
         let directory = String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)])
-        try Paths.makeDirectories(directory)
-        try checkWritable(file)
-        return (.file(file), Failure("syslog is not reachable (/dev/log: \(Paths.describe(reason))); the log goes to \(file)"))
+        do throws(Failure) {
+            try Paths.makeDirectories(directory, role: "log directory")
+            try checkWritable(file)
+        } catch {
+            // the mount is not refused for want of a log: it logs nowhere, and says so
+            return (.file("/dev/null"), Failure("\(unreachable) and \(error.description): the daemon logs nothing "
+                                                + "(give --log-file)"))
+        }
+        return (.file(file), Failure("\(unreachable); the log goes to \(file)"))
     }
 
     /// Checks that a log file can be written before anything is mounted.

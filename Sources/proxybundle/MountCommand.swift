@@ -81,7 +81,7 @@ struct MountCommand: ParsableCommand {
         var destination: LogDestination = logFile.map { .file($0) } ?? .standardError
         var notice: Failure? = nil
         if logFile == nil && (syslog || !foreground) {
-            (destination, notice) = try LogDestination.syslogOrFallback(mountpoint: plan.mountpoint)
+            (destination, notice) = LogDestination.syslogOrFallback(mountpoint: plan.mountpoint)
         }
         let daemon = DaemonImage.arguments(plan, options: options, level: logLevel, destination: destination)
         if plan.mountpoint != plan.main, let count = Paths.entryCount(plan.mountpoint), count > 0 {

@@ -52,13 +52,13 @@ enum Paths {
         return (true, (st.st_mode & S_IFMT) == S_IFDIR, 0)
     }
 
-    /// Creates `path` and any missing parents (mode 0755).
-    static func makeDirectories(_ path: String) throws(Failure) {
+    /// Creates `path` and any missing parents (mode 0755); `role` names it in the failure.
+    static func makeDirectories(_ path: String, role: String = "substitution directory") throws(Failure) {
         var current = ""
         for part in path.split(separator: "/") {
             current += "/" + part
             if mkdir(current, 0o755) != 0 && errno != EEXIST {
-                throw Failure("cannot create substitution directory \(path): \(describe(errno))")
+                throw Failure("cannot create \(role) \(path): \(describe(errno))")
             }
         }
     }

@@ -39,6 +39,20 @@ final class LogDestinationTests: XCTestCase {
         XCTAssertTrue(lines.contains("mounted \(fx.main)") && lines.contains("unmounted \(fx.mountpoint)"), lines)
     }
 
+    /// A log that cannot go anywhere does not stop the mount: it says so, and logs nothing.
+    func testAnUnwritableFallbackLogDoesNotStopTheMount() throws {
+        guard Disk.lstatError("/dev/log") == ENOENT else { throw XCTSkip("/dev/log exists: syslog is reachable here") }
+        try Disk.write(fx.root + "/state", "a file where the state directory would be")
+        let mount = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution],
+                                    environment: ["XDG_STATE_HOME=\(fx.root)/state"])
+        XCTAssertEqual(mount.status, 0, mount.error)
+        XCTAssertTrue(mount.error.hasPrefix("proxybundle: syslog is not reachable (/dev/log: No such file or directory) and "
+                                            + "cannot create log directory \(fx.root)/state/proxybundle: Not a directory"),
+                      mount.error)
+        XCTAssertTrue(mount.error.hasSuffix(": the daemon logs nothing (give --log-file)\n"), mount.error)
+        XCTAssertTrue(fx.isMounted)
+    }
+
     func testStatusNamesALogFileAndStandardError() throws {
         let log = fx.root + "/daemon.log"
         let mount = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution, "--log-file", log])

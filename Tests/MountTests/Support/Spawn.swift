@@ -18,8 +18,9 @@ enum Spawn {
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         // `extra` wins over the same names in this process's environment
-        // the logs of detached daemons without syslog go under /tmp, not the tester's home
-        let extra = ["XDG_STATE_HOME=\(FileManager.default.temporaryDirectory.path)/pb-test-state"] + extra
+        // the logs of detached daemons without syslog go under /tmp, not the tester's home (a
+        // directory every user of the tests may write to, as their homes would be)
+        let extra = ["XDG_STATE_HOME=\(Spawn.stateDirectory)"] + extra
         let overridden = Set(extra.map { String($0.prefix { $0 != "=" }) })
         let inherited = ProcessInfo.processInfo.environment.filter { !overridden.contains($0.key) }.map { "\($0.key)=\($0.value)" }
         var merged: [String: String] = [:]
@@ -55,6 +56,16 @@ enum Spawn {
     }
 
     /// Runs a command to completion; returns its status, stdout and stderr.
+    /// `XDG_STATE_HOME` of the processes started: made once, writable by every user.
+    static let stateDirectory: String = {
+        let path = FileManager.default.temporaryDirectory.path + "/pb-test-state"
+        for dir in [path, path + "/proxybundle"] {
+            mkdir(dir, 0o1777)
+            chmod(dir, 0o1777)
+        }
+        return path
+    }()
+
     static func run(_ program: String, _ arguments: [String], environment: [String] = [],
                     seconds: Double = 60) throws -> (status: Int32, output: String, error: String) {
         let dir = FileManager.default.temporaryDirectory.path
