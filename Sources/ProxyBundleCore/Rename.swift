@@ -96,7 +96,10 @@ extension Overlay {
                     if hidesBelowSource { try? Whiteout.remove(hiding: name, in: fromfd) }
                     throw error
                 }
-                if !source.placement.isDirectory { try? Whiteout.remove(hiding: newName, in: tofd) }
+                // the whiteout of the new name goes: a directory that lands on a name a layer
+                // below shows was made opaque above, so the whiteout hides nothing more, and a
+                // layer holding both is read two ways by the tools that apply it as an OCI layer
+                try? Whiteout.remove(hiding: newName, in: tofd)
             }
         }
     }

@@ -355,6 +355,8 @@ private enum RandomNames {
 private final class RandomSession {
     let fx: MountFixture
     let kernel: String
+    /// The read-only layers, the main bundle first, then the patches upwards.
+    private(set) var lowers: [String] = []
     /// mtimes from this second on are "now", whichever side made them
     let since: Int
 
@@ -365,6 +367,7 @@ private final class RandomSession {
         do {
             _ = try RandomNames.buildMain(fx.main, seed: seed)
             let patchDirectories = (0..<patches).map { fx.root + "/patch\($0 + 1)" }
+            lowers = [fx.main] + patchDirectories.reversed()
             for (index, patch) in patchDirectories.enumerated() {
                 try RandomNames.buildPatch(patch, seed: seed, index: index)
             }
@@ -401,6 +404,12 @@ private final class RandomSession {
 
     func differences() throws -> [String] {
         OverlayTree.differences(try walk(fx.mountpoint), try walk(kernel), leftName: "proxybundle", rightName: "overlayfs")
+    }
+
+    /// Where the substitution, applied as an OCI layer over the layers below, does not make
+    /// what the mount shows.
+    func ociDifferences() throws -> [String] {
+        try OCILayers.differences(lowers + [fx.substitution], shown: fx.mountpoint, scratch: fx.root + "/oci-applied")
     }
 }
 
@@ -529,6 +538,12 @@ private struct RandomRun {
             let shown = differences.prefix(40)
             return "trees differ after the step:\n    " + shown.joined(separator: "\n    ")
                 + (differences.count > shown.count ? "\n    ... (\(differences.count) in all)" : "")
+        }
+        // the substitution stays a portable patch: as an OCI layer it means what the mount shows
+        let oci = try session.ociDifferences()
+        guard oci.isEmpty else {
+            return "the substitution as an OCI layer differs from the mount after the step:\n    "
+                + oci.prefix(40).joined(separator: "\n    ")
         }
         return nil
     }

@@ -52,6 +52,25 @@ final class RenameTests: XCTestCase {
         XCTAssertNotNil(Disk.lstat(fx.inPatch("moved/.wh..wh..opq")), "the moved tree stands alone")
     }
 
+    /// Moved away and back, a main-bundle directory leaves no whiteout beside itself in the
+    /// substitution: a layer holding both `.wh.res` and `res/` is read two ways by the tools
+    /// that apply it as an OCI layer (files were already cleaned up so).
+    func testADirectoryMovedAwayAndBackLeavesNoWhiteoutBesideIt() throws {
+        try Disk.write(fx.inMain("res/a.txt"), "a")
+        try Disk.write(fx.inMain("file"), "f")
+        try fx.start()
+        for (name, other) in [("res", "moved"), ("file", "other")] {
+            XCTAssertEqual(rename(fx.inMount(name), fx.inMount(other)), 0, "errno \(errno)")
+            XCTAssertEqual(rename(fx.inMount(other), fx.inMount(name)), 0, "errno \(errno)")
+            XCTAssertEqual(Disk.lstatError(fx.inPatch(".wh." + name)), ENOENT, "\(name) and its whiteout side by side")
+        }
+        for _ in 0..<2 {
+            XCTAssertEqual(try Disk.list(fx.inMount("res")), ["a.txt"])
+            XCTAssertEqual(try Disk.read(fx.inMount("file")), "f")
+            try remount()
+        }
+    }
+
     func testDirectoryMovesOverAnEmptyMainDirectory() throws {
         try Disk.write(fx.inMain("src/file"), "from src")
         try Disk.mkdir(fx.inMain("empty"))
