@@ -40,6 +40,15 @@ extension Overlay {
         return result
     }
 
+    /// `shown(st)` for the entry at `placement`: a directory merged from several layers has a
+    /// link count of 1, as on kernel overlayfs (no layer's own count is right for it, and a
+    /// tool that counts subdirectories by it would skip some: 1 tells it not to).
+    func shown(_ st: stat, _ placement: Placement) -> stat {
+        var result = shown(st)
+        if placement.isDirectory && placement.top != placement.bottom { result.st_nlink = 1 }
+        return result
+    }
+
     /// The numbering as it is now, to number many entries under one lock (a listing).
     func shownInodes() -> ShownInodes {
         stack.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins, substitution: $0.layers.substitution.device) }

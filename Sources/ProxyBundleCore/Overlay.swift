@@ -248,13 +248,13 @@ public final class Overlay: Sendable {
         let placement = location.placement
         if cachesLookups, placement.isDirectory, let dirs = directories.cached(node, placement),
            let st = try dirs.attributes(in: Int(placement.top)) {
-            return shown(st)
+            return shown(st, placement)
         }
         return try attributes(at: location.path, placement)
     }
 
     func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
-        shown(try layer(serving: placement).attributes(path))
+        shown(try layer(serving: placement).attributes(path), placement)
     }
 
     public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {

@@ -85,10 +85,11 @@ extension Overlay {
                 }
                 unchecked = layer
             }
-            guard let found else {
+            guard var found else {
                 if !anyEntry && layers == nil { dirs.known?.missed(dirs) }
                 throw Errno.noEntry
             }
+            if found.placement.top != found.placement.bottom { found.attributes.st_nlink = 1 }
             return found
         }
     }

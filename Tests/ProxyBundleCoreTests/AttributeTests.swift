@@ -50,12 +50,16 @@ final class AttributeTests: OverlayTestCase {
             ("main-dir/inner", .main), ("link", .patch), ("null", .main), ("exec", .main),
         ]
         for (name, side) in cases {
-            let expected = try lstatOf(side, name)
+            var expected = try lstatOf(side, name)
+            // a directory merged from several layers counts one link, as on kernel overlayfs
+            if name == "merged" { expected.st_nlink = 1 }
             let entry = try lookup(overlay, name)
             assertSameAttributes(entry.attributes, expected, "lookup \(name)")
             assertSameAttributes(try overlay.attributes(of: entry.node), expected, "attributes(of:) \(name)")
         }
-        assertSameAttributes(try overlay.attributes(of: rootNodeID), try lstatOf(.patch, ""), "root")
+        var root = try lstatOf(.patch, "")
+        root.st_nlink = 1
+        assertSameAttributes(try overlay.attributes(of: rootNodeID), root, "root")
         let mainFile = try overlay.attributes(of: try lookup(overlay, "main-file").node)
         XCTAssertEqual(mainFile.st_mode, S_IFREG | 0o640)
         XCTAssertEqual(mainFile.st_size, 17)
