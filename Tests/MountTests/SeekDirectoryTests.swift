@@ -1,0 +1,50 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// telldir and seekdir in a large merged directory: every position telldir gave resumes exactly
+/// where it was while the stream is open (also in the middle of reading, back and forth), and in
+/// a stream opened again on the unchanged directory.
+final class SeekDirectoryTests: XCTestCase {
+    func testEveryPositionResumesExactlyWhereItWas() throws {
+        let fx = try MountFixture(name)
+        defer { fx.tearDown() }
+        for index in 0..<3000 { try Disk.write(fx.inMain("big/main-\(index)"), "") }
+        for index in 2000..<4500 { try Disk.write(fx.inPatch("big/sub-\(index)"), "") }
+        try Disk.whiteout(fx.inPatch("big"), "main-7")
+        try fx.start()
+
+        guard let stream = opendir(fx.inMount("big")) else { throw TestFailure("opendir: errno \(errno)") }
+        var positions: [Int] = [], names: [String] = []
+        while true {
+            let position = telldir(stream)
+            guard let entry = readdir(stream) else { break }
+            positions.append(position)
+            names.append(String(cString: directoryEntryName(entry)))
+        }
+        XCTAssertEqual(names.count, 3000 - 1 + 2500 + 2)
+        var generator = SystemRandomNumberGenerator()
+        // back and forth, each time reading on a little from there
+        for _ in 0..<300 {
+            let index = Int.random(in: 0..<names.count, using: &generator)
+            seekdir(stream, positions[index])
+            for offset in 0..<3 where index + offset < names.count {
+                guard let entry = readdir(stream) else { XCTFail("ended early at \(index + offset)"); break }
+                XCTAssertEqual(String(cString: directoryEntryName(entry)), names[index + offset], "after seekdir to \(index)")
+            }
+        }
+        seekdir(stream, positions[1000])
+        var rest = 0
+        while readdir(stream) != nil { rest += 1 }
+        XCTAssertEqual(rest, names.count - 1000, "from position 1000 to the end")
+        closedir(stream)
+
+        // a stream opened again on the unchanged directory takes the old positions
+        guard let again = opendir(fx.inMount("big")) else { throw TestFailure("opendir: errno \(errno)") }
+        defer { closedir(again) }
+        for index in stride(from: names.count - 1, to: 0, by: -401) {
+            seekdir(again, positions[index])
+            XCTAssertEqual(readdir(again).map { String(cString: directoryEntryName($0)) }, names[index])
+        }
+    }
+}
