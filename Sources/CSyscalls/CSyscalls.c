@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/mount.h>
 #include <linux/openat2.h>
 #include <malloc.h>
 #include <spawn.h>
@@ -34,6 +35,21 @@ const unsigned long long pb_RESOLVE_BENEATH = RESOLVE_BENEATH;
 const unsigned long long pb_RESOLVE_NO_SYMLINKS = RESOLVE_NO_SYMLINKS;
 const unsigned long long pb_RESOLVE_NO_MAGICLINKS = RESOLVE_NO_MAGICLINKS;
 const unsigned long long pb_RESOLVE_NO_XDEV = RESOLVE_NO_XDEV;
+
+int pb_read_only_clone(int dirfd) {
+    int fd = (int)syscall(SYS_open_tree, dirfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    if (fd < 0) return -errno;
+    struct mount_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOATIME;
+    attr.attr_clr = MOUNT_ATTR__ATIME;
+    if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
+        int error = errno;
+        close(fd);
+        return -error;
+    }
+    return fd;
+}
 
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve) {
     struct open_how how;

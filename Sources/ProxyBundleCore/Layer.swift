@@ -7,19 +7,29 @@ import CSyscalls
 /// Every access resolves beneath that root and never follows a symlink, so nothing inside
 /// a layer can lead the daemon to a file outside it.
 public final class Layer: Sendable {
+    /// The root every access resolves beneath: for a read-only layer, where the daemon may,
+    /// the root of a detached read-only, noatime copy of its mount (see `init`).
     public let rootFD: Int32
+    /// The root as opened at `path` (the same descriptor as `rootFD` without a copy): what
+    /// /proc names with the path, for `canonicalPath` and `proxybundle which`.
+    let openedFD: Int32
     public let device: UInt64
     /// The root directory's inode number: with `device`, which directory the layer is.
     public let inode: UInt64
     /// The path the layer was opened at, as given: for people (`.layers`, `.stats`, `which`).
     public let path: String
     /// Whether reads leave access times alone (`O_NOATIME`, where the daemon may use it): the
-    /// main bundle's, which nothing changes, not even reading it.
+    /// main bundle's and the patches', which nothing changes, not even reading them.
     let preservesAccessTimes: Bool
 
     static let resolve = pb_RESOLVE_BENEATH | pb_RESOLVE_NO_SYMLINKS | pb_RESOLVE_NO_MAGICLINKS
 
     /// Opens the layer's root. `path` is the user's argument and may itself contain symlinks.
+    /// A layer that `preservesAccessTimes` (a read-only one) is reached, where the daemon has
+    /// CAP_SYS_ADMIN, through a detached copy of its mount made read-only and noatime: the
+    /// kernel itself then refuses any write to it, and leaves its access times alone also where
+    /// it reads a file itself (a passthrough open gets a file of the kernel's own, without the
+    /// daemon's O_NOATIME). Elsewhere the root is used as it is.
     public init(path: String, preservesAccessTimes: Bool = false) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
         self.path = path
@@ -33,10 +43,15 @@ public final class Layer: Sendable {
         }
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
-        rootFD = fd
+        openedFD = fd
+        let clone = preservesAccessTimes ? pb_read_only_clone(fd) : -1
+        rootFD = clone >= 0 ? clone : fd
     }
 
-    deinit { Sys.close(rootFD) }
+    deinit {
+        if rootFD != openedFD { Sys.close(rootFD) }
+        Sys.close(openedFD)
+    }
 
     /// Opens `path` with `flags`, resolving beneath the root without following symlinks.
     /// The caller owns the descriptor. Opened for reading with `preservingAccessTime` (the
@@ -158,7 +173,7 @@ public final class Layer: Sendable {
     /// Where the root is now, with every symlink resolved (nil if it cannot be told).
     public var canonicalPath: String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/fd/\(rootFD)", &buffer, buffer.count - 1)
+        let length = readlink("/proc/self/fd/\(openedFD)", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }
         return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }

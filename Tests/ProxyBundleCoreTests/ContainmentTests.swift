@@ -200,3 +200,23 @@ final class ContainmentTests: OverlayTestCase {
         assertErrno(ENOENT, try Layer(path: path(.main, "missing")))
     }
 }
+
+/// A read-only layer is reached through a read-only copy of its mount (as root): even a write
+/// the daemon never makes would be refused by the kernel.
+final class ReadOnlyLayerTests: OverlayTestCase {
+    func testTheKernelRefusesWritesToAReadOnlyLayer() throws {
+        try XCTSkipIf(getuid() != 0, "the read-only copy of a mount needs CAP_SYS_ADMIN")
+        let main = try Layer(path: mainRoot, preservesAccessTimes: true)
+        let fd = openat(main.rootFD, "new-file", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        if fd >= 0 { close(fd) }
+        XCTAssertEqual(fd, -1)
+        XCTAssertEqual(errno, EROFS)
+        XCTAssertEqual(mkdirat(main.rootFD, "new-dir", 0o755), -1)
+        XCTAssertEqual(errno, EROFS)
+        XCTAssertEqual(main.canonicalPath, mainRoot, "named by the path it was opened at")
+        let substitution = try Layer(path: patchRoot)
+        let written = openat(substitution.rootFD, "new-file", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        XCTAssertGreaterThanOrEqual(written, 0, "the substitution stays writable")
+        if written >= 0 { close(written) }
+    }
+}

@@ -33,6 +33,10 @@ extern const unsigned long long pb_RESOLVE_NO_MAGICLINKS;
 extern const unsigned long long pb_RESOLVE_NO_XDEV;
 
 // System calls without a glibc wrapper on Debian 12.
+// A detached copy of the mount tree at `dirfd` (open_tree with OPEN_TREE_CLONE, recursive,
+// close-on-exec) made read-only and noatime (mount_setattr): a descriptor of its root, or
+// -errno (EPERM without CAP_SYS_ADMIN, ENOSYS before Linux 5.12).
+int pb_read_only_clone(int dirfd);
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 // How many of the pages of the first `length` bytes (0: all) of the file open as `fd` are in
 // the page cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
