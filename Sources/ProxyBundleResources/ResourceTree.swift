@@ -42,11 +42,12 @@ public final class DirectoryTree: ResourceTree {
 
     public func kind(of path: String) -> ResourceKind? {
         var st = stat()
-        guard fstatat(rootFD, ResourcePath.relative(path), &st, 0) == 0 else { return nil }
+        guard ResourcePath.staysBeneath(path), fstatat(rootFD, ResourcePath.relative(path), &st, 0) == 0 else { return nil }
         return ResourcePath.kind(st.st_mode)
     }
 
     public func names(in path: String) -> [String] {
+        guard ResourcePath.staysBeneath(path) else { return [] }
         let fd = openat(rootFD, ResourcePath.relative(path), O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
         guard fd >= 0 else { return [] }
         guard let dir = fdopendir(fd) else {
@@ -65,6 +66,7 @@ public final class DirectoryTree: ResourceTree {
     }
 
     public func contents(of path: String, limit: Int) -> [UInt8]? {
+        guard ResourcePath.staysBeneath(path) else { return nil }
         let fd = openat(rootFD, ResourcePath.relative(path), O_RDONLY | pb_O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
@@ -101,6 +103,12 @@ public enum ResourcePath {
         var names = names(path)
         let last = names.popLast() ?? ""
         return (names.joined(separator: "/"), last)
+    }
+
+    /// Whether `path` names something beneath the root by its names (no `..`, not absolute);
+    /// symlinks in the tree may still lead out of it, as they would for the app.
+    static func staysBeneath(_ path: String) -> Bool {
+        !path.hasPrefix("/") && !names(path).contains("..")
     }
 
     /// `path` for the *at() calls: `.` for the root.

@@ -1,3 +1,4 @@
+import Foundation
 import ProxyBundleResources
 import XCTest
 
@@ -121,6 +122,17 @@ final class ResourceRuleTests: BundleTestCase {
         XCTAssertEqual(b.resolve(ResourceQuery(name: "y.png"), nested: true), "y.png", "the bundle itself first")
         XCTAssertEqual(b.resolve(ResourceQuery(name: "z.png"), nested: true), "c.bundle/Contents/Resources/z.png")
         XCTAssertNil(b.resolve(ResourceQuery(name: "x.png"), nested: false))
+    }
+
+    func testAPathThatClimbsOutOfTheTreeFindsNothing() throws {
+        let root = try tree(["inside.txt": ""])
+        let outside = (root as NSString).deletingLastPathComponent
+        let tree = try DirectoryTree(path: root)
+        XCTAssertEqual(tree.kind(of: "inside.txt"), .file)
+        XCTAssertNil(tree.kind(of: "../" + (outside as NSString).lastPathComponent))
+        XCTAssertNil(tree.kind(of: "/etc/passwd"))
+        XCTAssertEqual(tree.names(in: ".."), [])
+        XCTAssertNil(tree.contents(of: "../../etc/passwd", limit: 10))
     }
 
     func testOnlyRegularFilesAndSymlinksToThemAreResources() throws {
