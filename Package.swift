@@ -23,15 +23,22 @@ let package = Package(
             pkgConfig: "fuse3",
             providers: [.apt(["libfuse3-dev"])]
         ),
+        // liburing, for FUSE over io_uring (CFuseShim's Uring.c).
+        .systemLibrary(
+            name: "CURing",
+            pkgConfig: "liburing",
+            providers: [.apt(["liburing-dev"])]
+        ),
         // C helpers for what Swift cannot call directly: GNU constants, raw system calls.
         .target(
             name: "CSyscalls",
             cSettings: [.define("_GNU_SOURCE")]
         ),
-        // C helpers for libfuse's macros and versioned symbols, and the FUSE device's I/O.
+        // C helpers for libfuse's macros and versioned symbols, and the FUSE device's I/O
+        // (over /dev/fuse and over io_uring).
         .target(
             name: "CFuseShim",
-            dependencies: ["CFuse3", "CSyscalls"],
+            dependencies: ["CFuse3", "CURing", "CSyscalls"],
             cSettings: [.define("_GNU_SOURCE")]
         ),
         // The overlay: layers, resolution, whiteouts, listings. No libfuse here.
