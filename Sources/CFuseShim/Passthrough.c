@@ -5,9 +5,12 @@
 // thread, as libfuse's loop runs each request on the thread that read it) asked for it.
 // The INIT reply also takes on FUSE_HANDLE_KILLPRIV_V2 where the kernel offers it (see
 // pb_request_clears_setid), and each request read is checked for the bits of that contract.
-// A TMPFILE request is handed to libfuse as the CREATE it is shaped like.
+// A TMPFILE request is handed to libfuse as the CREATE it is shaped like. The INIT reply asks
+// for FUSE over io_uring where wanted and offered, and replies to requests that came through
+// a ring go back through it (Uring.c).
 // Before each read, a worker may poll for a while (Spin.c).
 #include "CFuseShim.h"
+#include "Uring.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -40,13 +43,16 @@ enum {
     pb_FUSE_TMPFILE = 51,
     pb_FUSE_HANDLE_KILLPRIV = 1u << 19,
     pb_FUSE_HANDLE_KILLPRIV_V2 = 1u << 28,
+    pb_FUSE_MAX_PAGES = 1u << 22,
     pb_FUSE_INIT_EXT = 1u << 30,
+    pb_DEFAULT_MAX_PAGES = 32,
     pb_FUSE_PASSTHROUGH_IN_FLAGS2 = 1u << 5,  // FUSE_PASSTHROUGH is bit 37 of the flags
     pb_FOPEN_PASSTHROUGH = 1u << 7,
     pb_IN_HEADER_SIZE = 40,
     // offsets in request bodies: fuse_init_in's flags, fuse_setattr_in's valid,
     // fuse_open_in's open_flags, fuse_write_in's write_flags
     pb_INIT_IN_FLAGS = 12,
+    pb_INIT_IN_FLAGS2 = 16,
     pb_SETATTR_VALID = 0,
     pb_OPEN_IN_FLAGS = 4,
     pb_WRITE_FLAGS = 20,
@@ -57,6 +63,8 @@ enum {
     pb_FUSE_WRITE_KILL_SUIDGID = 1u << 2,
     // offsets in fuse_init_out
     pb_INIT_FLAGS = 12,
+    pb_INIT_MAX_WRITE = 20,
+    pb_INIT_MAX_PAGES = 28,  // 16 bits
     pb_INIT_FLAGS2 = 32,
     pb_INIT_MAX_STACK_DEPTH = 36,
     pb_INIT_SIZE = 64,
@@ -71,6 +79,7 @@ enum {
 
 static int passthrough_asked;
 static uint32_t kernel_init_flags;
+static uint32_t kernel_init_flags2;
 static int clears_setid;
 static __thread int request_clears_setid;
 static __thread int request_makes_tmpfile;
@@ -98,27 +107,34 @@ static int asks_to_clear_setid(uint32_t opcode, const void *buffer, ssize_t coun
     }
 }
 
-static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userdata) {
-    (void)userdata;
-    pb_spin_until_readable(fd);
-    ssize_t count = read(fd, buffer, length);
+void pb_request_arrived(void *buffer, ssize_t count) {
     reply_backing_id = 0;
     request_opcode = 0;
     request_clears_setid = 0;
     request_makes_tmpfile = 0;
-    if (count >= (ssize_t)sizeof(struct pb_in_header)) {
-        struct pb_in_header *in = buffer;
-        // libfuse 3.14 knows no TMPFILE, whose request and reply are a CREATE's (fuse_create_in
-        // and the name "/"; fuse_entry_out and fuse_open_out): the create handler takes it
-        if (in->opcode == pb_FUSE_TMPFILE) {
-            in->opcode = pb_FUSE_CREATE;
-            request_makes_tmpfile = 1;
-        }
-        request_unique = in->unique;
-        request_opcode = in->opcode;
-        if (in->opcode == pb_FUSE_INIT) kernel_init_flags = body32(buffer, count, pb_INIT_IN_FLAGS);
-        request_clears_setid = clears_setid && asks_to_clear_setid(in->opcode, buffer, count);
+    if (count < (ssize_t)sizeof(struct pb_in_header)) return;
+    struct pb_in_header *in = buffer;
+    // libfuse 3.14 knows no TMPFILE, whose request and reply are a CREATE's (fuse_create_in
+    // and the name "/"; fuse_entry_out and fuse_open_out): the create handler takes it
+    if (in->opcode == pb_FUSE_TMPFILE) {
+        in->opcode = pb_FUSE_CREATE;
+        request_makes_tmpfile = 1;
     }
+    request_unique = in->unique;
+    request_opcode = in->opcode;
+    if (in->opcode == pb_FUSE_INIT) {
+        kernel_init_flags = body32(buffer, count, pb_INIT_IN_FLAGS);
+        kernel_init_flags2 = body32(buffer, count, pb_INIT_IN_FLAGS2);
+    }
+    request_clears_setid = clears_setid && asks_to_clear_setid(in->opcode, buffer, count);
+}
+
+static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userdata) {
+    (void)userdata;
+    pb_spin_until_readable(fd);
+    ssize_t count = read(fd, buffer, length);
+    if (count > 0) pb_uring_count_device_request();
+    pb_request_arrived(buffer, count);
     return count;
 }
 
@@ -130,8 +146,34 @@ static uint32_t get32(struct iovec *body, size_t offset) {
     return *(uint32_t *)((char *)body->iov_base + offset);
 }
 
+// Asks for FUSE over io_uring in the INIT reply `body` where it is wanted and the kernel
+// offers it; whether it was asked for.
+static int ask_for_ring(struct iovec *body) {
+    if (!pb_uring_wanted()) return 0;
+    if (!(kernel_init_flags & pb_FUSE_INIT_EXT) || !(kernel_init_flags2 & pb_FUSE_OVER_IO_URING_IN_FLAGS2)) {
+        pb_uring_refused("the kernel does not offer FUSE over io_uring (the fuse module's enable_uring is off); "
+                         "requests go through /dev/fuse");
+        return 0;
+    }
+    put32(body, pb_INIT_FLAGS, get32(body, pb_INIT_FLAGS) | pb_FUSE_INIT_EXT);
+    put32(body, pb_INIT_FLAGS2, get32(body, pb_INIT_FLAGS2) | pb_FUSE_OVER_IO_URING_IN_FLAGS2);
+    return 1;
+}
+
+// The largest request or reply payload the kernel may send or take, as the INIT reply `body`
+// sets them: its max_write and max_pages (32 pages unless FUSE_MAX_PAGES).
+static void start_ring(struct iovec *body) {
+    uint32_t pages = pb_DEFAULT_MAX_PAGES;
+    if (get32(body, pb_INIT_FLAGS) & pb_FUSE_MAX_PAGES) {
+        uint16_t asked = *(const uint16_t *)((const char *)body->iov_base + pb_INIT_MAX_PAGES);
+        if (asked > pages) pages = asked;
+    }
+    pb_uring_start(get32(body, pb_INIT_MAX_WRITE), pages);
+}
+
 static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *userdata) {
     (void)userdata;
+    int ring_asked = 0;
     if (count == 2 && iov[0].iov_len == sizeof(struct pb_out_header)) {
         const struct pb_out_header *out = iov[0].iov_base;
         struct iovec *body = &iov[1];
@@ -147,6 +189,7 @@ static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *us
                     put32(body, pb_INIT_FLAGS2, get32(body, pb_INIT_FLAGS2) | pb_FUSE_PASSTHROUGH_IN_FLAGS2);
                     put32(body, pb_INIT_MAX_STACK_DEPTH, 1);
                 }
+                ring_asked = ask_for_ring(body);
             } else if (reply_backing_id > 0 && (request_opcode == pb_FUSE_OPEN || request_opcode == pb_FUSE_CREATE)) {
                 size_t open = request_opcode == pb_FUSE_CREATE ? pb_ENTRY_OUT_SIZE : 0;
                 if (body->iov_len >= open + pb_OPEN_SIZE) {
@@ -156,10 +199,15 @@ static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *us
             }
         }
     }
+    // the reply to a request that came through a ring goes back through it
+    ssize_t caught = pb_uring_catch_reply(iov, count);
+    if (caught >= 0) return caught;
     ssize_t written;
     do {
         written = writev(fd, iov, count);
     } while (written < 0 && errno == EINTR);
+    // the kernel has processed INIT once its reply is written
+    if (ring_asked && written > 0) start_ring(&iov[1]);
     return written;
 }
 

@@ -69,6 +69,7 @@ extension FuseServer {
         let opens = passthrough.statistics
         let readers = listingReaders.figures
         let listed = listings.figures
+        let transport = Transport.figures
         // the main bundle and the substitution first, as before there were patches
         let stack = overlay.layers
         let about = ["main: \(stack.main.path.replacingNewlines)", "substitution: \(stack.substitution.path.replacingNewlines)"]
@@ -108,6 +109,10 @@ extension FuseServer {
                 .joined(separator: "; ").nonEmpty ?? "none"),
             "directory_opens: \(listed.opens)",
             "listings_taken: \(listed.taken)",
+            "transport: \(transport.inUse)",
+            "requests_uring: \(transport.uring)",
+            "requests_device: \(transport.device)",
+            "transport_problem: \(transport.problem.nonEmpty?.replacingNewlines ?? "none")",
         ]
         return Array((lines.joined(separator: "\n") + "\n").utf8)
     }

@@ -6,18 +6,21 @@ import CFuseShim
 import ProxyBundleCore
 
 /// One FUSE session: created with its mount options, mounted, served by libfuse's
-/// multi-threaded loop until unmounted or signalled, then unmounted and destroyed.
+/// multi-threaded loop (and, over io_uring, by the rings' threads) until unmounted or
+/// signalled, then unmounted and destroyed.
 public final class Session {
     private let session: OpaquePointer
     private let userdata: Unmanaged<FuseServer>
     private var mounted = false
+    private let transport: Transport
 
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
 
     /// `options` are FUSE mount options as `-o` takes them (e.g. "ro", "fsname=...").
-    public init(server: FuseServer, options: [String]) throws(Failure) {
+    public init(server: FuseServer, options: [String], transport: Transport = .auto) throws(Failure) {
+        self.transport = transport
         var ops = Operations.table(writable: server.overlay.isWritable)
         let arguments = ["proxybundle"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
@@ -59,9 +62,12 @@ public final class Session {
     /// polls for the next one up to `spinMicroseconds` before it sleeps.
     public func run(maxThreads: UInt32 = 16, spinMicroseconds: UInt32 = 20) -> Int32 {
         pb_spin_set_limit(spinMicroseconds)
+        // the rings (where used) start once INIT is answered, with threads of their own
+        pb_uring_configure(session, transport.code, maxThreads)
         let handlers = fuse_set_signal_handlers(session)
         let result = pb_session_loop_mt(session, maxThreads, 4)
         if handlers == 0 { fuse_remove_signal_handlers(session) }
+        pb_uring_stop()
         if mounted {
             fuse_session_unmount(session)
             mounted = false

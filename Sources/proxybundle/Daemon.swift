@@ -73,7 +73,7 @@ enum Daemon {
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {
-            return try Session(server: server, options: options)
+            return try Session(server: server, options: options, transport: plan.options.transport)
         } catch {
             throw Failure(error.description)
         }

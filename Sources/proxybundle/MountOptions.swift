@@ -21,6 +21,8 @@ struct MountOptions {
     var acl = false
     /// `watch`: invalidate by itself once changes in the layers settle.
     var watch = false
+    /// `transport=auto|uring|device`: how requests travel (see `Transport`).
+    var transport = Transport.auto
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
@@ -35,7 +37,7 @@ struct MountOptions {
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
-                      "nocache", "ro", "acl", "noacl", "watch", "nowatch"]
+                      "nocache", "ro", "acl", "noacl", "watch", "nowatch", "transport"]
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
@@ -47,7 +49,9 @@ struct MountOptions {
         in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
         default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
-        highest priority first, after any --patch; a ':' in a path written '\\:'). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
+        highest priority first, after any --patch; a ':' in a path written '\\:'), transport=auto|uring|device (how \
+        requests travel: FUSE over io_uring where the kernel offers it, the default; io_uring or refuse to mount; \
+        /dev/fuse only). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
 
@@ -74,6 +78,10 @@ struct MountOptions {
             guard let n = UInt32(v), n <= 1000 else { throw Failure("spin takes a number of microseconds from 0 to 1000, not '\(v)'") }
             spin = n
         case ("substitution", let v?): substitution = v
+        case ("transport", let v?):
+            guard let chosen = Transport(rawValue: v) else { throw Failure("transport takes auto, uring or device, not '\(v)'") }
+            if chosen == .uring, let reason = Transport.unavailableReason { throw Failure("transport=uring: \(reason)") }
+            transport = chosen
         case ("patches", let v?): patches = MountOptions.splitPatches(v)
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true

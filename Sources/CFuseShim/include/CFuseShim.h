@@ -1,6 +1,6 @@
 // Thin C helpers for what Swift cannot reach of libfuse: its macros and versioned symbols,
 // and the FUSE device's own I/O. No logic lives here, except the passthrough amendments of
-// Passthrough.c and the polling of Spin.c. The system calls and GNU constants are CSyscalls'
+// Passthrough.c, the polling of Spin.c and the io_uring transport of Uring.c. The system calls and GNU constants are CSyscalls'
 // (included here, so that the FUSE side needs one import).
 #ifndef PROXYBUNDLE_CFUSESHIM_H
 #define PROXYBUNDLE_CFUSESHIM_H
@@ -37,6 +37,22 @@ int pb_request_makes_tmpfile(void);
 // Workers poll for the next request up to this long before sleeping (0: never; Spin.c).
 void pb_spin_set_limit(unsigned microseconds);
 void pb_spin_until_readable(int fd);
+
+// FUSE over io_uring (Linux 6.14 and later, Uring.c), which libfuse 3.14 does not know: after
+// INIT, threads of the daemon's own serve the requests the kernel sends through rings, one
+// entry per thread and queue; FORGET, INTERRUPT and notifications stay on /dev/fuse, which
+// libfuse's loop keeps reading. `transport`: 0 the device only, 1 the ring where the kernel
+// offers it, 2 the ring (the caller checked that it is offered). Before serving.
+void pb_uring_configure(struct fuse_session *se, int transport, unsigned max_threads);
+// Ends the ring threads (after serving, before unmounting): each closes its ring.
+void pb_uring_stop(void);
+// Whether the rings carry the requests (every entry registered).
+int pb_uring_serving(void);
+// Requests served through the rings, and read from /dev/fuse.
+uint64_t pb_uring_requests(void);
+uint64_t pb_device_requests(void);
+// The last problem the rings met (empty if none), copied into `text`; its length.
+size_t pb_uring_problem(char *text, size_t size);
 
 // Sends a notification libfuse 3.14 does not wrap: a FUSE out-header with `code` and no
 // body (FUSE_NOTIFY_INC_EPOCH = 8 on kernels from 6.16). Returns 0 or -errno.
