@@ -43,10 +43,21 @@ final class MountFixture {
         return dir.appendingPathComponent("proxybundle").path
     }
 
+    /// The transport every mount of the suite asks for (`-o transport=`), unless its test
+    /// chose one: PROXYBUNDLE_TEST_TRANSPORT=uring runs the suite over io_uring (with the fuse
+    /// module's enable_uring on; a mount is refused otherwise), =device over /dev/fuse. Unset,
+    /// mounts take the default (io_uring where the kernel offers it).
+    static var transportOptions: [String] {
+        guard let transport = ProcessInfo.processInfo.environment["PROXYBUNDLE_TEST_TRANSPORT"], !transport.isEmpty else { return [] }
+        return ["-o", "transport=\(transport)"]
+    }
+
     /// Mounts in the foreground as a child process and waits until the mount answers.
     func start(_ extra: [String] = []) throws {
         mainChecksum = try TreeChecksum.of(main)
+        let chosen = extra.contains { $0.contains("transport=") }
         let arguments = ["mount", main, mountpoint, "--substitution", substitution, "--foreground"] + extra
+            + (chosen ? [] : MountFixture.transportOptions)
         daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
                                  environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"] + environment)
         try waitForMount()
