@@ -73,7 +73,8 @@ enum Daemon {
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {
-            return try Session(server: server, options: options, transport: plan.options.transport)
+            let transport = plan.options.transport.with(autoUnmount: plan.options.fuse.contains("auto_unmount"))
+            return try Session(server: server, options: options, transport: transport)
         } catch {
             throw Failure(error.description)
         }

@@ -61,6 +61,7 @@ struct MountOptions {
                 try apply(option)
             }
         }
+        if transport == .uring && fuse.contains("auto_unmount") { throw Failure(Transport.autoUnmountConflict) }
     }
 
     private mutating func apply(_ option: String) throws(Failure) {

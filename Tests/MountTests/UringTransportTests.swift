@@ -218,4 +218,25 @@ final class UringTransportTests: XCTestCase {
             fx = try MountFixture(name)
         }
     }
+
+    /// With auto_unmount the mount of a killed daemon goes away (fusermount3 finds it
+    /// disconnected), so the default keeps to /dev/fuse there, and transport=uring is refused.
+    func testAutoUnmountKeepsToDevFuse() throws {
+        try UringSwitch.set("Y")
+        let refused = try Spawn.run(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
+                                                          "-o", "auto_unmount,transport=uring"], seconds: 30)
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertEqual(refused.error.split(separator: "\n").count, 1, refused.error)
+        XCTAssertTrue(refused.error.contains("auto_unmount"), refused.error)
+        XCTAssertFalse(fx.isMounted)
+
+        try fx.start(["-o", "auto_unmount,transport=auto"])
+        XCTAssertEqual(try figures().transport, "device")
+        let daemon = fx.daemon
+        kill(daemon, SIGKILL)
+        XCTAssertNotNil(Spawn.wait(daemon, seconds: 10))
+        let deadline = Date().addingTimeInterval(10)
+        while fx.isMounted && Date() < deadline { usleep(10_000) }
+        XCTAssertFalse(fx.isMounted, "still mounted after the daemon was killed")
+    }
 }
