@@ -1,4 +1,4 @@
-import Dispatch
+import CSyscalls
 import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
@@ -98,48 +98,37 @@ struct RunningMount {
     /// How long a daemon may take to answer before it counts as hung.
     static let patience = 2.0
 
-    /// A small file's text, or the error; ETIMEDOUT when no answer came within `seconds` (a
-    /// hung daemon: the reading thread is left behind, and ends with the process).
+    // Each call on the mount is made in a child process (`pb_call_with_deadline`): a thread
+    // left waiting on a hung daemon cannot always be ended (over io_uring the kernel waits for
+    // the daemon beyond the reach of signals), and it would keep this process from exiting.
+
+    /// A small file's text (up to 1 MiB), or the error; ETIMEDOUT when no answer came within `seconds`.
     static func read(_ path: String, seconds: Double) -> (text: String?, error: Int32) {
-        bounded(seconds, else: (nil, ETIMEDOUT)) {
-            var error: Int32 = 0
-            let text = readText(path, error: &error)
-            return (text, error)
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        let result = buffer.withUnsafeMutableBytes {
+            pb_call_with_deadline(Int32(PB_CALL_READ), path, $0.baseAddress, $0.count, milliseconds(seconds))
         }
+        guard result >= 0 else { return (nil, Int32(-result)) }
+        return (String(decoding: buffer[..<Int(result)], as: UTF8.self), 0)
     }
 
     /// Writes `bytes` to the file at `path` in one write; returns 0, the errno of the failed
-    /// open or write, or ETIMEDOUT when no answer came within `seconds` (the writing thread is
-    /// left behind, and ends with the process).
+    /// open or write, or ETIMEDOUT when no answer came within `seconds`.
     static func write(_ bytes: [UInt8], to path: String, seconds: Double) -> Int32 {
-        bounded(seconds, else: ETIMEDOUT) {
-            let fd = open(path, O_WRONLY | O_CLOEXEC)
-            guard fd >= 0 else { return errno }
-            defer { close(fd) }
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-            return written < 0 ? errno : 0
+        var copy = bytes
+        let result = copy.withUnsafeMutableBytes {
+            pb_call_with_deadline(Int32(PB_CALL_WRITE), path, $0.baseAddress, $0.count, milliseconds(seconds))
         }
+        return result < 0 ? Int32(-result) : 0
     }
 
-    /// statvfs of `path`: 0, its errno, or ETIMEDOUT when no answer came within `seconds`.
+    /// statfs of `path`: 0, its errno, or ETIMEDOUT when no answer came within `seconds`.
     static func statfs(_ path: String, seconds: Double) -> Int32 {
-        bounded(seconds, else: ETIMEDOUT) {
-            var st = statvfs()
-            return statvfs(path, &st) == 0 ? 0 : errno
-        }
+        let result = pb_call_with_deadline(Int32(PB_CALL_STATFS), path, nil, 0, milliseconds(seconds))
+        return result < 0 ? Int32(-result) : 0
     }
 
-    /// What `body` gives, run on another thread; `timedOut` when it has not ended within
-    /// `seconds` (the thread is left behind, and ends with the process).
-    static func bounded<T: Sendable>(_ seconds: Double, else timedOut: T, _ body: @escaping @Sendable () -> T) -> T {
-        let answer = Locked<T?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            let result = body()
-            answer.withLock { $0 = result }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + seconds) == .success else { return timedOut }
-        return answer.withLock { $0 } ?? timedOut
+    private static func milliseconds(_ seconds: Double) -> Int32 {
+        Int32(max(1, min(Double(Int32.max), seconds * 1000)))
     }
 }

@@ -18,6 +18,7 @@ final class UringTransportTests: XCTestCase {
     }
 
     override func tearDown() {
+        if let fx, fx.daemon > 0 { kill(fx.daemon, SIGCONT) }
         fx?.tearDown()
         if let savedSwitch, UringSwitch.value != savedSwitch {
             XCTAssertNoThrow(try UringSwitch.set(savedSwitch), "the module's switch put back")
@@ -217,6 +218,34 @@ final class UringTransportTests: XCTestCase {
             fx.tearDown()
             fx = try MountFixture(name)
         }
+    }
+
+    /// A daemon stopped with SIGSTOP holds whatever its rings were given, and the kernel lets
+    /// no signal end a caller waiting there; the commands still give up in bounded time and
+    /// exit (their calls on the mount are made in children left behind), and unmount clears it.
+    func testCommandsGiveUpOnAStoppedDaemon() throws {
+        try UringSwitch.set("Y")
+        try Disk.write(fx.inMain("file"), "main")
+        try fx.start(["-o", "transport=uring"])
+        XCTAssertEqual(try figures().transport, "uring")
+        kill(fx.daemon, SIGSTOP)
+        let commands: [(arguments: [String], status: Int32, says: String)] = [
+            (["status", fx.mountpoint], 0, "state: not answering"),
+            (["invalidate", fx.mountpoint], 1, "does not answer"),
+            (["layers", fx.mountpoint], 1, "does not answer"),
+            (["mount", fx.main, fx.mountpoint, "--substitution", fx.root + "/other"], 1, "does not answer"),
+        ]
+        for command in commands {
+            let started = Date()
+            let result = try Spawn.run(MountFixture.binary, command.arguments, seconds: 20)
+            let took = Date().timeIntervalSince(started)
+            XCTAssertEqual(result.status, command.status, "\(command.arguments): \(result.output) \(result.error)")
+            XCTAssertTrue((result.output + result.error).contains(command.says), "\(command.arguments): \(result.output) \(result.error)")
+            XCTAssertLessThan(took, 10, "\(command.arguments) took \(took) s")
+        }
+        let unmount = try Spawn.run(MountFixture.binary, ["unmount", fx.mountpoint], seconds: 20)
+        XCTAssertEqual(unmount.status, 0, unmount.error)
+        XCTAssertFalse(fx.isMounted)
     }
 
     /// With auto_unmount the mount of a killed daemon goes away (fusermount3 finds it

@@ -71,4 +71,11 @@ int pb_rwlock_init_preferring_writers(pthread_rwlock_t *lock);
 // ioctl(fd, FIONREAD): the bytes waiting to be read (an inotify descriptor's events), or -1.
 int pb_pending_bytes(int fd);
 
+// One call on `path` made in a child process, waited for at most `milliseconds` (Deadline.c):
+// PB_CALL_STATFS; PB_CALL_READ, up to `size` bytes into `buffer`; PB_CALL_WRITE, the `size`
+// bytes of `buffer` in one write. The bytes read or written (0 for statfs), or -errno, or
+// -ETIMEDOUT when no answer came in time (the child is left to end by itself).
+enum { PB_CALL_STATFS = 0, PB_CALL_READ = 1, PB_CALL_WRITE = 2 };
+long pb_call_with_deadline(int kind, const char *path, void *buffer, size_t size, int milliseconds);
+
 #endif
