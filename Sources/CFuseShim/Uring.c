@@ -16,6 +16,15 @@
 // invalidation waiting on the kernel) holds up no other request, which the kernel gives to a
 // free entry of its queue, as libfuse's loop gives each request a thread.
 //
+// Each ring has one thread, which made it and alone submits to it (SINGLE_ISSUER), and the
+// kernel's work for it (copying a request into the entry, in the thread's context) is deferred
+// until the thread asks for completions (DEFER_TASKRUN) rather than interrupting it. Before it
+// sleeps, a thread that has answered polls for the next request as /dev/fuse's workers do
+// (Spin.c, -o spin=): measured side by side here (7 interleaved rounds, medians), statfs 20,000
+// times took 0.337 s over /dev/fuse, 0.335 s over plain rings, 0.304 s so; 5,000 opens 0.290,
+// 0.411 and 0.313 s; 20,000 missing names 0.416, 0.484 and 0.409 s (interrupting task work
+// with polling: 0.293, 0.374, 0.387 s).
+//
 // FORGET, INTERRUPT and notifications stay on /dev/fuse, which libfuse's loop keeps reading.
 // The threads end when the connection ends (their entries complete with ENOTCONN) or when
 // pb_uring_stop asks (an eventfd every ring polls). They block every signal, so that SIGTERM
@@ -310,12 +319,27 @@ static int ends_thread(struct ring_worker *w, int error, unsigned *tries) {
     return ask(w, pb_RING_REGISTER, 0) != 0 || submit(w) != 0;
 }
 
+// Whether a completion waits, running the kernel's deferred work for the ring where it has
+// some (a request to copy in): polled before the thread sleeps (Spin.c).
+static int has_completion(void *argument) {
+    struct io_uring *ring = argument;
+    if (io_uring_cq_ready(ring) > 0) return 1;
+    if (IO_URING_READ_ONCE(*ring->sq.kflags) & IORING_SQ_TASKRUN) {
+        io_uring_get_events(ring);
+        return io_uring_cq_ready(ring) > 0;
+    }
+    return 0;
+}
+
 static void *serve_ring(void *argument) {
     struct ring_worker *w = argument;
     char name[16];
     snprintf(name, sizeof(name), "pb-ring-%u", w->qid);
     pthread_setname_np(pthread_self(), name);
-    struct io_uring_params params = { .flags = IORING_SETUP_SQE128 };
+    // the kernel's work for this ring (copying a request in) waits until the thread asks for
+    // completions, instead of interrupting it (see the file's comment)
+    struct io_uring_params params = { .flags = IORING_SETUP_SQE128 | IORING_SETUP_SINGLE_ISSUER
+                                               | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG };
     int rc = io_uring_queue_init_params(4, &w->ring, &params);
     if (rc < 0) {
         note_problem("cannot make an io_uring: %s", strerror(-rc));
@@ -327,6 +351,7 @@ static void *serve_ring(void *argument) {
         // an entry the kernel refused completes at once; one it took waits for a request
         if (io_uring_peek_cqe(&w->ring, &cqe) != 0) set_registered(w, 1);
         for (;;) {
+            pb_spin_until_completed(has_completion, &w->ring);
             rc = io_uring_wait_cqe(&w->ring, &cqe);
             if (rc == -EINTR) continue;
             if (rc < 0) {

@@ -23,6 +23,8 @@ void pb_uring_refused(const char *why);
 // A reply being sent on a thread that serves a ring request, for that request: copied into
 // the ring entry (its length is returned); anything else: -1, and it goes to /dev/fuse.
 ssize_t pb_uring_catch_reply(const struct iovec *iov, int count);
+// Polls a ring's completion queue (`arrived`) before its thread sleeps (Spin.c).
+void pb_spin_until_completed(int (*arrived)(void *), void *ring);
 // Counts a request read from /dev/fuse.
 void pb_uring_count_device_request(void);
 

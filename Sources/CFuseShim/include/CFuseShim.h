@@ -34,7 +34,8 @@ int pb_request_clears_setid(void);
 // Whether the CREATE being handled on this thread is an O_TMPFILE open (a TMPFILE request).
 int pb_request_makes_tmpfile(void);
 
-// Workers poll for the next request up to this long before sleeping (0: never; Spin.c).
+// Workers poll for the next request up to this long before sleeping, /dev/fuse's and the
+// rings' alike (0: never; Spin.c).
 void pb_spin_set_limit(unsigned microseconds);
 void pb_spin_until_readable(int fd);
 
