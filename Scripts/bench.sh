@@ -2,7 +2,7 @@
 # Benchmarks proxybundle against kernel overlayfs, fuse-overlayfs, unionfs-fuse and mergerfs over
 # identical layers, and checks each one's overlay semantics on the way. Run as root.
 #
-#   Scripts/bench.sh [--quick] [--scale F] [--rounds N] [--only IMPL[,IMPL...]]
+#   Scripts/bench.sh [--quick] [--scale F] [--rounds N] [--only IMPL[,IMPL...]] [--transports LIST]
 #                    [--binary PATH] [--out DIR] [--memory-names N] [--cache DIR] [--groups LIST]
 #
 #   --scale F          grows or shrinks the dataset (1 = 20,000 files in 1,000 directories, a
@@ -10,13 +10,17 @@
 #   --quick            --scale 0.05 and one round (under a minute)
 #   --rounds N         rounds, interleaved across implementations; medians are reported (default 3)
 #   --only LIST        any of: kernel, proxybundle, fuse-overlayfs, unionfs-fuse, mergerfs
+#   --transports LIST  proxybundle's transports, a column each: device (/dev/fuse: the column
+#                      proxybundle), uring (FUSE over io_uring: proxybundle-uring; the fuse
+#                      module's enable_uring is switched on for the run, then back); default device
 #   --binary PATH      the proxybundle binary (or PROXYBUNDLE_BIN); default: swift build -c release -Xswiftc -static-executable
 #   --out DIR          results (results.md, results.json, samples.tsv, logs); default under --cache
 #   --memory-names N   only measure proxybundle's memory per cached name, walking N names
 #   --cache DIR        datasets, helper and scratch space (default /var/tmp/proxybundle-bench)
 #   --groups LIST      only these workload groups: walk, list, read, seq, rand, missing, stat,
-#                      invalidate, create, copyup, stack (default all; stack: the dataset over
-#                      four stacked layers, kernel overlayfs and proxybundle only)
+#                      statfs, invalidate, create, copyup, stack (default all; statfs: a FUSE
+#                      round trip each; stack: the dataset over four stacked layers, kernel
+#                      overlayfs and proxybundle only)
 #
 # Datasets are generated once per scale (deterministic, fixed seed) and reused.
 set -uo pipefail
@@ -25,9 +29,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
 ALL_IMPLS=(kernel proxybundle fuse-overlayfs unionfs-fuse mergerfs)
 
-scale=1 rounds="" only="" binary="${PROXYBUNDLE_BIN:-}" out="" memnames=0 groups=""
+scale=1 rounds="" only="" binary="${PROXYBUNDLE_BIN:-}" out="" memnames=0 groups="" transports=device
 cache=/var/tmp/proxybundle-bench
-usage() { sed -n '2,21s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,25s/^# \{0,1\}//p' "$0"; }
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) scale=0.05; rounds=${rounds:-1} ;;
@@ -39,6 +43,7 @@ while [ $# -gt 0 ]; do
     --memory-names) memnames=${2:?}; shift ;;
     --cache) cache=${2:?}; shift ;;
     --groups) groups=${2:?}; shift ;;
+    --transports) transports=${2:?}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -67,12 +72,32 @@ elif [ -n "$only" ]; then
 else
   impls=("${ALL_IMPLS[@]}")
 fi
+# proxybundle's column for each transport asked for, in its place
+IFS=, read -r -a wanted_transports <<<"$transports"
+pb_columns=()
+for t in "${wanted_transports[@]}"; do
+  case $t in
+    device) pb_columns+=(proxybundle) ;;
+    uring) pb_columns+=(proxybundle-uring) ;;
+    *) die "--transports: unknown transport $t (device, uring)" ;;
+  esac
+done
+[ ${#pb_columns[@]} -gt 0 ] || die "--transports wants device, uring or both"
+columns=()
+for i in "${impls[@]}"; do
+  if [ "$i" = proxybundle ]; then columns+=("${pb_columns[@]}"); else columns+=("$i"); fi
+done
+impls=("${columns[@]}")
 has_impl() { [[ " ${impls[*]} " == *" $1 "* ]]; }
+# proxybundle over either transport
+is_pb() { [ "$1" = proxybundle ] || [ "$1" = proxybundle-uring ]; }
+has_pb() { has_impl proxybundle || has_impl proxybundle-uring; }
+pb_transport() { if [ "$1" = proxybundle-uring ]; then echo uring; else echo device; fi; }
 
 # ---------------------------------------------------------------------------- packages, binary
 need=()
 command -v fio >/dev/null || need+=(fio)
-has_impl proxybundle && ! command -v fusermount3 >/dev/null && need+=(fuse3)
+has_pb && ! command -v fusermount3 >/dev/null && need+=(fuse3)
 has_impl fuse-overlayfs && ! command -v fuse-overlayfs >/dev/null && need+=(fuse-overlayfs)
 has_impl unionfs-fuse && ! command -v unionfs >/dev/null && need+=(unionfs-fuse)
 has_impl mergerfs && ! command -v mergerfs >/dev/null && need+=(mergerfs)
@@ -84,7 +109,7 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 has_impl kernel && ! grep -qw overlay /proc/filesystems && { modprobe overlay 2>/dev/null || die "no overlay module"; }
 
-if has_impl proxybundle; then
+if has_pb; then
   if [ -z "$binary" ]; then
     say "building proxybundle (swift build -c release -Xswiftc -static-executable)"
     export PATH=/opt/swift/usr/bin:$PATH
@@ -131,6 +156,7 @@ mounted_under() { awk -v p="$1/" '{ gsub(/\\040/, " ", $2); if (index($2 "/", p)
 cleanup() {
   trap - EXIT INT TERM
   local m pid
+  [ -n "$uring_saved" ] && echo "$uring_saved" > "$uring_switch"
   [ -n "${CHILD:-}" ] && kill -TERM -- "-$CHILD" 2>/dev/null
   for m in $(mounted_under "$run" | sort -r); do
     [ "$m" = "$mainro" ] || [ "${m#"$layersro"/}" != "$m" ] && continue
@@ -142,7 +168,15 @@ cleanup() {
   for m in $(mounted_under "$run" | sort -r); do timeout 10 umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; done
   if [ -d "$run" ] && [ -z "$(mounted_under "$run")" ]; then rm -rf --one-file-system "$run"; fi
 }
+uring_switch=/sys/module/fuse/parameters/enable_uring uring_saved=""
 trap cleanup EXIT
+# FUSE over io_uring needs the fuse module's switch on for the run; cleanup() puts it back
+if has_impl proxybundle-uring; then
+  [ -w "$uring_switch" ] || die "--transports uring: this kernel has no FUSE over io_uring ($uring_switch)"
+  saved=$(cat "$uring_switch")
+  echo Y > "$uring_switch" || die "cannot switch $uring_switch on"
+  uring_saved=$saved
+fi
 trap 'say interrupted; exit 130' INT
 trap 'say terminated; exit 143' TERM
 
@@ -183,7 +217,7 @@ dir_of() { echo "$run/$1"; }
 
 # A layout is "two" (the main bundle under a substitution) or "stack" (the main bundle, patch2,
 # patch1 and a substitution, top last); each has its own substitution and work directory.
-stack_capable() { [ "$1" = kernel ] || [ "$1" = proxybundle ]; }
+stack_capable() { [ "$1" = kernel ] || is_pb "$1"; }
 upper_of() { # IMPL LAYOUT
   if [ "$2" = stack ]; then echo "$(dir_of "$1")/stack-up"; else echo "$(dir_of "$1")/up"; fi
 }
@@ -199,8 +233,9 @@ mount_impl() { # IMPL [LAYOUT]
   case $impl in
     kernel)
       timeout 30 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$up,workdir=$wk" "$mnt" 2>>"$log" || return 1 ;;
-    proxybundle)
-      "$binary" mount "$mainro" "$mnt" --substitution "$up" "${patches[@]}" --foreground >>"$log" 2>&1 & pid=$! ;;
+    proxybundle|proxybundle-uring)
+      "$binary" mount "$mainro" "$mnt" --substitution "$up" "${patches[@]}" -o "transport=$(pb_transport "$impl")" \
+        --foreground >>"$log" 2>&1 & pid=$! ;;
     fuse-overlayfs)
       fuse-overlayfs -f -o "lowerdir=$mainro,upperdir=$up,workdir=$wk,timeout=86400" "$mnt" >>"$log" 2>&1 & pid=$! ;;
     unionfs-fuse)
@@ -225,7 +260,7 @@ unmount_impl() {
   local impl=$1 d; d=$(dir_of "$1")
   local mnt=$d/mnt pid=${DPID[$1]:-} deadline
   if mountpoint -q "$mnt"; then
-    if [ "$impl" = proxybundle ]; then
+    if is_pb "$impl"; then
       timeout 30 "$binary" unmount "$mnt" >>"$d/daemon.log" 2>&1
     else
       timeout 30 umount "$mnt" 2>>"$d/daemon.log"
@@ -340,6 +375,7 @@ data=$cache/data-$(md5sum "$HERE/bench/generate.pl" | cut -c1-8)-s$scale
 dataset "$data" "$scale"
 # shellcheck disable=SC1091
 . "$data/meta.env"
+STATFS_CALLS=$(awk -v s="$scale" 'BEGIN{ n = int(20000 * s); print (n < 1000 ? 1000 : n) }')
 mkdir -p "$mainro" && mount --bind "$data/main" "$mainro" && mount -o remount,bind,ro "$mainro" \
   || die "read-only bind mount of the main bundle failed"
 main_print=$(fingerprint "$data/main")
@@ -443,7 +479,7 @@ correctness_stack() {
 
 # ---------------------------------------------------------------------------- workloads
 # Each starts on a fresh mount; "cold" ones after sync and drop_caches.
-WORKLOADS=(walk_cold walk_warm list_huge read_small_cold seq_cold seq_warm rand4k missing stat_one invalidate create_sync copyup
+WORKLOADS=(walk_cold walk_warm list_huge read_small_cold seq_cold seq_warm rand4k missing stat_one statfs invalidate create_sync copyup
            stack_walk_cold stack_walk_warm stack_read_small_cold stack_missing stack_copyup)
 describe() {
   case $1 in
@@ -456,6 +492,7 @@ describe() {
     rand4k) echo "$RANDREADS random 4 KiB reads (fio psync), cold" ;;
     missing) echo "$MISSING lookups of missing names" ;;
     stat_one) echo "$STATS stats of one file" ;;
+    statfs) echo "$STATFS_CALLS statfs calls (a FUSE round trip each)" ;;
     invalidate) echo "out-of-band change made visible (.invalidate; peers: remount)" ;;
     create_sync) echo "create $CREATE_FILES 4 KiB files, then sync" ;;
     copyup) echo "append a line to $COPYUP main-only files (copy-up), cold" ;;
@@ -536,7 +573,7 @@ group_invalidate() {
     bounded "$step_limit" walk "$d/mnt"
     bounded 30 cat "$d/mnt/$SHADOW_SAMPLE" >/dev/null
     echo "changed in round $r.$k" > "$d/up/$SHADOW_SAMPLE.new" && mv "$d/up/$SHADOW_SAMPLE.new" "$d/up/$SHADOW_SAMPLE"
-    if [ "$impl" = proxybundle ]; then
+    if is_pb "$impl"; then
       if timed 30 invalidate_and_read "$d/mnt" "$SHADOW_SAMPLE" "changed in round $r.$k"; then
         record "$impl" invalidate "$r" "$ELAPSED"
       else record "$impl" invalidate "$r" fail; fi
@@ -584,13 +621,14 @@ run_group() { # GROUP IMPL ROUND
     rand) command -v fio >/dev/null && simple "$impl" "$r" rand4k cold rand_read "$m/$BIG" ;;
     missing) simple "$impl" "$r" missing warm helper missing "$m/$MISSING_DIR" "$MISSING" ;;
     stat) simple "$impl" "$r" stat_one warm helper statloop "$m/$STAT_FILE" "$STATS" ;;
+    statfs) simple "$impl" "$r" statfs warm helper statfsloop "$m" "$STATFS_CALLS" ;;
     invalidate) group_invalidate "$impl" "$r" ;;
     create) simple "$impl" "$r" create_sync warm create_sync "$m/Contents/Resources/Created-$r" ;;
     copyup) simple "$impl" "$r" copyup cold helper append "$m" "$data/copyup.list" ;;
     stack) group_stack "$impl" "$r" ;;
   esac
 }
-GROUPS_ORDER=(walk list read seq rand missing stat invalidate create copyup stack)
+GROUPS_ORDER=(walk list read seq rand missing stat statfs invalidate create copyup stack)
 if [ -n "$groups" ]; then
   IFS=, read -r -a wanted_groups <<<"$groups"
   for g in "${wanted_groups[@]}"; do
@@ -707,7 +745,7 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
       if (tgt[name] != "") t = "≤ " tgt[name] "×" (pbratio != "" ? (pbratio <= tgt[name] + 0 ? " ✓" : " ✗") : "")
       if (name == "invalidate") {
         best = ""
-        for (i = 1; i <= ni; i++) if (im[i] != "proxybundle" && cnt[im[i] SUBSEP name]) { v = median(im[i] SUBSEP name); if (best == "" || v < best) best = v }
+        for (i = 1; i <= ni; i++) if (im[i] !~ /^proxybundle/ && cnt[im[i] SUBSEP name]) { v = median(im[i] SUBSEP name); if (best == "" || v < best) best = v }
         t = "≥ 10× faster than peers"
         if (best != "" && pbmed != "" && cnt["proxybundle" SUBSEP name]) t = t sprintf(" (%.0f×)", best / pbmed) (best >= 10 * pbmed ? " ✓" : " ✗")
       }
@@ -756,7 +794,7 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 perl "$HERE/bench/chart.pl" "$out/results.json" > "$out/chart.svg" || say "chart.pl failed; no chart.svg"
 say "results in $out (results.md, results.json, chart.svg, samples.tsv)"
 # a failed check or workload of proxybundle is an error; the peers' are only reported
-if has_impl proxybundle && grep -q $'^proxybundle\t.*\tfail$' "$checks" "$samples"; then
+if has_pb && grep -qE $'^proxybundle(-uring)?\t.*\tfail$' "$checks" "$samples"; then
   say "proxybundle failed a check or a workload"; exit 3
 fi
 exit 0

@@ -1,5 +1,6 @@
 /* bench.sh's syscall loops, so that the process running them costs less than what they measure.
  *   pbbench statloop PATH N        N stat() calls of one path
+ *   pbbench statfsloop PATH N      N statfs() calls on a mount (never cached: one round trip each)
  *   pbbench missing DIR N          stat() of N distinct missing names in DIR (each must be ENOENT)
  *   pbbench create DIR N SIZE      mkdir DIR, then N new files of SIZE bytes in it
  *   pbbench append ROOT LIST       append one line to ROOT/each path listed in the file LIST
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 static int fail(const char *what, const char *path) {
@@ -22,6 +24,13 @@ static int statloop(const char *path, long n) {
     struct stat st;
     for (long i = 0; i < n; i++)
         if (stat(path, &st) != 0) return fail("stat", path);
+    return 0;
+}
+
+static int statfsloop(const char *path, long n) {
+    struct statfs st;
+    for (long i = 0; i < n; i++)
+        if (statfs(path, &st) != 0) return fail("statfs", path);
     return 0;
 }
 
@@ -73,9 +82,10 @@ static int append(const char *root, const char *list) {
 
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "statloop")) return statloop(argv[2], atol(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "statfsloop")) return statfsloop(argv[2], atol(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "missing")) return missing(argv[2], atol(argv[3]));
     if (argc == 5 && !strcmp(argv[1], "create")) return create(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "append")) return append(argv[2], argv[3]);
-    fprintf(stderr, "usage: pbbench statloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST\n");
+    fprintf(stderr, "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST\n");
     return 2;
 }

@@ -9,6 +9,11 @@ my $cmd = shift // '';
 if ($cmd eq 'statloop' && @ARGV == 2) {
     my ($path, $n) = @ARGV;
     for (1 .. $n) { stat($path) or die "pbbench: stat $path: $!\n"; }
+} elsif ($cmd eq 'statfsloop' && @ARGV == 2) {
+    my ($path, $n) = @ARGV;
+    my $buffer = "\0" x 256;
+    # statfs(2) is system call 137 on x86_64 (Perl has no statfs of its own)
+    for (1 .. $n) { syscall(137, $path, $buffer) == 0 or die "pbbench: statfs $path: $!\n"; }
 } elsif ($cmd eq 'missing' && @ARGV == 2) {
     my ($dir, $n) = @ARGV;
     for my $i (0 .. $n - 1) {
@@ -37,5 +42,5 @@ if ($cmd eq 'statloop' && @ARGV == 2) {
         close($fh) or die "pbbench: close $root/$line: $!\n";
     }
 } else {
-    die "usage: pbbench statloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST\n";
+    die "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST\n";
 }

@@ -7,7 +7,7 @@ import XCTest
 /// workload produced a figure and that the benchmark's own correctness check passed.
 final class BenchSmokeTests: XCTestCase {
     static let workloads = ["walk_cold", "walk_warm", "list_huge", "read_small_cold", "seq_cold", "seq_warm",
-                            "rand4k", "missing", "stat_one", "invalidate", "create_sync", "copyup",
+                            "rand4k", "missing", "stat_one", "statfs", "invalidate", "create_sync", "copyup",
                             "stack_walk_cold", "stack_walk_warm", "stack_read_small_cold", "stack_missing", "stack_copyup"]
 
     private var out = ""
@@ -100,6 +100,34 @@ final class BenchSmokeTests: XCTestCase {
             XCTAssertTrue(chart.contains(String(format: ">%.2f×</text>", ratio)), "no label \(ratio) for \(name)")
         }
         XCTAssertGreaterThanOrEqual(drawn, 3, "walk and stat give at least three ratios")
+    }
+
+    /// `--transports device,uring`: a column per transport, each with its figures and its
+    /// correctness check, the module's io_uring switch on for the run and put back after.
+    func testEachTransportGetsAColumn() throws {
+        let path = "/sys/module/fuse/parameters/enable_uring"
+        guard let before = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw XCTSkip("this kernel has no FUSE over io_uring")
+        }
+        let results = out + "/results"
+        let run = try bench(["--quick", "--only", "proxybundle", "--transports", "device,uring", "--rounds", "1",
+                             "--groups", "statfs,missing", "--binary", MountFixture.binary, "--out", results], seconds: 120)
+        XCTAssertEqual(run.status, 0, "bench.sh failed:\n\(run.log.suffix(3000))")
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), before, "the module's switch put back")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: results + "/results.json")))
+        let object = try XCTUnwrap(json as? [String: Any])
+        XCTAssertEqual(object["implementations"] as? [String], ["proxybundle", "proxybundle-uring"])
+        for implementation in ["proxybundle", "proxybundle-uring"] {
+            let correctness = (object["correctness"] as? [String: Any])?[implementation] as? [String: Any]
+            XCTAssertEqual(correctness?["passed"] as? Bool, true, "\(implementation): \(String(describing: correctness))")
+        }
+        let rows = try XCTUnwrap(object["workloads"] as? [[String: Any]])
+        for name in ["statfs", "missing"] {
+            let results = rows.first { $0["name"] as? String == name }?["results"] as? [String: Any]
+            for implementation in ["proxybundle", "proxybundle-uring"] {
+                XCTAssertNotNil((results?[implementation] as? [String: Any])?["median"] as? Double, "\(implementation) \(name)")
+            }
+        }
     }
 
     func testABrokenBinaryFailsTheRun() throws {
