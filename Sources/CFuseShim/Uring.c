@@ -27,8 +27,9 @@
 //
 // FORGET, INTERRUPT and notifications stay on /dev/fuse, which libfuse's loop keeps reading.
 // The threads end when the connection ends (their entries complete with ENOTCONN) or when
-// pb_uring_stop asks (an eventfd every ring polls). They block every signal, so that SIGTERM
-// reaches a thread of libfuse's loop, which ends it.
+// pb_uring_stop asks (an eventfd every ring polls). They block SIGHUP, SIGINT and SIGTERM, so
+// that those reach a thread of libfuse's loop, which ends it (a ring thread would only mark
+// the session ended, and the loop would go on waiting).
 #include "CFuseShim.h"
 #include "Uring.h"
 
@@ -397,9 +398,14 @@ void pb_uring_start(uint32_t max_write, uint32_t max_pages) {
         return;
     }
     worker_count = queues * per_queue;
-    sigset_t all, previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    // the signals that end the daemon go to libfuse's loop (see the file's comment); faults
+    // stay with the thread that made them
+    sigset_t ending, previous;
+    sigemptyset(&ending);
+    sigaddset(&ending, SIGHUP);
+    sigaddset(&ending, SIGINT);
+    sigaddset(&ending, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &ending, &previous);
     for (unsigned i = 0; i < worker_count; i++) {
         struct ring_worker *w = &workers[i];
         w->qid = i % queues;
@@ -427,13 +433,13 @@ void pb_uring_stop(void) {
     uint64_t one = 1;
     if (write(stop_fd, &one, sizeof(one)) < 0) note_problem("cannot stop the ring threads: %s", strerror(errno));
     int all_ended = 1;
+    // a thread stuck in a request is left behind after 2 s (the process is about to end)
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += 2;
     for (unsigned i = 0; i < worker_count; i++) {
         struct ring_worker *w = &workers[i];
         if (!w->started) continue;
-        // a thread stuck in a request is left behind (the process is about to end)
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += 2;
         if (pthread_timedjoin_np(w->thread, NULL, &deadline) != 0) {
             all_ended = 0;
             continue;
