@@ -50,6 +50,18 @@ final class UringTransportTests: XCTestCase {
         return (after.uring - second.uring - reading.uring, after.device - second.device - reading.device)
     }
 
+    /// Waits for the rings to carry the requests: their threads register once INIT is answered,
+    /// so the first requests of a mount may still come through /dev/fuse.
+    private func waitForRings(_ context: String = "", file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(10)
+        var transport = try figures().transport
+        while transport != "uring" && Date() < deadline {
+            usleep(10_000)
+            transport = try figures().transport
+        }
+        XCTAssertEqual(transport, "uring", "the rings carry the requests \(context)", file: file, line: line)
+    }
+
     /// The ring threads of the daemon, by name (pb-ring-QUEUE).
     private func ringThreads() throws -> [String] {
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(fx.daemon)/task")
@@ -68,7 +80,7 @@ final class UringTransportTests: XCTestCase {
         for index in 0..<20 { try Disk.write(fx.inMain("dir/file\(index)"), "main \(index)") }
         for index in 0..<10 { try Disk.write(fx.inMain("listed\(index)/a"), "") }
         try fx.start(["-o", "transport=auto"])
-        XCTAssertEqual(try figures().transport, "uring")
+        try waitForRings()
         // a ring thread per entry, every queue (one per possible CPU) with two or more
         let threads = try ringThreads()
         XCTAssertEqual(Set(threads), Set((0..<possibleCPUs).map { "pb-ring-\($0)" }), "\(threads)")
@@ -118,6 +130,7 @@ final class UringTransportTests: XCTestCase {
         for index in 0..<300 { try Disk.write(fx.inMain("many/\(long.prefix(200))-\(index)"), "") }
         fx.environment = ["PROXYBUNDLE_NO_PASSTHROUGH=1"]
         try fx.start(["-o", "transport=uring"])
+        try waitForRings()
 
         let made = try requests {
             XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fx.inMount("big.bin"))), data, "read through the mount")
@@ -199,8 +212,8 @@ final class UringTransportTests: XCTestCase {
         try UringSwitch.set("Y")
         for ending in ["SIGTERM", "umount", "SIGTERM", "umount"] {
             try fx.start(["-o", "transport=uring"])
+            try waitForRings(ending)
             for index in 0..<10 { try Disk.write(fx.inMount("made\(index)"), "made") }
-            XCTAssertEqual(try figures().transport, "uring", ending)
             let daemon = fx.daemon
             let started = Date()
             let status: Int32?
@@ -227,7 +240,7 @@ final class UringTransportTests: XCTestCase {
         try UringSwitch.set("Y")
         try Disk.write(fx.inMain("file"), "main")
         try fx.start(["-o", "transport=uring"])
-        XCTAssertEqual(try figures().transport, "uring")
+        try waitForRings()
         kill(fx.daemon, SIGSTOP)
         let commands: [(arguments: [String], status: Int32, says: String)] = [
             (["status", fx.mountpoint], 0, "state: not answering"),
@@ -285,6 +298,7 @@ final class UringTransportTests: XCTestCase {
     func testPollingRingsCostNothingWhenIdleAndBackOff() throws {
         try UringSwitch.set("Y")
         try fx.start(["-o", "spin=1000,transport=uring"])
+        try waitForRings()
         for index in 0..<500 { XCTAssertEqual(Disk.lstatError(fx.inMount("burst-\(index)")), ENOENT) }
         XCTAssertEqual(try figures().transport, "uring")
         usleep(100_000)
