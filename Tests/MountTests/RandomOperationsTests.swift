@@ -6,7 +6,9 @@ import XCTest
 /// Seeded random sequences of changes, applied with plain syscalls to a proxybundle mount and to
 /// a kernel overlayfs mount of the same main bundle, both starting with an empty upper layer.
 /// After every step each call's result (return value or errno) must be the same on both, and so
-/// must the visible trees (walked and compared as in OverlayDifferentialTests).
+/// must the visible trees (walked and compared as in OverlayDifferentialTests). The substitution,
+/// applied as an OCI layer over the layers below (Support/OCILayers.swift: with modes, owners,
+/// times, xattrs and its own hard links), must make the mount's tree, compared the same way.
 ///
 /// Operations (RandomPlanner): open(O_CREAT|O_EXCL), pwrite at an offset (sometimes far past the
 /// end), truncate, rename (files and directories, with main-bundle content or not, across
