@@ -4,7 +4,8 @@ import XCTest
 
 /// telldir and seekdir in a large merged directory: every position telldir gave resumes exactly
 /// where it was while the stream is open (also in the middle of reading, back and forth), and in
-/// a stream opened again on the unchanged directory.
+/// a stream opened again on the unchanged directory. The same holds on kernel overlayfs of the
+/// same layers and on the layers' own file system (ext4 here).
 final class SeekDirectoryTests: XCTestCase {
     func testEveryPositionResumesExactlyWhereItWas() throws {
         let fx = try MountFixture(name)
@@ -12,9 +13,22 @@ final class SeekDirectoryTests: XCTestCase {
         for index in 0..<3000 { try Disk.write(fx.inMain("big/main-\(index)"), "") }
         for index in 2000..<4500 { try Disk.write(fx.inPatch("big/sub-\(index)"), "") }
         try Disk.whiteout(fx.inPatch("big"), "main-7")
+        let kernel = fx.root + "/kernel"
+        defer { Unmounter.force(kernel) }
+        try KernelOverlay.mount(fx, at: kernel)
         try fx.start()
+        let merged = 3000 - 1 + 2500 + 2
+        let mine = try checkPositions(fx.inMount("big"))
+        XCTAssertEqual(mine.count, merged)
+        XCTAssertEqual(Set(mine), Set(try checkPositions(kernel + "/big")), "the names kernel overlayfs lists")
+        XCTAssertEqual(try checkPositions(fx.inMain("big")).count, 3000 + 2)
+    }
 
-        guard let stream = opendir(fx.inMount("big")) else { throw TestFailure("opendir: errno \(errno)") }
+    /// Reads all of `directory` saving each position, then checks that every position resumes
+    /// at its name, and returns the names.
+    private func checkPositions(_ directory: String, file: StaticString = #filePath,
+                                line: UInt = #line) throws -> [String] {
+        guard let stream = opendir(directory) else { throw TestFailure("opendir \(directory): errno \(errno)") }
         var positions: [Int] = [], names: [String] = []
         while true {
             let position = telldir(stream)
@@ -22,29 +36,34 @@ final class SeekDirectoryTests: XCTestCase {
             positions.append(position)
             names.append(String(cString: directoryEntryName(entry)))
         }
-        XCTAssertEqual(names.count, 3000 - 1 + 2500 + 2)
         var generator = SystemRandomNumberGenerator()
         // back and forth, each time reading on a little from there
         for _ in 0..<300 {
             let index = Int.random(in: 0..<names.count, using: &generator)
             seekdir(stream, positions[index])
             for offset in 0..<3 where index + offset < names.count {
-                guard let entry = readdir(stream) else { XCTFail("ended early at \(index + offset)"); break }
-                XCTAssertEqual(String(cString: directoryEntryName(entry)), names[index + offset], "after seekdir to \(index)")
+                guard let entry = readdir(stream) else {
+                    XCTFail("\(directory): ended early at \(index + offset)", file: file, line: line)
+                    break
+                }
+                XCTAssertEqual(String(cString: directoryEntryName(entry)), names[index + offset],
+                               "\(directory): after seekdir to \(index)", file: file, line: line)
             }
         }
         seekdir(stream, positions[1000])
         var rest = 0
         while readdir(stream) != nil { rest += 1 }
-        XCTAssertEqual(rest, names.count - 1000, "from position 1000 to the end")
+        XCTAssertEqual(rest, names.count - 1000, "\(directory): from position 1000 to the end", file: file, line: line)
         closedir(stream)
 
         // a stream opened again on the unchanged directory takes the old positions
-        guard let again = opendir(fx.inMount("big")) else { throw TestFailure("opendir: errno \(errno)") }
+        guard let again = opendir(directory) else { throw TestFailure("opendir \(directory): errno \(errno)") }
         defer { closedir(again) }
         for index in stride(from: names.count - 1, to: 0, by: -401) {
             seekdir(again, positions[index])
-            XCTAssertEqual(readdir(again).map { String(cString: directoryEntryName($0)) }, names[index])
+            XCTAssertEqual(readdir(again).map { String(cString: directoryEntryName($0)) }, names[index],
+                           "\(directory): position \(index) in a stream opened again", file: file, line: line)
         }
+        return names
     }
 }
