@@ -2,36 +2,63 @@ import Foundation
 import ProxyBundleCore
 import XCTest
 
-/// Writes through a shared mapping change a file's modification and change times, as on any
-/// local file system (tools that detect changes by mtime would miss them otherwise): a
-/// main-bundle file (copied up by the open for writing) and a substitution file.
+/// Writes through a shared mapping change a file's modification and change times, as on kernel
+/// overlayfs and any local file system (tools that detect changes by mtime would miss them
+/// otherwise): a main-bundle file (copied up by the open for writing) and a substitution file,
+/// with the kernel reading and writing the substitution's file itself (passthrough) and with
+/// every write going through the daemon.
 final class MappedWriteTests: XCTestCase {
     func testWritesThroughASharedMappingUpdateTheTimes() throws {
+        try compareWithKernelOverlayfs(environment: [])
+    }
+
+    func testWithoutPassthroughTheSame() throws {
+        try compareWithKernelOverlayfs(environment: ["PROXYBUNDLE_NO_PASSTHROUGH=1"])
+    }
+
+    private func compareWithKernelOverlayfs(environment: [String]) throws {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
         try Disk.write(fx.inMain("main.bin"), String(repeating: "m", count: 8192))
         try Disk.write(fx.inPatch("substitution.bin"), String(repeating: "s", count: 8192))
+        let kernel = fx.root + "/kernel", upper = fx.root + "/kernel-upper"
+        let copy = try Spawn.run("/bin/cp", ["-a", fx.substitution, upper])
+        XCTAssertEqual(copy.status, 0, copy.error)
+        defer { Unmounter.force(kernel) }
+        try KernelOverlay.mountWritable(fx, at: kernel, upper: upper)
+        fx.environment = environment
         try fx.start()
-        func seconds(_ t: timespec) -> Double { Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
+        let mine = writeThroughMappings(in: fx.mountpoint), theirs = writeThroughMappings(in: kernel)
+        XCTAssertEqual(theirs, ["main.bin: mtime later, ctime later", "substitution.bin: mtime later, ctime later"])
+        XCTAssertEqual(mine, theirs)
         for name in ["main.bin", "substitution.bin"] {
-            let fd = open(fx.inMount(name), O_RDWR)
-            let before = Disk.lstat(fx.inMount(name))
-            usleep(50_000)  // past the file system's timestamp granularity
-            XCTAssertGreaterThanOrEqual(fd, 0, "open \(name): errno \(errno)")
-            guard fd >= 0 else { continue }
-            let map = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-            XCTAssertNotEqual(map, MAP_FAILED)
-            if let map, map != MAP_FAILED {
-                map.storeBytes(of: UInt8(ascii: "X"), as: UInt8.self)
-                XCTAssertEqual(msync(map, 4096, MS_SYNC), 0)
-                munmap(map, 4096)
-            }
-            close(fd)
-            let st = Disk.lstat(fx.inMount(name))
-            XCTAssertGreaterThan(seconds(st?.st_mtim ?? timespec()), seconds(before?.st_mtim ?? timespec()), "\(name): mtime")
-            XCTAssertGreaterThan(seconds(st?.st_ctim ?? timespec()), seconds(before?.st_ctim ?? timespec()), "\(name): ctime")
             XCTAssertEqual(try Disk.read(fx.inPatch(name)).first, "X", "\(name): the write landed in the substitution")
         }
         XCTAssertEqual(try Disk.read(fx.inMain("main.bin")).first, "m", "the main bundle untouched")
+    }
+
+    /// For each file below `root`: opened, written through a shared mapping, synced, closed, and
+    /// whether its times as stat shows them then are later than before.
+    private func writeThroughMappings(in root: String) -> [String] {
+        func seconds(_ t: timespec) -> Double { Double(t.tv_sec) + Double(t.tv_nsec) / 1e9 }
+        return ["main.bin", "substitution.bin"].map { name in
+            let path = root + "/" + name
+            let fd = open(path, O_RDWR)
+            guard fd >= 0 else { return "\(name): open: errno \(errno)" }
+            let before = Disk.lstat(path)
+            usleep(50_000)  // past the file system's timestamp granularity
+            let map = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+            guard let map, map != MAP_FAILED else {
+                close(fd)
+                return "\(name): mmap: errno \(errno)"
+            }
+            map.storeBytes(of: UInt8(ascii: "X"), as: UInt8.self)
+            let synced = msync(map, 4096, MS_SYNC)
+            munmap(map, 4096)
+            close(fd)
+            guard synced == 0, let before, let after = Disk.lstat(path) else { return "\(name): msync or stat failed" }
+            let m = seconds(after.st_mtim) > seconds(before.st_mtim), c = seconds(after.st_ctim) > seconds(before.st_ctim)
+            return "\(name): mtime \(m ? "later" : "unchanged"), ctime \(c ? "later" : "unchanged")"
+        }
     }
 }
