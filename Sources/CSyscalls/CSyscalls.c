@@ -36,13 +36,17 @@ const unsigned long long pb_RESOLVE_NO_SYMLINKS = RESOLVE_NO_SYMLINKS;
 const unsigned long long pb_RESOLVE_NO_MAGICLINKS = RESOLVE_NO_MAGICLINKS;
 const unsigned long long pb_RESOLVE_NO_XDEV = RESOLVE_NO_XDEV;
 
-int pb_read_only_clone(int dirfd) {
+const uint64_t pb_MOUNT_ATTR_RDONLY = MOUNT_ATTR_RDONLY;
+const uint64_t pb_MOUNT_ATTR_NOATIME = MOUNT_ATTR_NOATIME;
+const uint64_t pb_MOUNT_ATTR_NODIRATIME = MOUNT_ATTR_NODIRATIME;
+
+int pb_clone_mount(int dirfd, uint64_t set) {
     int fd = (int)syscall(SYS_open_tree, dirfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
     if (fd < 0) return -errno;
     struct mount_attr attr;
     memset(&attr, 0, sizeof(attr));
-    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOATIME;
-    attr.attr_clr = MOUNT_ATTR__ATIME;
+    attr.attr_set = set;
+    attr.attr_clr = (set & MOUNT_ATTR__ATIME) ? MOUNT_ATTR__ATIME : 0;
     if (syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) != 0) {
         int error = errno;
         close(fd);

@@ -21,6 +21,22 @@ public final class Layer: Sendable {
     /// Whether reads leave access times alone (`O_NOATIME`, where the daemon may use it): the
     /// main bundle's and the patches', which nothing changes, not even reading them.
     let preservesAccessTimes: Bool
+    /// How the layer, written, treats access times: the substitution's are the mount's own.
+    public let accessTimes: AccessTimes
+
+    /// The mount's access-time options (noatime, nodiratime) that a writable layer is reached
+    /// with, as kernel overlayfs reaches its upper layer: under noatime, reading or running a
+    /// substitution file, or listing a directory, through the mount leaves its access time alone.
+    public struct AccessTimes: OptionSet, Sendable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        public static let noatime = AccessTimes(rawValue: 1)
+        public static let nodiratime = AccessTimes(rawValue: 2)
+
+        var mountAttributes: UInt64 {
+            (contains(.noatime) ? pb_MOUNT_ATTR_NOATIME : 0) | (contains(.nodiratime) ? pb_MOUNT_ATTR_NODIRATIME : 0)
+        }
+    }
 
     static let resolve = pb_RESOLVE_BENEATH | pb_RESOLVE_NO_SYMLINKS | pb_RESOLVE_NO_MAGICLINKS
 
@@ -29,9 +45,12 @@ public final class Layer: Sendable {
     /// CAP_SYS_ADMIN, through a detached copy of its mount made read-only and noatime: the
     /// kernel itself then refuses any write to it, and leaves its access times alone also where
     /// it reads a file itself (a passthrough open gets a file of the kernel's own, without the
-    /// daemon's O_NOATIME). Elsewhere the root is used as it is.
-    public init(path: String, preservesAccessTimes: Bool = false) throws(Errno) {
+    /// daemon's O_NOATIME). A writable layer with `accessTimes` is reached through a detached
+    /// copy of its mount given those options, for the same reason. Elsewhere the root is used
+    /// as it is.
+    public init(path: String, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = []) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
+        self.accessTimes = accessTimes
         self.path = path
         let fd = try Sys.check { Glibc.open(path, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) }
         let st: stat
@@ -44,7 +63,8 @@ public final class Layer: Sendable {
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
         openedFD = fd
-        let clone = preservesAccessTimes ? pb_read_only_clone(fd) : -1
+        let attributes = preservesAccessTimes ? pb_MOUNT_ATTR_RDONLY | pb_MOUNT_ATTR_NOATIME : accessTimes.mountAttributes
+        let clone = attributes != 0 ? pb_clone_mount(fd, attributes) : -1
         rootFD = clone >= 0 ? clone : fd
     }
 

@@ -90,7 +90,7 @@ extension Overlay {
         guard stat(path, &onDisk) == 0 else { return nil }  // gone for now: keep serving the one we have
         let open = try Sys.fstat(substitution.rootFD)
         if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return nil }
-        return try Layer(path: path)
+        return try Layer(path: path, accessTimes: substitution.accessTimes)
     }
 
     /// A node's location, resolving again whatever is stale along its path. ESTALE when its

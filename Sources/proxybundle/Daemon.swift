@@ -59,7 +59,8 @@ enum Daemon {
             let main = try Layer(path: plan.main, preservesAccessTimes: true)
             var patches: [Layer] = []
             for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true)) }
-            let substitution = try Layer(path: plan.substitution)
+            // and the substitution is reached with the mount's access-time options
+            let substitution = try Layer(path: plan.substitution, accessTimes: plan.options.accessTimes)
             overlay = try Overlay(main: main, patches: patches, substitution: substitution, writable: !plan.readOnly,
                                   substitutionPath: plan.substitution,
                                   cachesLookups: plan.options.timeouts != .none,

@@ -1,3 +1,4 @@
+import ProxyBundleCore
 import ProxyBundleFUSE
 
 /// The `-o` options of `mount`: the daemon's own, and the FUSE mount options passed on.
@@ -100,6 +101,21 @@ struct MountOptions {
         default:
             throw Failure("unknown mount option '\(option)' (see proxybundle mount --help)")
         }
+    }
+
+    /// The FUSE mount's access-time options, which the substitution is reached with too (as
+    /// kernel overlayfs reaches its upper layer; a later `atime` undoes `noatime`).
+    var accessTimes: Layer.AccessTimes {
+        var result: Layer.AccessTimes = []
+        for option in fuse {
+            switch option {
+            case "noatime": result.insert(.noatime)
+            case "atime": result.remove(.noatime)
+            case "nodiratime": result.insert(.nodiratime)
+            default: break
+            }
+        }
+        return result
     }
 
     private func seconds(_ key: String, _ value: String) throws(Failure) -> Double {

@@ -464,12 +464,14 @@ enum KernelOverlay {
     }
 
     /// A writable overlay of `lowers` (overlayfs' lower directories, top first) at `mountpoint`,
-    /// with `upper` and a work directory beside the mountpoint. `extra` options are appended.
-    static func mountWritable(lowers: [String], at mountpoint: String, upper: String, extra: String = "") throws {
+    /// with `upper` and a work directory beside the mountpoint. `extra` options are appended;
+    /// `flags` are mount(2)'s (MS_NOATIME, ...).
+    static func mountWritable(lowers: [String], at mountpoint: String, upper: String, extra: String = "",
+                              flags: UInt = 0) throws {
         let work = mountpoint + "-work"
         for directory in [mountpoint, upper, work] where Disk.lstat(directory) == nil { try Disk.mkdir(directory) }
         let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work)" + extra
-        guard Glibc.mount("overlay", mountpoint, "overlay", 0, options) == 0 else {
+        guard Glibc.mount("overlay", mountpoint, "overlay", flags, options) == 0 else {
             throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(errno)))")
         }
     }

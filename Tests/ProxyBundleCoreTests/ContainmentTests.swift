@@ -220,3 +220,38 @@ final class ReadOnlyLayerTests: OverlayTestCase {
         if written >= 0 { close(written) }
     }
 }
+
+/// A writable layer given the mount's noatime is reached through a noatime copy of its mount
+/// (as root): reading leaves access times alone, and it stays writable, also once swapped.
+final class NoAccessTimeLayerTests: OverlayTestCase {
+    func testReadsLeaveAccessTimesAloneAndWritesWork() throws {
+        try XCTSkipIf(getuid() != 0, "the copy of a mount needs CAP_SYS_ADMIN")
+        try write(.patch, "file", "data")
+        var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_100, tv_nsec: 0)]
+        XCTAssertEqual(utimensat(AT_FDCWD, path(.patch, "file"), &times, 0), 0)
+        let substitution = try Layer(path: patchRoot, accessTimes: .noatime)
+        XCTAssertEqual(substitution.accessTimes, .noatime)
+        let fd = openat(substitution.rootFD, "file", O_RDONLY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var buffer = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(read(fd, &buffer, buffer.count), 4)
+        if fd >= 0 { close(fd) }
+        var st = stat()
+        XCTAssertEqual(stat(path(.patch, "file"), &st), 0)
+        XCTAssertEqual(st.st_atim.tv_sec, 1_000_000_000)
+        let written = openat(substitution.rootFD, "new-file", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+        XCTAssertGreaterThanOrEqual(written, 0, "the substitution stays writable")
+        if written >= 0 { close(written) }
+    }
+
+    func testASwappedSubstitutionKeepsTheMountsAccessTimeOptions() throws {
+        let overlay = try Overlay(main: Layer(path: mainRoot), substitution: Layer(path: patchRoot, accessTimes: .noatime),
+                                  writable: true, substitutionPath: patchRoot, cachesLookups: true)
+        let aside = try makeTemporaryDirectory("patch-old")
+        XCTAssertEqual(rmdir(aside), 0)
+        XCTAssertEqual(Glibc.rename(patchRoot, aside), 0)
+        XCTAssertEqual(Glibc.mkdir(patchRoot, 0o755), 0)
+        XCTAssertTrue(try overlay.invalidate().swappedSubstitution)
+        XCTAssertEqual(overlay.substitution.accessTimes, .noatime)
+    }
+}

@@ -34,9 +34,13 @@ extern const unsigned long long pb_RESOLVE_NO_XDEV;
 
 // System calls without a glibc wrapper on Debian 12.
 // A detached copy of the mount tree at `dirfd` (open_tree with OPEN_TREE_CLONE, recursive,
-// close-on-exec) made read-only and noatime (mount_setattr): a descriptor of its root, or
-// -errno (EPERM without CAP_SYS_ADMIN, ENOSYS before Linux 5.12).
-int pb_read_only_clone(int dirfd);
+// close-on-exec) given the mount attributes `set` (mount_setattr; an access-time one replaces
+// the tree's own): a descriptor of its root, or -errno (EPERM without CAP_SYS_ADMIN, ENOSYS
+// before Linux 5.12).
+int pb_clone_mount(int dirfd, uint64_t set);
+extern const uint64_t pb_MOUNT_ATTR_RDONLY;
+extern const uint64_t pb_MOUNT_ATTR_NOATIME;
+extern const uint64_t pb_MOUNT_ATTR_NODIRATIME;
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 // How many of the pages of the first `length` bytes (0: all) of the file open as `fd` are in
 // the page cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
