@@ -9,16 +9,20 @@ import Glibc
 /// - `.stats`: read-only; the cache's figures as `key: value` lines.
 /// - `.layers`: the layers, one `ROLE PATH` line each, top first; writing a list of patch
 ///   directories replaces the patches.
+/// - `.remount`: what a remount may change, as `-o` options (`ro` or `rw`, the cache
+///   timeouts); writing some of them changes them.
 public enum ControlFile: CaseIterable, Sendable {
     case invalidate
     case stats
     case layers
+    case remount
 
     public var name: [UInt8] {
         switch self {
         case .invalidate: ControlFile.invalidateName
         case .stats: ControlFile.statsName
         case .layers: ControlFile.layersName
+        case .remount: ControlFile.remountName
         }
     }
 
@@ -26,6 +30,7 @@ public enum ControlFile: CaseIterable, Sendable {
     private static let invalidateName = Array(".invalidate".utf8)
     private static let statsName = Array(".stats".utf8)
     private static let layersName = Array(".layers".utf8)
+    private static let remountName = Array(".remount".utf8)
 
     /// The node ID the kernel knows it by (reserved: below `NodeTable.firstNodeID`).
     public var node: NodeID {
@@ -33,6 +38,7 @@ public enum ControlFile: CaseIterable, Sendable {
         case .invalidate: 2
         case .stats: 3
         case .layers: 4
+        case .remount: 5
         }
     }
 
@@ -41,7 +47,7 @@ public enum ControlFile: CaseIterable, Sendable {
 
     var mode: mode_t {
         switch self {
-        case .invalidate, .layers: S_IFREG | 0o644
+        case .invalidate, .layers, .remount: S_IFREG | 0o644
         case .stats: S_IFREG | 0o444
         }
     }
@@ -52,6 +58,7 @@ public enum ControlFile: CaseIterable, Sendable {
         case ControlFile.invalidate.node: self = .invalidate
         case ControlFile.stats.node: self = .stats
         case ControlFile.layers.node: self = .layers
+        case ControlFile.remount.node: self = .remount
         default: return nil
         }
     }
@@ -65,6 +72,8 @@ public enum ControlFile: CaseIterable, Sendable {
             self = .stats
         } else if name == ControlFile.layersName {
             self = .layers
+        } else if name == ControlFile.remountName {
+            self = .remount
         } else {
             return nil
         }

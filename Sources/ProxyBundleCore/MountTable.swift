@@ -11,6 +11,10 @@ public struct MountTable: Sendable {
         public var mountpoint: String
         public var type: String
         public var source: String
+        /// The per-mount options (`rw`/`ro`, `nosuid`, `relatime`, ...).
+        public var options: [String] = []
+        /// The file system's own options (for FUSE: `user_id=`, `allow_other`, ...).
+        public var superOptions: [String] = []
     }
 
     public var mounts: [Mount]
@@ -25,7 +29,9 @@ public struct MountTable: Sendable {
             guard fields.count >= 10, let separator = fields.firstIndex(of: "-"), separator + 2 < fields.count,
                   let id = Int(fields[0]) else { return nil }
             return Mount(id: id, device: fields[2], mountpoint: MountTable.unescape(fields[4]),
-                         type: fields[separator + 1], source: MountTable.unescape(fields[separator + 2]))
+                         type: fields[separator + 1], source: MountTable.unescape(fields[separator + 2]),
+                         options: fields[5].split(separator: ",").map(String.init),
+                         superOptions: separator + 3 < fields.count ? fields[separator + 3].split(separator: ",").map(String.init) : [])
         }
     }
 

@@ -36,8 +36,9 @@ public final class Overlay: Sendable {
     let watch = LayerWatch()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
-    /// Whether changes go to the substitution (false: they answer EROFS).
-    public let isWritable: Bool
+    /// Whether changes go to the substitution (false: they answer EROFS); changed by a remount.
+    public var isWritable: Bool { writable.withLock { $0 } }
+    private let writable: Locked<Bool>
     /// Held shared by every request that interprets placements (layer numbers), exclusively
     /// while the stack is replaced: a request runs wholly with one stack.
     let layersInUse = ReadWriteLock()
@@ -78,7 +79,7 @@ public final class Overlay: Sendable {
     /// name another directory.
     public init(layers: LayerStack, writable: Bool = false, substitutionPath: String? = nil,
                 cachesLookups: Bool = true, warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
-        isWritable = writable
+        self.writable = Locked(writable)
         self.cachesLookups = cachesLookups
         self.substitutionPath = substitutionPath
         self.warn = warn
@@ -100,6 +101,20 @@ public final class Overlay: Sendable {
                             warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
         try self.init(layers: LayerStack(substitution: substitution, patches: patches, main: main), writable: writable,
                       substitutionPath: substitutionPath, cachesLookups: cachesLookups, warn: warn)
+    }
+
+    /// Makes changes go to the substitution again, or answer EROFS (a remount). Made writable
+    /// for the first time, it starts without what a crash left of the work directory, as a
+    /// writable mount does (one it made itself stays, as at any time).
+    public func setWritable(_ writable: Bool) {
+        layersInUse.withExclusive {
+            let was = self.writable.withLock { value in
+                defer { value = writable }
+                return value
+            }
+            let (substitution, work) = stack.withLock { ($0.layers.substitution, $0.work) }
+            if writable && !was && work == nil { Workspace.remove(from: substitution) }
+        }
     }
 
     /// Installs another substitution (after it was swapped on disk) and forgets everything

@@ -5,7 +5,7 @@ import CFuse3
 import CFuseShim
 import ProxyBundleCore
 
-/// The requests on the control files (`.invalidate`, `.stats`, `.layers`; see `ControlFile`). Their
+/// The requests on the control files (`.invalidate`, `.stats`, `.layers`, `.remount`; see `ControlFile`). Their
 /// handles hold no descriptor, so every handler that would use one checks the node first.
 ///
 /// What invalidates: a write to `.invalidate`, or truncating it (`truncate(2)`, `ftruncate(2)`).
@@ -34,6 +34,7 @@ extension FuseServer {
         case .invalidate: return .bytes([])
         case .stats: text = statsText()
         case .layers: text = Array(overlay.layersText.utf8)
+        case .remount: text = Array(remountText.utf8)
         }
         let start = min(text.count, max(0, Int(offset)))
         return .bytes(Array(text[start..<min(text.count, start + size)]))
@@ -43,19 +44,25 @@ extension FuseServer {
         switch control {
         case .invalidate: try invalidate(data)
         case .layers: try replacePatches(data)
+        case .remount: try remount(data)
         case .stats: throw Errno(EBADF)
         }
         return .written(data.count)
     }
 
     /// setattr: truncating `.invalidate` invalidates, truncating `.layers` removes every
-    /// patch; times are accepted (so `touch` works) and left alone; anything else is refused.
+    /// patch, truncating `.remount` changes nothing; times are accepted (so `touch` works) and
+    /// left alone; anything else is refused.
     func setControlAttributes(_ control: ControlFile, _ toSet: Int32) throws(Errno) -> Reply {
         let times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW
             | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME
         guard control != .stats, toSet & ~(times | FUSE_SET_ATTR_SIZE) == 0 else { throw Errno.notPermitted }
         if toSet & FUSE_SET_ATTR_SIZE != 0 {
-            if control == .invalidate { try invalidate([]) } else { try replacePatches([]) }
+            switch control {
+            case .invalidate: try invalidate([])
+            case .layers: try replacePatches([])
+            case .stats, .remount: break
+            }
         }
         return .attributes(try overlay.attributes(of: control.node), timeout: 0)
     }
@@ -74,8 +81,13 @@ extension FuseServer {
         let stack = overlay.layers
         let about = ["main: \(stack.main.path.replacingNewlines)", "substitution: \(stack.substitution.path.replacingNewlines)"]
             + stack.patches.map { "patch: \($0.path.replacingNewlines)" }
+        let timeouts = self.timeouts
         let lines = about + [
             "mountpoint: \(mountpoint.replacingNewlines)",
+            "read_only: \(overlay.isWritable ? "no" : "yes")",
+            "entry_timeout: \(timeouts.entry.secondsText)",
+            "attr_timeout: \(timeouts.attribute.secondsText)",
+            "negative_timeout: \(timeouts.negative.secondsText)",
             "pid: \(getpid())",
             "started: \(started)",
             "version: \(Version.number)",

@@ -33,7 +33,12 @@ public struct CacheTimeouts: Sendable, Equatable {
 /// settings of this mount. Handlers translate between FUSE and `Overlay`; they hold no logic.
 public final class FuseServer: Sendable {
     public let overlay: Overlay
-    public let timeouts: CacheTimeouts
+    /// The cache timeouts now (a remount changes them, see Remount.swift).
+    public var timeouts: CacheTimeouts { currentTimeouts.withLock { $0 } }
+    let currentTimeouts: Locked<CacheTimeouts>
+    /// Takes the claim on the substitution a writable mount holds (see `WriterLock`), when a
+    /// read-only mount is made writable; whether it could.
+    let claimsSubstitution: @Sendable () -> Bool
     /// Whether to ask the kernel to enforce POSIX ACLs (`-o acl`), and whether it does.
     let usesACL: Bool
     let enforcesACL = Locked(false)
@@ -61,11 +66,13 @@ public final class FuseServer: Sendable {
     let prefetcher: Prefetcher
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
-                mountpoint: String, usesACL: Bool = false) {
+                mountpoint: String, usesACL: Bool = false,
+                claimsSubstitution: @escaping @Sendable () -> Bool = { true }) {
         self.overlay = overlay
         self.usesACL = usesACL
         self.prefetcher = Prefetcher(overlay: overlay)
-        self.timeouts = timeouts
+        self.currentTimeouts = Locked(timeouts)
+        self.claimsSubstitution = claimsSubstitution
         self.logger = logger
         self.mountpoint = mountpoint
         var now = timespec()
@@ -74,6 +81,7 @@ public final class FuseServer: Sendable {
     }
 
     func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {
+        let timeouts = self.timeouts
         var result = fuse_entry_param()
         result.ino = entry.node
         result.attr = entry.attributes
@@ -90,6 +98,7 @@ public final class FuseServer: Sendable {
         case .found(let entry):
             return .entry(entryParameters(entry))
         case .absent(let remembered):
+            let timeouts = self.timeouts
             guard timeouts.negative > 0, remembered || !overlay.cachesLookups else { throw Errno.noEntry }
             var negative = fuse_entry_param()
             negative.entry_timeout = timeouts.negative

@@ -7,7 +7,7 @@ import ProxyBundleCore
 /// The low-level operations table. Each callback unpacks its arguments, calls the overlay
 /// and returns a `Reply`; `FuseServer.handle` replies.
 enum Operations {
-    static func table(writable: Bool) -> fuse_lowlevel_ops {
+    static func table() -> fuse_lowlevel_ops {
         var ops = fuse_lowlevel_ops()
         ops.`init` = { userdata, connection in
             guard let connection, let userdata else { return }
@@ -165,11 +165,7 @@ enum Operations {
                 return .ok
             }
         }
-        if writable {
-            WriteOperations.install(&ops)
-        } else {
-            ReadOnlyOperations.install(&ops)
-        }
+        WriteOperations.install(&ops)
         return ops
     }
 

@@ -21,7 +21,7 @@ public final class Session {
     /// `options` are FUSE mount options as `-o` takes them (e.g. "ro", "fsname=...").
     public init(server: FuseServer, options: [String], transport: Transport = .auto) throws(Failure) {
         self.transport = transport
-        var ops = Operations.table(writable: server.overlay.isWritable)
+        var ops = Operations.table()
         let arguments = ["proxybundle"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
         defer { argv.forEach { free($0) } }

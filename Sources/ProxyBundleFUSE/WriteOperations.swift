@@ -5,7 +5,10 @@ import CFuse3
 import CFuseShim
 import ProxyBundleCore
 
-/// The operations that change the view. Each lands in the substitution (see `Overlay`).
+/// The operations that change the view. Each lands in the substitution (see `Overlay`); on a
+/// read-only mount (`-o ro`, or remounted so) those that only change names or extended
+/// attributes answer EROFS before anything else, and the rest get EROFS from the overlay
+/// (writes, truncation and create still serve the control files, so `.invalidate` works).
 enum WriteOperations {
     static func install(_ ops: inout fuse_lowlevel_ops) {
         ops.create = { req, parent, name, mode, info in
@@ -40,23 +43,27 @@ enum WriteOperations {
         }
         ops.link = { req, node, parent, name in
             FuseServer.handle(req, "link", node: parent, name: name) { server throws(Errno) in
-                .entry(server.entryParameters(try server.overlay.link(node, as: bytes(name), in: parent)))
+                try server.refuseWhenReadOnly()
+                return .entry(server.entryParameters(try server.overlay.link(node, as: bytes(name), in: parent)))
             }
         }
         ops.unlink = { req, parent, name in
             FuseServer.handle(req, "unlink", node: parent, name: name) { server throws(Errno) in
+                try server.refuseWhenReadOnly()
                 try server.overlay.unlink(bytes(name), in: parent)
                 return .ok
             }
         }
         ops.rmdir = { req, parent, name in
             FuseServer.handle(req, "rmdir", node: parent, name: name) { server throws(Errno) in
+                try server.refuseWhenReadOnly()
                 try server.overlay.removeDirectory(bytes(name), in: parent)
                 return .ok
             }
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
             FuseServer.handle(req, "rename", node: parent, name: name) { server throws(Errno) in
+                try server.refuseWhenReadOnly()
                 // a directory materialized on the way may take long: the caller's signal stops it
                 try server.interruptible(req) { () throws(Errno) in
                     try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
@@ -153,6 +160,7 @@ enum WriteOperations {
         }
         ops.setxattr = { req, node, name, value, size, flags in
             FuseServer.handle(req, "setxattr", node: node) { server throws(Errno) in
+                try server.refuseWhenReadOnly()
                 let data = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                 try server.overlay.setExtendedAttribute(node, name: bytes(name), value: data, flags: flags)
                 return .ok
@@ -160,6 +168,7 @@ enum WriteOperations {
         }
         ops.removexattr = { req, node, name in
             FuseServer.handle(req, "removexattr", node: node) { server throws(Errno) in
+                try server.refuseWhenReadOnly()
                 try server.overlay.removeExtendedAttribute(node, name: bytes(name))
                 return .ok
             }
@@ -170,6 +179,7 @@ enum WriteOperations {
                      _ name: UnsafePointer<CChar>?, _ parent: fuse_ino_t) {
         FuseServer.handle(req, operation, node: parent, name: name) { server throws(Errno) in
             guard let req else { throw Errno.invalid }
+            try server.refuseWhenReadOnly()
             let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.owner(req))
             return .entry(server.entryParameters(made.entry))
         }
@@ -218,5 +228,13 @@ enum AttributeRequest {
             changes.modificationTime = st.st_mtim
         }
         return changes
+    }
+}
+
+extension FuseServer {
+    /// EROFS on a read-only mount.
+    @inline(__always)
+    func refuseWhenReadOnly() throws(Errno) {
+        if !overlay.isWritable { throw Errno.readOnly }
     }
 }
