@@ -30,8 +30,9 @@ enum Daemon {
         raiseOpenFileLimit()
         do throws(Failure) {
             // held for the daemon's life (the kernel lets go of it at exit, also after a crash)
-            if !plan.readOnly { _ = try WriterLock.acquire(plan.substitution) }
-            let session = try open(plan, logger: logger)
+            let claim = WriterClaim(plan.substitution)
+            if !plan.readOnly { try claim.take() }
+            let session = try open(plan, claim: claim, logger: logger)
             do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
             let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.joined(separator: ", "))"
             logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
@@ -52,7 +53,7 @@ enum Daemon {
         }
     }
 
-    private static func open(_ plan: MountPlan, logger: Logger) throws(Failure) -> Session {
+    private static func open(_ plan: MountPlan, claim: WriterClaim, logger: Logger) throws(Failure) -> Session {
         let overlay: Overlay
         do {
             // reading the main bundle and the patches leaves their access times alone
@@ -70,7 +71,8 @@ enum Daemon {
         }
         let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger,
                                 mountpoint: plan.mountpoint,
-                                usesACL: plan.options.acl)
+                                usesACL: plan.options.acl,
+                                claimsSubstitution: { (try? claim.take()) != nil })
         var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
         if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
         do {

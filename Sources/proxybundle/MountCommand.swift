@@ -62,6 +62,12 @@ struct MountCommand: ParsableCommand {
     }
 
     func run() throws {
+        if options.contains(where: { $0.split(separator: ",").contains("remount") }) {
+            // mount(8)'s `-o remount` through the helper convention
+            let given = (substitution.map { ["substitution=\($0)"] } ?? [])
+                + (patch.isEmpty ? [] : ["patches=" + patch.map(MountOptions.escapedPatch).joined(separator: ":")])
+            return try Remount.run(mountpoint: mountpoint, options: options + given, helper: true)
+        }
         // the layers' and the mountpoint's own paths travel as text (to the daemon, in
         // .stats): one that is not UTF-8 is refused by name rather than "not found"
         let named = [("main bundle", main), ("mountpoint", mountpoint)] + (substitution.map { [("substitution directory", $0)] } ?? [])

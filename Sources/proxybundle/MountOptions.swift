@@ -70,9 +70,9 @@ struct MountOptions {
         let key = parts[0]
         let value = parts.count > 1 ? parts[1] : nil
         switch (key, value) {
-        case ("entry_timeout", let v?): timeouts.entry = try seconds(key, v)
-        case ("attr_timeout", let v?): timeouts.attribute = try seconds(key, v)
-        case ("negative_timeout", let v?): timeouts.negative = try seconds(key, v)
+        case ("entry_timeout", let v?): timeouts.entry = try MountOptions.seconds(key, v)
+        case ("attr_timeout", let v?): timeouts.attribute = try MountOptions.seconds(key, v)
+        case ("negative_timeout", let v?): timeouts.negative = try MountOptions.seconds(key, v)
         case ("max_threads", let v?):
             guard let n = UInt32(v), n >= 1, n <= 256 else { throw Failure("max_threads takes a whole number from 1 to 256, not '\(v)'") }
             maxThreads = n
@@ -118,11 +118,21 @@ struct MountOptions {
         return result
     }
 
-    private func seconds(_ key: String, _ value: String) throws(Failure) -> Double {
+    static func seconds(_ key: String, _ value: String) throws(Failure) -> Double {
         guard let number = Double(value), number >= 0, number.isFinite else {
             throw Failure("\(key) takes a number of seconds, not '\(value)'")
         }
         return number
+    }
+
+    /// A directory as written in a `patches=` value.
+    static func escapedPatch(_ path: String) -> String {
+        var result = ""
+        for character in path {
+            if character == "\\" || character == ":" { result.append("\\") }
+            result.append(character)
+        }
+        return result
     }
 
     /// The directories of a `patches=` value: separated by `:`, where `\:` is a colon and

@@ -15,6 +15,7 @@ struct ProxyBundle: ParsableCommand {
               proxybundle mount /srv/app /mnt/app --substitution ~/app-patch
               proxybundle mount /srv/app /mnt/app --patch /srv/fix --patch /srv/base
               proxybundle layers /mnt/app --set /srv/fix-2 /srv/base
+              proxybundle remount /mnt/app -o ro
               proxybundle resolve /mnt/app Images/icon --image --scale 3
               proxybundle check /mnt/app
               proxybundle unmount /mnt/app
@@ -25,7 +26,7 @@ struct ProxyBundle: ParsableCommand {
             """,
         version: "\(Version.number) (commit \(Version.commit))",
         subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
-                      WhichCommand.self, LayersCommand.self, ResolveCommand.self, CheckCommand.self,
+                      WhichCommand.self, LayersCommand.self, RemountCommand.self, ResolveCommand.self, CheckCommand.self,
                       VersionCommand.self]
     )
 

@@ -28,15 +28,27 @@ struct RunningMount {
     /// Where the daemon logs (`syslog`, `stderr` or a file's path), from the arguments it was
     /// started with; nil when that cannot be read (another user's daemon).
     var log: String? {
-        guard let pid, let raw = readText("/proc/\(pid)/cmdline") else { return nil }
-        let words = raw.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
-        guard let marker = words.firstIndex(of: DaemonImage.marker), words.count > marker + 5,
-              let destination = LogDestination(argument: words[marker + 5]) else { return nil }
+        guard let words = daemonArguments, let destination = LogDestination(argument: words[4]) else { return nil }
         switch destination {
         case .syslog: return "syslog"
         case .standardError: return "stderr"
         case .file(let path): return path
         }
+    }
+    /// The `-o` options the daemon was started with; nil when they cannot be read.
+    var startedOptions: MountOptions? {
+        guard let words = daemonArguments else { return nil }
+        return try? MountOptions(words.dropFirst(5).filter { !$0.hasPrefix(DaemonImage.patchPrefix) })
+    }
+    /// The daemon image's arguments after its marker (see `DaemonImage.arguments`), at least
+    /// five; nil when they cannot be read (another user's daemon).
+    private var daemonArguments: [String]? {
+        guard let pid, let raw = readText("/proc/\(pid)/cmdline") else { return nil }
+        let words = raw.split(separator: "\0", omittingEmptySubsequences: false).map(String.init)
+        guard let marker = words.firstIndex(of: DaemonImage.marker) else { return nil }
+        var rest = Array(words[(marker + 1)...])
+        if rest.last == "" { rest.removeLast() }  // cmdline ends with a NUL
+        return rest.count >= 5 ? rest : nil
     }
     var started: Int? { stat("started").flatMap { Int($0) } }
     var isAlive: Bool { error == 0 }
@@ -118,6 +130,16 @@ struct RunningMount {
         var copy = bytes
         let result = copy.withUnsafeMutableBytes {
             pb_call_with_deadline(Int32(PB_CALL_WRITE), path, $0.baseAddress, $0.count, milliseconds(seconds))
+        }
+        return result < 0 ? Int32(-result) : 0
+    }
+
+    /// mount_setattr of the mount at `path`: the MOUNT_ATTR_ flags `set` and `clear`; 0, its
+    /// errno, or ETIMEDOUT when no answer came within `seconds`.
+    static func setAttributes(of path: String, set: UInt64, clear: UInt64, seconds: Double) -> Int32 {
+        var change = [set, clear]
+        let result = change.withUnsafeMutableBytes {
+            pb_call_with_deadline(Int32(PB_CALL_MOUNT_ATTR), path, $0.baseAddress, $0.count, milliseconds(seconds))
         }
         return result < 0 ? Int32(-result) : 0
     }

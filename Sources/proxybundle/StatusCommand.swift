@@ -59,7 +59,7 @@ struct StatusCommand: ParsableCommand {
             if let log = mount.log { lines.append("  log: \(log)") }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
             if mount.isAlive {
-                lines.append("  control files (by name, not listed): \(mount.mountpoint)/.invalidate, .stats, .layers")
+                lines.append("  control files (by name, not listed): \(mount.mountpoint)/.invalidate, .stats, .layers, .remount")
             }
             let shown: Set<String> = ["main", "substitution", "patch", "pid", "started"]
             for (key, value) in mount.stats where !shown.contains(key) { lines.append("  \(key): \(value)") }

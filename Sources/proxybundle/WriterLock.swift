@@ -1,3 +1,4 @@
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -33,8 +34,10 @@ enum WriterLock {
         close(try acquire(substitution))
     }
 
-    private static func heldMessage(_ substitution: String) -> String {
-        let holder = RunningMount.all().first { $0.isAlive && $0.substitution == substitution }
+    /// Who writes `substitution` (other than the mount at `excluding`), in a line that says
+    /// what to do.
+    static func heldMessage(_ substitution: String, excluding: String? = nil) -> String {
+        let holder = RunningMount.all().first { $0.isAlive && $0.substitution == substitution && $0.mountpoint != excluding }
         guard let holder else {
             return "substitution directory \(substitution) is already written by another proxybundle mount; "
                 + "each writable mount needs a substitution of its own (or mount with -o ro)"
@@ -42,5 +45,20 @@ enum WriterLock {
         let pid = holder.pid.map { " (daemon \($0))" } ?? ""
         return "substitution directory \(substitution) is already written by the mount at \(holder.mountpoint)\(pid); "
             + "unmount it first, give another --substitution, or mount with -o ro"
+    }
+}
+
+/// The writer lock a daemon holds: taken when a writable mount starts, or when a read-only one
+/// is remounted writable; kept until the daemon exits (also when remounted read-only again).
+final class WriterClaim: Sendable {
+    let substitution: String
+    private let descriptor = Locked<Int32>(-1)
+
+    init(_ substitution: String) { self.substitution = substitution }
+
+    func take() throws(Failure) {
+        try descriptor.withLock { (fd: inout Int32) throws(Failure) in
+            if fd < 0 { fd = try WriterLock.acquire(substitution) }
+        }
     }
 }

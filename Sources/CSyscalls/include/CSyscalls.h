@@ -77,9 +77,12 @@ int pb_pending_bytes(int fd);
 
 // One call on `path` made in a child process, waited for at most `milliseconds` (Deadline.c):
 // PB_CALL_STATFS; PB_CALL_READ, up to `size` bytes into `buffer`; PB_CALL_WRITE, the `size`
-// bytes of `buffer` in one write. The bytes read or written (0 for statfs), or -errno, or
-// -ETIMEDOUT when no answer came in time (the child is left to end by itself).
-enum { PB_CALL_STATFS = 0, PB_CALL_READ = 1, PB_CALL_WRITE = 2 };
+// bytes of `buffer` in one write (on a mount made read-only by its per-mount flag, through a
+// writable clone of it where the caller may make one); PB_CALL_MOUNT_ATTR, mount_setattr of the
+// mount at `path` with `buffer` two uint64_t, the MOUNT_ATTR_ flags to set and to clear. The
+// bytes read or written (0 for statfs and mount_setattr), or -errno, or -ETIMEDOUT when no
+// answer came in time (the child is left to end by itself).
+enum { PB_CALL_STATFS = 0, PB_CALL_READ = 1, PB_CALL_WRITE = 2, PB_CALL_MOUNT_ATTR = 3 };
 long pb_call_with_deadline(int kind, const char *path, void *buffer, size_t size, int milliseconds);
 
 #endif
