@@ -66,7 +66,9 @@ extension FuseServer {
         if changed {
             let timeouts = self.timeouts
             logger.info("cache timeouts now: entry \(timeouts.entry.secondsText) s, attributes \(timeouts.attribute.secondsText) s, missing names \(timeouts.negative.secondsText) s")
-            try invalidate([])
+            // everything, as `proxybundle invalidate --all`: what the kernel holds was cached
+            // under the old timeouts whether it changed or not
+            try invalidate(Array("/".utf8))
         }
     }
 }
