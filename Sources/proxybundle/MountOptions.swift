@@ -66,7 +66,7 @@ struct MountOptions {
     }
 
     private mutating func apply(_ option: String) throws(Failure) {
-        let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+        let parts = option.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
         let key = parts[0]
         let value = parts.count > 1 ? parts[1] : nil
         switch (key, value) {

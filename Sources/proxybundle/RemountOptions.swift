@@ -49,13 +49,13 @@ struct RemountOptions {
                 try apply(option, present)
             }
         }
-        if helper, let readOnly, readOnly == present.kernelReadOnly && !readOnly { self.readOnly = nil }
+        if helper && readOnly == false && !present.kernelReadOnly { readOnly = nil }
         if readOnly == true { setFlags |= RemountOptions.readOnlyFlag }
         if readOnly == false { clearFlags |= RemountOptions.readOnlyFlag }
     }
 
     private mutating func apply(_ option: String, _ present: Present) throws(Failure) {
-        let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+        let parts = option.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
         let key = parts[0]
         let value = parts.count > 1 ? parts[1] : nil
         switch (key, value) {

@@ -184,6 +184,7 @@ final class RemountTests: XCTestCase {
         let state = try Disk.read(fx.inMount(".remount"))
         let refused: [([String], String)] = [
             (["-o", "ro,bogus"], "unknown mount option 'bogus'"),
+            (["-o", "ro,="], "unknown mount option '='"),
             (["-o", "ro,entry_timeout=soon"], "entry_timeout takes a number of seconds, not 'soon'"),
             (["-o", "ro,acl"], "mount option 'acl' cannot change on a live mount"),
             (["-o", "ro,substitution=/elsewhere"], "mount option 'substitution=/elsewhere' cannot change"),
