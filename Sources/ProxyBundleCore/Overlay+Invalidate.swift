@@ -87,7 +87,7 @@ extension Overlay {
     private func substitutionSwappedOnDisk() throws(Errno) -> Layer? {
         guard let path = substitutionPath else { return nil }
         var onDisk = stat()
-        guard stat(path, &onDisk) == 0 else { return nil }  // gone for now: keep serving the one we have
+        guard path.withCString({ stat($0, &onDisk) }) == 0 else { return nil }  // gone for now: keep serving the one we have
         let open = try Sys.fstat(substitution.rootFD)
         if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return nil }
         return try Layer(path: path, accessTimes: substitution.accessTimes)

@@ -46,7 +46,7 @@ public final class FuseServer: Sendable {
     /// Whether changes in the layers are invalidated as they settle (`-o watch`).
     let watching = Locked(false)
     /// Where the mount is (a patch given to `.layers` must not lie inside it).
-    let mountpoint: String
+    let mountpoint: RawPath
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.
     let started: Int
     /// Reads and writes of open files straight to the layers' files, where the kernel allows.
@@ -61,7 +61,7 @@ public final class FuseServer: Sendable {
     let prefetcher: Prefetcher
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
-                mountpoint: String, usesACL: Bool = false) {
+                mountpoint: RawPath, usesACL: Bool = false) {
         self.overlay = overlay
         self.usesACL = usesACL
         self.prefetcher = Prefetcher(overlay: overlay)

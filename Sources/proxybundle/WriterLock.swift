@@ -1,3 +1,4 @@
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,8 +12,8 @@ import Glibc
 enum WriterLock {
     /// Takes the lock on `substitution` and returns the descriptor that holds it (kept open
     /// for the daemon's life), or fails with a line naming the mount that holds it.
-    static func acquire(_ substitution: String) throws(Failure) -> Int32 {
-        let fd = open(substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    static func acquire(_ substitution: RawPath) throws(Failure) -> Int32 {
+        let fd = substitution.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
             throw Failure("substitution directory \(substitution) cannot be opened: \(Paths.describe(errno))")
         }
@@ -29,11 +30,11 @@ enum WriterLock {
 
     /// Whether `substitution` could be locked now (the lock is let go at once): the check the
     /// command makes before it starts a daemon, for a message in the user's terminal.
-    static func check(_ substitution: String) throws(Failure) {
+    static func check(_ substitution: RawPath) throws(Failure) {
         close(try acquire(substitution))
     }
 
-    private static func heldMessage(_ substitution: String) -> String {
+    private static func heldMessage(_ substitution: RawPath) -> ByteText {
         let holder = RunningMount.all().first { $0.isAlive && $0.substitution == substitution }
         guard let holder else {
             return "substitution directory \(substitution) is already written by another proxybundle mount; "

@@ -73,7 +73,7 @@ final class BenchSmokeTests: XCTestCase {
         XCTAssertTrue(run.log.contains("| workload |"), "the table goes to stdout too")
         // setsid execs the script in place, so its $$ (which names its scratch directory) is run.pid
         let scratch = "/var/tmp/proxybundle-bench/run-\(run.pid)/"
-        XCTAssertFalse(MountTable.current().mounts.contains { ($0.mountpoint + "/").hasPrefix(scratch) },
+        XCTAssertFalse(MountTable.current().mounts.contains { ($0.mountpoint.description + "/").hasPrefix(scratch) },
                        "bench.sh left a mount behind")
         XCTAssertFalse(FileManager.default.fileExists(atPath: scratch), "bench.sh left its scratch directory")
     }
