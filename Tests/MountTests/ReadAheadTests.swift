@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 import XCTest
 
@@ -86,6 +87,26 @@ final class ReadAheadTests: XCTestCase {
         let deadline = Date().addingTimeInterval(5)
         while try figure("files_read_ahead") < 16 && Date() < deadline { usleep(20_000) }
         XCTAssertEqual(try figure("files_read_ahead"), 16)
+    }
+
+    /// A program that opens a directory's files in the order of their names (a sorted list of
+    /// paths, as an app loading its resources by name) has the files that follow in name order
+    /// read ahead (issue 25; before, the read-ahead went by listing order and read files the
+    /// program did not come to, 1.7 times kernel overlayfs where listing order took 1.2).
+    func testReadingADirectorysFilesInNameOrderReadsTheNextByNameAhead() throws {
+        let listed = try Disk.list(fx.inMount("files")).filter { $0 != "." && $0 != ".." }
+        let byName = listed.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        XCTAssertNotEqual(Array(listed.prefix(18)), Array(byName.prefix(18)), "the two orders differ here")
+        for name in byName.prefix(2) { XCTAssertEqual(try Disk.read(fx.inMount("files/\(name)")).count, 5000 + (Int(name.dropFirst()) ?? 0)) }
+        let deadline = Date().addingTimeInterval(10)
+        while try figure("files_read_ahead") < 16 && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(try figure("files_read_ahead"), 16)
+        for name in byName[2..<18] {
+            let fd = open(fx.inMain("files/\(name)"), O_RDONLY)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            XCTAssertGreaterThan(pb_cached_pages(fd, 1 << 20), 0, "\(name), next by name, read ahead")
+            close(fd)
+        }
     }
 
     func testOpeningOneFileADirectoryReadsNoFileAhead() throws {
