@@ -479,12 +479,13 @@ correctness_stack() {
 
 # ---------------------------------------------------------------------------- workloads
 # Each starts on a fresh mount; "cold" ones after sync and drop_caches.
-WORKLOADS=(walk_cold walk_warm list_huge list_huge_warm read_small_cold read_small_sorted seq_cold seq_warm rand4k missing stat_one statfs invalidate create_sync copyup
+WORKLOADS=(walk_cold walk_warm walk_types_cold list_huge list_huge_warm read_small_cold read_small_sorted seq_cold seq_warm rand4k missing stat_one statfs invalidate create_sync copyup
            stack_walk_cold stack_walk_warm stack_read_small_cold stack_missing stack_copyup)
 describe() {
   case $1 in
     walk_cold) echo "metadata walk, cold ($ENTRIES entries, find with a stat of each)" ;;
     walk_warm) echo "metadata walk, warm" ;;
+    walk_types_cold) echo "walk by type (find -type f, no stat), cold" ;;
     list_huge) echo "list the $HUGE-entry merged directory, cold" ;;
     list_huge_warm) echo "list it again (ls -f), warm" ;;
     read_small_cold) echo "read every small file, cold" ;;
@@ -508,7 +509,7 @@ describe() {
 target() {
   case $1 in
     # issue 25's figures to beat
-    walk_cold) echo 1.1 ;; walk_warm) echo 1.0 ;; list_huge_warm) echo 0.37 ;; read_small_cold) echo 1.2 ;;
+    walk_cold) echo 1.1 ;; walk_warm) echo 1.0 ;; walk_types_cold) echo 1.1 ;; list_huge_warm) echo 0.37 ;; read_small_cold) echo 1.2 ;;
     read_small_sorted) echo 1.2 ;; seq_cold) echo 1.05 ;; seq_warm) echo 1.1 ;; missing) echo 0.85 ;;
     create_sync) echo 1.3 ;; copyup) echo 1.0 ;; *) echo "" ;;
   esac
@@ -530,6 +531,7 @@ group_walk() {
     record "$impl" bytes_per_name "$r" "$(awk -v a="$hwm" -v b="$rss0" -v n="$ENTRIES" 'BEGIN{ printf "%.0f", (a - b) * 1024 / n }')"
   fi
   unmount_impl "$impl"
+  simple "$impl" "$r" walk_types_cold cold walk_types "$m"
 }
 
 simple() { # IMPL ROUND WORKLOAD cold|warm COMMAND... (the command may use $m; stack_* workloads run on the stacked layers)
@@ -543,6 +545,7 @@ simple() { # IMPL ROUND WORKLOAD cold|warm COMMAND... (the command may use $m; s
 
 # the timed commands, run by timed() in a child bash (they see the variables saved in $FNS)
 walk() { find "$1" -printf '%s %m\n' >/dev/null; }
+walk_types() { find "$1" -type f >/dev/null; }
 read_small() { find "$1" -type f ! -path "$1/$BIG" -print0 | xargs -0 -n 256 cat >/dev/null; }
 # the same files in sorted path order (an app reads in the order its screens need, not the
 # listing's): the list is made before the caches are dropped, so only the reads are timed

@@ -24,8 +24,6 @@ final class FileOrder {
     private var cursor = 0
     /// The entries up to this index have been read ahead.
     var readThrough = -1
-    /// How many files in a row were found in the page cache already.
-    var cachedInARow = 0
     /// The regular files' indices sorted by name, made when first needed.
     private var byName: [(name: [UInt8], index: Int)]?
     /// The files up to this place in name order have been read ahead.

@@ -188,17 +188,10 @@ final class Prefetcher: @unchecked Sendable {
             switch overlay.readAhead(item, of: current.listing, limit: Self.fileBytes) {
             case .started:
                 read += 1
-                current.cachedInARow = 0
-            case .cached:
-                current.cachedInARow += 1
-                // the directory's files are in the page cache already: opening them is all
-                // reading ahead would do
-                if current.cachedInARow == 4 {
-                    current.readThrough = current.items.count
-                    current.readThroughByName = current.items.count
-                    return read
-                }
-            case .skipped:
+            case .cached, .skipped:
+                // a file the program has read already (this thread fell behind it), or one that
+                // was in the page cache before (a directory found so is left alone at its
+                // second open: see noteOpen)
                 break
             }
         }

@@ -109,6 +109,25 @@ final class ReadAheadTests: XCTestCase {
         }
     }
 
+    /// Files found in the page cache by the read-ahead thread (the program read them before the
+    /// thread got there: it runs at a lower priority) are passed over, and the files after them
+    /// read ahead. Before, four such in a row made it give up on the whole directory, and a
+    /// program reading a large directory fast had nothing read ahead for most of it.
+    func testFilesTheProgramGotToFirstArePassedOver() throws {
+        let names = try Disk.list(fx.inMount("files")).filter { $0 != "." && $0 != ".." }
+        for name in names[2..<6] { _ = try Disk.read(fx.inMain("files/\(name)")) }  // cached, past the mount
+        for name in names.prefix(2) { _ = try Disk.read(fx.inMount("files/\(name)")) }
+        let deadline = Date().addingTimeInterval(10)
+        while try figure("files_read_ahead") < 12 && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(try figure("files_read_ahead"), 12, "the 16 after the second file but the 4 cached")
+        for name in names[6..<18] {
+            let fd = open(fx.inMain("files/\(name)"), O_RDONLY)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            XCTAssertGreaterThan(pb_cached_pages(fd, 1 << 20), 0, "\(name), read ahead")
+            close(fd)
+        }
+    }
+
     func testOpeningOneFileADirectoryReadsNoFileAhead() throws {
         for index in [3, 17, 29] {
             XCTAssertEqual(try Disk.read(fx.inMount("files/f\(index)")).count, 5000 + index)
