@@ -103,7 +103,6 @@ extension FuseServer {
             "extended_attribute_reads: \(extendedAttributeReads.withLock { $0 })",
             "lookups: \(readers.lookups)",
             "listing_users: \(readers.users.joined(separator: ","))",
-            "directory_listing_users: \(readers.directoryUsers.joined(separator: ","))",
             "walkers: \(readers.walkers.joined(separator: ","))",
             "directories_read_ahead: \(prefetcher.figures.directories)",
             "files_read_ahead: \(prefetcher.figures.files)",

@@ -25,8 +25,7 @@ enum DirectoryPacker {
                     let name = names.cString(item)
                     let added: Int?
                     if let server {
-                        let withAttributes = attributes == .directories ? item.type == UInt8(DT_DIR)
-                            : attributes != .none && !samples.take(item, names.name(item))
+                        let withAttributes = attributes != .none && !samples.take(item, names.name(item))
                         added = addPlus(req, item, name, base + used, size - used, next, listing,
                                         withAttributes ? server : nil)
                     } else {

@@ -13,9 +13,7 @@ import ProxyBundleCore
 /// but for two samples (its first directory and its first other entry), and none in later
 /// batches. Once one of its threads looks up a name in a directory listed to it that way, the
 /// program (by its command name, `/proc/TID/comm`) is known to use its listings, and from then
-/// on, in this mount, every entry listed to it carries attributes. A program seen to look up
-/// only directories it listed (`find -type f`, `du --inodes`, a walker that goes by `d_type`)
-/// gets the attributes of directories alone, until it looks up another entry.
+/// on, in this mount, every entry listed to it carries attributes.
 ///
 /// The kernel keeps a listing read to its end (the readdir cache), also one given with names
 /// alone: listing the directory again (`ls -f`, a glob) then never reaches the daemon. Such a
@@ -28,8 +26,6 @@ final class ListingReaders: Sendable {
         case all
         /// Every entry but two samples (the first directory, the first other entry).
         case allButSamples
-        /// Directories only.
-        case directories
         /// Names and types only.
         case none
     }
@@ -42,8 +38,6 @@ final class ListingReaders: Sendable {
         var threads: [(thread: pid_t, program: Program)] = []
         /// Programs known to use what they list.
         var users: [Program] = []
-        /// Programs known to use the directories they list, and not yet seen using more.
-        var directoryUsers: [Program] = []
         /// Listings given without some attributes to threads of programs not known yet, most
         /// recent last.
         var watched: [(thread: pid_t, directory: NodeID)] = []
@@ -81,10 +75,9 @@ final class ListingReaders: Sendable {
             if !state.watched.contains(where: { $0 == (thread, directory) }) {
                 Self.remember((thread, directory), in: &state.watched)
             }
-            let directoriesOnly = state.directoryUsers.contains(program)
-            if offset == 0 && !directoriesOnly { return .allButSamples }
+            if offset == 0 { return .allButSamples }
             if !state.namesOnly.contains(directory) { Self.remember(directory, in: &state.namesOnly) }
-            return directoriesOnly ? .directories : .none
+            return .none
         }
     }
 
@@ -103,11 +96,10 @@ final class ListingReaders: Sendable {
         }
     }
 
-    /// A lookup of a name in `parent` by `thread`, which found a directory or not: if
-    /// `parent` was listed to it without some attributes, its program uses its listings (their
-    /// directories, or more). Whether the kernel should drop the listing of `parent` it keeps
-    /// (one with names alone: see the type).
-    func noteLookup(thread: pid_t, parent: NodeID, foundDirectory: Bool) -> Bool {
+    /// A lookup of a name in `parent` by `thread`: if `parent` was listed to it without some
+    /// attributes, its program uses its listings. Whether the kernel should drop the listing
+    /// of `parent` it keeps (one with names alone: see the type).
+    func noteLookup(thread: pid_t, parent: NodeID) -> Bool {
         state.withLock { state in
             state.lookups += 1
             var drops = false
@@ -116,26 +108,18 @@ final class ListingReaders: Sendable {
                 drops = true
             }
             guard state.watched.contains(where: { $0 == (thread, parent) }),
-                  let program = state.threads.first(where: { $0.thread == thread })?.program,
-                  !state.users.contains(program) else { return drops }
-            if foundDirectory {
-                // still watched: a lookup of another entry makes it a user of everything
-                if !state.directoryUsers.contains(program) { Self.remember(program, in: &state.directoryUsers) }
-                return drops
-            }
+                  let program = state.threads.first(where: { $0.thread == thread })?.program else { return drops }
             state.watched.removeAll { $0.thread == thread }
-            state.directoryUsers.removeAll { $0 == program }
-            Self.remember(program, in: &state.users)
+            if !state.users.contains(program) { Self.remember(program, in: &state.users) }
             return drops
         }
     }
 
-    /// LOOKUP requests so far, the programs known to use their listings (all of them, or their
-    /// directories) and those seen walking (for `.stats`).
-    var figures: (lookups: UInt64, users: [String], directoryUsers: [String], walkers: [String]) {
+    /// LOOKUP requests so far, the programs known to use their listings and those seen
+    /// walking (for `.stats`).
+    var figures: (lookups: UInt64, users: [String], walkers: [String]) {
         state.withLock { state in
             (state.lookups, state.users.map { String(decoding: $0, as: UTF8.self) },
-             state.directoryUsers.map { String(decoding: $0, as: UTF8.self) },
              state.walkers.map { String(decoding: $0, as: UTF8.self) })
         }
     }

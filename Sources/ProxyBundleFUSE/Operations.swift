@@ -19,10 +19,8 @@ enum Operations {
             var dropsCachedListing = false
             let server = FuseServer.of(req)  // the reply frees the request
             FuseServer.handle(req, "lookup", node: parent, name: name) { server throws(Errno) in
-                let reply = try server.lookupReply(parent: parent, name: bytes(name))
-                dropsCachedListing = server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent,
-                                                                      foundDirectory: reply.isDirectoryEntry)
-                return reply
+                dropsCachedListing = server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent)
+                return try server.lookupReply(parent: parent, name: bytes(name))
             }
             // after the reply: the kernel's listing of the parent has names alone (ListingReaders)
             if dropsCachedListing { server?.notifier.invalidateNode(parent) }

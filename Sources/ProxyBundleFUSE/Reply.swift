@@ -22,12 +22,6 @@ enum Reply {
     case bytes([UInt8])
     case statistics(statvfs)
     case size(Int)
-
-    /// Whether this is an entry of a directory (a LOOKUP that found one).
-    var isDirectoryEntry: Bool {
-        if case .entry(let entry) = self { return entry.ino != 0 && entry.attr.st_mode & S_IFMT == S_IFDIR }
-        return false
-    }
 }
 
 extension FuseServer {

@@ -103,29 +103,6 @@ final class ListingAttributesTests: XCTestCase {
         XCTAssertGreaterThan(try figure("listings_taken"), taken, "the names-only listing was dropped by the lookups")
     }
 
-    /// `find -type f` goes by the entries' types and looks up only directories, to descend:
-    /// it is known to use the directories it lists, and its listings carry their attributes
-    /// alone, so a cold walk makes no node (and the daemon no stat) for its files (issue 25:
-    /// `find -type f` took 1.31 times kernel overlayfs). Looking up a file it listed makes it
-    /// a user of every attribute.
-    func testAProgramThatLooksUpOnlyDirectoriesGetsTheirAttributesAlone() throws {
-        for d in 0..<50 {
-            for f in 0..<30 { try Disk.write(fx.inMain("dirs/d\(d)/f\(f).txt"), "\(d) \(f)") }
-        }
-        try fx.acceptMainBundleAsItIs()  // made after mounting, before anything looked there
-        let before = try figure("cached_nodes")
-        let walk = try Spawn.run("/usr/bin/find", [fx.inMount("dirs"), "-type", "f"])
-        XCTAssertEqual(walk.status, 0, walk.error)
-        XCTAssertEqual(Set(walk.output.split(separator: "\n").map(String.init)),
-                       Set((0..<50).flatMap { d in (0..<30).map { fx.inMount("dirs/d\(d)/f\($0).txt") } }))
-        XCTAssertEqual(try fx.stats()["directory_listing_users"], "find")
-        XCTAssertEqual(try fx.stats()["listing_users"], "")
-        XCTAssertLessThan(try figure("cached_nodes") - before, 200, "nodes made by a walk of 50 directories of 30 files")
-        XCTAssertEqual(try findSizes("tree").count, 2, "find, now stating what it lists")
-        XCTAssertEqual(try fx.stats()["listing_users"], "find")
-        XCTAssertEqual(try fx.stats()["directory_listing_users"], "")
-    }
-
     /// The kernel keeps a listing given with names alone: listing the directory again never
     /// reaches the daemon (issue 25: a warm `ls -f` of a huge directory); before, the listing
     /// was dropped after each `ls -f`, and every one took a listing of the daemon.
