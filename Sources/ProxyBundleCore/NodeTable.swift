@@ -408,8 +408,9 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// Runs `body` with one of the node's open descriptors and its placement when every name of
-    /// the node was removed; nil when the node has a name (or no open file). The table stays
+    /// Runs `body` with one of the node's open descriptors (or the O_PATH one it kept of its
+    /// entry) and its placement when every name of the node was removed; nil when the node has
+    /// a name (or no descriptor). The table stays
     /// locked meanwhile: a concurrent release closes the descriptor, and its number may then
     /// belong to another file.
     func withDetachedOpenFile<T>(of id: NodeID, _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
@@ -421,8 +422,11 @@ final class NodeTable: Sendable {
     private func withOpenFile<T>(of id: NodeID, detachedOnly: Bool,
                                  _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
         try state.withLock { (s: inout State) throws(Errno) -> T? in
-            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent,
-                  let fd = s.extras(of: id, node).openFiles.first else { return nil }
+            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent else { return nil }
+            let extras = s.extras(of: id, node)
+            // a removed entry the kernel holds without an open file (a directory, an O_PATH
+            // descriptor): the O_PATH descriptor kept of it
+            guard let fd = extras.openFiles.first ?? (detachedOnly ? extras.removedEntry : nil) else { return nil }
             return try body(fd, node.placement)
         }
     }
