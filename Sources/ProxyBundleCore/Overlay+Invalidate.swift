@@ -122,7 +122,10 @@ extension Overlay {
 
     /// The figures `.stats` reports.
     public struct CacheStatistics: Sendable {
+        /// Nodes the kernel holds.
         public var nodes: Int
+        /// Nodes it forgot whose files still have a name, kept for their file handles.
+        public var forgottenNodes: Int
         public var absentNames: Int
         public var hits: UInt64
         public var misses: UInt64
@@ -130,6 +133,6 @@ extension Overlay {
 
     public var cacheStatistics: CacheStatistics {
         let s = nodes.statistics
-        return CacheStatistics(nodes: s.nodes, absentNames: s.absent, hits: s.hits, misses: s.misses)
+        return CacheStatistics(nodes: s.nodes, forgottenNodes: s.forgotten, absentNames: s.absent, hits: s.hits, misses: s.misses)
     }
 }

@@ -83,6 +83,7 @@ extension FuseServer {
             "commit: \(Version.commit)",
             "cache_entries: \(cache.nodes + cache.absentNames)",
             "cached_nodes: \(cache.nodes)",
+            "forgotten_nodes: \(cache.forgottenNodes)",
             "cached_absent_names: \(cache.absentNames)",
             "hits: \(cache.hits)",
             "misses: \(cache.misses)",

@@ -59,6 +59,11 @@ public final class FuseServer: Sendable {
     /// The listings being read.
     let listings = ListingStore()
     let prefetcher: Prefetcher
+    /// The generation of every node but the root (whose must be 0) in every reply: a file
+    /// handle holds a node ID and its generation, and node IDs start again at each mount, so
+    /// a handle from an earlier mount answers ESTALE instead of opening whatever file got
+    /// its node ID now. Within a mount, node IDs are never reused.
+    let generation = UInt64(UInt32.random(in: 1...UInt32.max))
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
                 mountpoint: RawPath, usesACL: Bool = false) {
@@ -76,6 +81,7 @@ public final class FuseServer: Sendable {
     func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {
         var result = fuse_entry_param()
         result.ino = entry.node
+        result.generation = entry.node == rootNodeID ? 0 : generation
         result.attr = entry.attributes
         result.attr_timeout = ControlFile(node: entry.node) == nil ? timeouts.attribute : 0
         result.entry_timeout = timeouts.entry
@@ -85,7 +91,10 @@ public final class FuseServer: Sendable {
     /// A lookup reply: the entry, or for a missing name with negative caching on, an entry
     /// with node 0 so the kernel remembers the absence. Only an absence the daemon remembers
     /// too is cached by the kernel: an invalidation can then name it, where that is needed.
+    /// "." and ".." come only from the kernel's file handle code (see `Overlay.lookupItself`).
     func lookupReply(parent: NodeID, name: [UInt8]) throws(Errno) -> Reply {
+        if name == [0x2E] { return .entry(entryParameters(try overlay.lookupItself(parent))) }
+        if name == [0x2E, 0x2E] { return .entry(entryParameters(try overlay.lookupParent(of: parent))) }
         switch try overlay.find(name, in: parent) {
         case .found(let entry):
             return .entry(entryParameters(entry))

@@ -111,6 +111,27 @@ final class FileHandleTests: XCTestCase {
         for (index, handle) in handles.enumerated() {
             XCTAssertEqual(Handles.describe(handle, in: fx.mountpoint), index % 2 == 0 ? "ESTALE" : "\(index)")
         }
+        let stats = try fx.stats()
+        XCTAssertLessThanOrEqual(Int(stats["forgotten_nodes"] ?? "") ?? -1, 40, "the removed files' nodes went: \(stats)")
+    }
+
+    /// A file replaced behind the daemon's back (another file renamed over its name in the main
+    /// bundle) is another file: once invalidated, the old handle answers ESTALE, and the
+    /// handle of a file left alone still opens it.
+    func testAFileReplacedInTheLayersIsAnotherFile() throws {
+        let fx = try MountFixture(name)
+        defer { fx.tearDown() }
+        try makeMain(fx)
+        try fx.start()
+        let old = try Handles.take(fx.inMount("kept.txt"))
+        let other = try Handles.take(fx.inMount("copied.txt"))
+        try fx.replaceMainFile("kept.txt", with: "replaced")
+        try Disk.write(fx.inMount(".invalidate"), "/\n")
+        try Handles.dropKernelCaches()
+        XCTAssertEqual(Handles.describe(old, in: fx.mountpoint), "ESTALE")
+        XCTAssertEqual(Handles.describe(other, in: fx.mountpoint), "copied", "a file left alone")
+        XCTAssertEqual(try Disk.read(fx.inMount("kept.txt")), "replaced")
+        XCTAssertEqual(Handles.describe(try Handles.take(fx.inMount("kept.txt")), in: fx.mountpoint), "replaced")
     }
 }
 
