@@ -48,6 +48,17 @@ extension NodeTable {
         }
     }
 
+    /// `name` was found missing from `parent`: a node the kernel forgot that still had the name
+    /// goes (its file was removed behind the daemon's back), unless names changed since the
+    /// lookup began (`resolvedAt`).
+    func dropForgotten(parent: NodeID, name: [UInt8], resolvedAt: UInt64) {
+        state.withLock { s in
+            let key = ChildKey(parent: parent, name: name)
+            guard s.version == resolvedAt, let id = s.child(key), s.nodes[id]?.lookups == 0 else { return }
+            NodeTable.unlink(key, from: &s)
+        }
+    }
+
     /// The names remembered as missing from directory `parent`, if any.
     func absentNames(in parent: NodeID) -> Set<[UInt8]>? {
         state.withLock { $0.absent.names(in: parent) }
@@ -105,11 +116,11 @@ extension NodeTable {
     func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement, listingNames: Bool = true) -> Invalidation {
         state.withLock { s in
             s.version &+= 1
+            NodeTable.removeOrphans(in: &s)
             var result = Invalidation()
             let rootChanged = s.nodes[rootNodeID]?.placement != rootPlacement
             s.nodes[rootNodeID]?.placement = rootPlacement
             guard let subtree, !rootChanged else {
-                _ = NodeTable.removeOrphans(in: &s)
                 if listingNames {
                     result.entries = s.childKeys(heldOnly: true).map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
                 }

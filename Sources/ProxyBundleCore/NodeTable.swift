@@ -100,6 +100,8 @@ final class NodeTable: Sendable {
         /// Bumped by a full invalidation, which makes every node stale at once (never 0, which
         /// marks a node stale).
         var generation: UInt32 = 1
+        /// Whether a directory node went since the last look for nodes left without one.
+        var mayHaveOrphans = false
 
         func isFresh(_ id: NodeID, _ node: Node) -> Bool { id == rootNodeID || node.freshIn == generation }
 
@@ -320,12 +322,17 @@ final class NodeTable: Sendable {
         s.nodes[id] = nil
         if node.hasExtras { s.extras[id] = nil }
         if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
+        if node.placement.isDirectory { s.mayHaveOrphans = true }
         return extras.removedEntry
     }
 
     /// Removes the nodes the kernel forgot whose directory is gone (removed, its own name
-    /// found gone): no handle can reach them. Returns how many.
+    /// found gone): no handle can reach them. Every invalidation looks, when a directory node
+    /// went since the last. Returns how many.
+    @discardableResult
     static func removeOrphans(in s: inout State) -> Int {
+        guard s.mayHaveOrphans else { return 0 }
+        s.mayHaveOrphans = false
         var connected: Set<NodeID> = [rootNodeID]
         var orphans: [NodeID] = []
         s.nodes.forEach { id, node in

@@ -213,6 +213,7 @@ public final class Overlay: Sendable {
                                     resolvedAt: resolvedAt)
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
+            nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
             let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
             return .absent(remembered: remembered)
         }

@@ -63,6 +63,32 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(try overlay.lookupParent(of: first.node).node, rootNodeID)
     }
 
+    /// Nodes the kernel forgot go once their files do: removed through the overlay at once,
+    /// removed behind its back when their name is next found missing, and the nodes beneath a
+    /// directory gone so at the next full invalidation.
+    func testForgottenNodesGoWithTheirFiles() throws {
+        try write(.main, "dir/f", "f")
+        try write(.patch, "g", "g")
+        let overlay = try makeCachingOverlay()
+        let dir = try lookup(overlay, "dir")
+        let f = try overlay.lookup(parent: dir.node, name: n("f"))
+        let g = try lookup(overlay, "g")
+        for node in [dir.node, f.node, g.node] { overlay.forget(node, count: 1) }
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 3)
+        try overlay.unlink(n("g"), in: rootNodeID)
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 2, "g was removed")
+        XCTAssertEqual(Glibc.unlink(path(.main, "dir/f")), 0)
+        XCTAssertEqual(Glibc.rmdir(path(.main, "dir")), 0)
+        _ = try overlay.invalidate()
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 2, "not looked at since")
+        assertErrno(ENOENT, try lookup(overlay, "dir"))
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 1, "dir was found missing")
+        assertErrno(ESTALE, try overlay.lookupItself(f.node))
+        _ = try overlay.invalidate()
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 0, "f's directory is gone")
+        XCTAssertEqual(overlay.nodeCount, 1)
+    }
+
     func testForgettingMoreThanLookedUpRemovesTheNode() throws {
         try write(.main, "a", "a")
         let overlay = try makeOverlay()
