@@ -98,13 +98,20 @@ final class ReadAheadTests: XCTestCase {
         let byName = listed.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
         XCTAssertNotEqual(Array(listed.prefix(18)), Array(byName.prefix(18)), "the two orders differ here")
         for name in byName.prefix(2) { XCTAssertEqual(try Disk.read(fx.inMount("files/\(name)")).count, 5000 + (Int(name.dropFirst()) ?? 0)) }
+        try checkReadAhead(byName[2..<18], count: 16, "the 16 after the second file by name")
+    }
+
+    /// Waits until `count` files were read ahead, then checks that `names` (main-bundle files of
+    /// `files`) are the ones in the page cache.
+    private func checkReadAhead(_ names: ArraySlice<String>, count: Int, _ what: String,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
         let deadline = Date().addingTimeInterval(10)
-        while try figure("files_read_ahead") < 16 && Date() < deadline { usleep(10_000) }
-        XCTAssertEqual(try figure("files_read_ahead"), 16)
-        for name in byName[2..<18] {
+        while try figure("files_read_ahead") < count && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(try figure("files_read_ahead"), count, what, file: file, line: line)
+        for name in names {
             let fd = open(fx.inMain("files/\(name)"), O_RDONLY)
-            XCTAssertGreaterThanOrEqual(fd, 0)
-            XCTAssertGreaterThan(pb_cached_pages(fd, 1 << 20), 0, "\(name), next by name, read ahead")
+            XCTAssertGreaterThanOrEqual(fd, 0, file: file, line: line)
+            XCTAssertGreaterThan(pb_cached_pages(fd, 1 << 20), 0, "\(name): \(what)", file: file, line: line)
             close(fd)
         }
     }
@@ -117,15 +124,7 @@ final class ReadAheadTests: XCTestCase {
         let names = try Disk.list(fx.inMount("files")).filter { $0 != "." && $0 != ".." }
         for name in names[2..<6] { _ = try Disk.read(fx.inMain("files/\(name)")) }  // cached, past the mount
         for name in names.prefix(2) { _ = try Disk.read(fx.inMount("files/\(name)")) }
-        let deadline = Date().addingTimeInterval(10)
-        while try figure("files_read_ahead") < 12 && Date() < deadline { usleep(10_000) }
-        XCTAssertEqual(try figure("files_read_ahead"), 12, "the 16 after the second file but the 4 cached")
-        for name in names[6..<18] {
-            let fd = open(fx.inMain("files/\(name)"), O_RDONLY)
-            XCTAssertGreaterThanOrEqual(fd, 0)
-            XCTAssertGreaterThan(pb_cached_pages(fd, 1 << 20), 0, "\(name), read ahead")
-            close(fd)
-        }
+        try checkReadAhead(names[6..<18], count: 12, "the 16 after the second file but the 4 cached")
     }
 
     func testOpeningOneFileADirectoryReadsNoFileAhead() throws {
