@@ -165,3 +165,16 @@ int pb_rwlock_init_preferring_writers(pthread_rwlock_t *lock) {
     pthread_rwlockattr_destroy(&attributes);
     return result;
 }
+
+int pb_name_to_handle(int dirfd, const char *path, void *handle, size_t size, int flags) {
+    struct file_handle *fh = handle;
+    if (size < sizeof(*fh)) return -EINVAL;
+    fh->handle_bytes = (unsigned)(size - sizeof(*fh));
+    int mount_id = 0;
+    return name_to_handle_at(dirfd, path, fh, &mount_id, flags) == 0 ? 0 : -errno;
+}
+
+int pb_open_by_handle(int mountfd, void *handle, int flags) {
+    int fd = open_by_handle_at(mountfd, handle, flags);
+    return fd >= 0 ? fd : -errno;
+}

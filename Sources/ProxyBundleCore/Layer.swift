@@ -16,8 +16,9 @@ public final class Layer: Sendable {
     public let device: UInt64
     /// The root directory's inode number: with `device`, which directory the layer is.
     public let inode: UInt64
-    /// The path the layer was opened at, as given: for people (`.layers`, `.stats`, `which`).
-    public let path: String
+    /// The path the layer was opened at, as given (bytes, not necessarily UTF-8): for people
+    /// (`.layers`, `.stats`, `which`).
+    public let path: RawPath
     /// Whether reads leave access times alone (`O_NOATIME`, where the daemon may use it): the
     /// main bundle's and the patches', which nothing changes, not even reading them.
     let preservesAccessTimes: Bool
@@ -48,11 +49,11 @@ public final class Layer: Sendable {
     /// daemon's O_NOATIME). A writable layer with `accessTimes` is reached through a detached
     /// copy of its mount given those options, for the same reason. Elsewhere the root is used
     /// as it is.
-    public init(path: String, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = []) throws(Errno) {
+    public init(path: RawPath, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = []) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
         self.accessTimes = accessTimes
         self.path = path
-        let fd = try Sys.check { Glibc.open(path, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) }
+        let fd = try Sys.check { path.withCString { Glibc.open($0, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) } }
         let st: stat
         do throws(Errno) {
             st = try Sys.fstat(fd)
@@ -66,6 +67,11 @@ public final class Layer: Sendable {
         let attributes = preservesAccessTimes ? pb_MOUNT_ATTR_RDONLY | pb_MOUNT_ATTR_NOATIME : accessTimes.mountAttributes
         let clone = attributes != 0 ? pb_clone_mount(fd, attributes) : -1
         rootFD = clone >= 0 ? clone : fd
+    }
+
+    /// The layer at the path whose bytes are `path`'s UTF-8.
+    public convenience init(path: String, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = []) throws(Errno) {
+        try self.init(path: RawPath(path), preservesAccessTimes: preservesAccessTimes, accessTimes: accessTimes)
     }
 
     deinit {
@@ -191,11 +197,11 @@ public final class Layer: Sendable {
     }
 
     /// Where the root is now, with every symlink resolved (nil if it cannot be told).
-    public var canonicalPath: String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    public var canonicalPath: RawPath? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/fd/\(openedFD)", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }
-        return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return RawPath(bytes: Array(buffer[..<length]))
     }
 
     public func fileSystemStatistics() throws(Errno) -> statvfs {

@@ -31,14 +31,9 @@ public final class LayerStack: Sendable {
             for (j, other) in layers.enumerated() where j > i {
                 if one.device == other.device && one.inode == other.inode { throw Errno.invalid }
                 guard let a = paths[i], let b = paths[j] else { continue }
-                if LayerStack.isInside(a, b) || LayerStack.isInside(b, a) { throw Errno.invalid }
+                if a.isBelow(b) || b.isBelow(a) { throw Errno.invalid }
             }
         }
-    }
-
-    /// Whether `path` lies beneath `ancestor` (both canonical).
-    static func isInside(_ path: String, _ ancestor: String) -> Bool {
-        ancestor == "/" || path.hasPrefix(ancestor + "/")
     }
 
     public var count: Int { layers.count }

@@ -8,9 +8,10 @@ public struct MountTable: Sendable {
         public var id: Int
         /// The device number "major:minor" (for FUSE, the connection number is the minor).
         public var device: String
-        public var mountpoint: String
+        /// The mountpoint's bytes as the kernel has them (not necessarily UTF-8).
+        public var mountpoint: RawPath
         public var type: String
-        public var source: String
+        public var source: RawPath
         /// The per-mount options (`rw`/`ro`, `nosuid`, `relatime`, ...).
         public var options: [String] = []
         /// The file system's own options (for FUSE: `user_id=`, `allow_other`, ...).
@@ -20,41 +21,54 @@ public struct MountTable: Sendable {
     public var mounts: [Mount]
 
     public static func current() -> MountTable {
-        MountTable(text: readText("/proc/self/mountinfo") ?? "")
+        var error: Int32 = 0
+        return MountTable(bytes: readBytes("/proc/self/mountinfo", error: &error) ?? [])
     }
 
-    public init(text: String) {
-        mounts = text.split(separator: "\n").compactMap { line in
-            let fields = line.split(separator: " ", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count >= 10, let separator = fields.firstIndex(of: "-"), separator + 2 < fields.count,
-                  let id = Int(fields[0]) else { return nil }
-            return Mount(id: id, device: fields[2], mountpoint: MountTable.unescape(fields[4]),
-                         type: fields[separator + 1], source: MountTable.unescape(fields[separator + 2]),
-                         options: fields[5].split(separator: ",").map(String.init),
-                         superOptions: separator + 3 < fields.count ? fields[separator + 3].split(separator: ",").map(String.init) : [])
+    public init(text: String) { self.init(bytes: Array(text.utf8)) }
+
+    /// The table of mountinfo's bytes: paths are kept as bytes, only the kernel's octal
+    /// escapes undone.
+    public init(bytes: [UInt8]) {
+        let space = UInt8(ascii: " ")
+        mounts = bytes.split(separator: UInt8(ascii: "\n")).compactMap { line in
+            let fields = line.split(separator: space, omittingEmptySubsequences: false).map { Array($0) }
+            let text = { (index: Int) in String(decoding: fields[index], as: UTF8.self) }
+            guard fields.count >= 10, let separator = fields.firstIndex(of: [UInt8(ascii: "-")]),
+                  separator + 2 < fields.count, let id = Int(text(0)) else { return nil }
+            return Mount(id: id, device: text(2), mountpoint: MountTable.unescape(fields[4]),
+                         type: text(separator + 1), source: MountTable.unescape(fields[separator + 2]),
+                         options: text(5).split(separator: ",").map(String.init),
+                         superOptions: separator + 3 < fields.count ? text(separator + 3).split(separator: ",").map(String.init) : [])
         }
     }
 
     /// The topmost mount at exactly `path` (an absolute, normalised path).
-    public func mount(at path: String) -> Mount? {
+    public func mount(at path: RawPath) -> Mount? {
         mounts.last { $0.mountpoint == path }
     }
 
-    /// mountinfo writes space, tab, newline and backslash as octal escapes.
-    static func unescape(_ field: String) -> String {
-        guard field.contains("\\") else { return field }
+    /// The topmost mount at exactly the path whose bytes are `path`'s UTF-8.
+    public func mount(at path: String) -> Mount? { mount(at: RawPath(path)) }
+
+    /// mountinfo writes space, tab, newline and backslash as octal escapes; every other byte
+    /// is itself.
+    static func unescape(_ field: [UInt8]) -> RawPath {
+        guard field.contains(UInt8(ascii: "\\")) else { return RawPath(bytes: field) }
         var bytes: [UInt8] = []
-        var chars = Array(field.utf8)[...]
-        while let c = chars.popFirst() {
-            if c == UInt8(ascii: "\\"), chars.count >= 3,
-               let value = UInt8(String(decoding: chars.prefix(3), as: UTF8.self), radix: 8) {
+        var rest = field[...]
+        while let byte = rest.popFirst() {
+            let digits = rest.prefix(3)
+            if byte == UInt8(ascii: "\\"), digits.count == 3,
+               digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "7") }),
+               let value = UInt8(String(decoding: digits, as: UTF8.self), radix: 8) {
                 bytes.append(value)
-                chars = chars.dropFirst(3)
+                rest = rest.dropFirst(3)
             } else {
-                bytes.append(c)
+                bytes.append(byte)
             }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        return RawPath(bytes: bytes)
     }
 }
 
@@ -67,17 +81,5 @@ public func readText(_ path: String) -> String? {
 /// The whole contents of a small text file, or nil with `error` set to the errno of the
 /// failed open or read.
 public func readText(_ path: String, error: inout Int32) -> String? {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { error = errno; return nil }
-    defer { close(fd) }
-    var data: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = read(fd, &chunk, chunk.count)
-        if count < 0 && errno == EINTR { continue }
-        if count < 0 { error = errno; return nil }
-        if count == 0 { break }
-        data.append(contentsOf: chunk[..<count])
-    }
-    return String(decoding: data, as: UTF8.self)
+    readBytes(RawPath(path), error: &error).map { String(decoding: $0, as: UTF8.self) }
 }

@@ -48,6 +48,17 @@ extension NodeTable {
         }
     }
 
+    /// `name` was found missing from `parent`: a node the kernel forgot that still had the name
+    /// goes (its file was removed behind the daemon's back), unless names changed since the
+    /// lookup began (`resolvedAt`).
+    func dropForgotten(parent: NodeID, name: [UInt8], resolvedAt: UInt64) {
+        state.withLock { s in
+            let key = ChildKey(parent: parent, name: name)
+            guard s.version == resolvedAt, let id = s.child(key), s.nodes[id]?.lookups == 0 else { return }
+            NodeTable.unlink(key, from: &s)
+        }
+    }
+
     /// The names remembered as missing from directory `parent`, if any.
     func absentNames(in parent: NodeID) -> Set<[UInt8]>? {
         state.withLock { $0.absent.names(in: parent) }
@@ -105,12 +116,13 @@ extension NodeTable {
     func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement, listingNames: Bool = true) -> Invalidation {
         state.withLock { s in
             s.version &+= 1
+            NodeTable.removeOrphans(in: &s)
             var result = Invalidation()
             let rootChanged = s.nodes[rootNodeID]?.placement != rootPlacement
             s.nodes[rootNodeID]?.placement = rootPlacement
             guard let subtree, !rootChanged else {
                 if listingNames {
-                    result.entries = s.childKeys.map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
+                    result.entries = s.childKeys(heldOnly: true).map { ($0.parent, $0.name) } + s.absent.map { ($0.parent, $0.name) }
                 }
                 s.absent.removeAll()
                 s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
@@ -137,7 +149,7 @@ extension NodeTable {
             let (outliving, inside) = NodeTable.markStale(beneath: [top], in: &s)
             result.nodes += outliving
             if listingNames {
-                result.entries += s.childKeys(in: inside.contains).map { ($0.parent, $0.name) }
+                result.entries += s.childKeys(in: inside.contains, heldOnly: true).map { ($0.parent, $0.name) }
             }
             let dropped = s.absent.removeAll(inDirectories: inside.contains)
             result.entries += dropped.map { ($0.parent, $0.name) }
@@ -145,8 +157,9 @@ extension NodeTable {
         }
     }
 
+    /// Whether the kernel may hold node `id`'s inode without its entry.
     static func outlivesEntry(_ id: NodeID, _ node: Node, in s: State) -> Bool {
-        node.placement.isDirectory || !s.extras(of: id, node).openFiles.isEmpty
+        node.lookups > 0 && (node.placement.isDirectory || !s.extras(of: id, node).openFiles.isEmpty)
     }
 
     /// Everything beneath `top` is stale, its file identities unknown (after the daemon itself
@@ -194,13 +207,16 @@ extension NodeTable {
 
     /// Figures for `.stats`.
     struct Statistics {
+        /// Nodes the kernel holds.
         var nodes: Int
+        /// Nodes it forgot, kept for their file handles.
+        var forgotten: Int
         var absent: Int
         var hits: UInt64
         var misses: UInt64
     }
 
     var statistics: Statistics {
-        state.withLock { Statistics(nodes: $0.nodes.count, absent: $0.absent.count, hits: $0.hits, misses: $0.misses) }
+        state.withLock { Statistics(nodes: $0.nodes.held, forgotten: $0.nodes.count - $0.nodes.held, absent: $0.absent.count, hits: $0.hits, misses: $0.misses) }
     }
 }

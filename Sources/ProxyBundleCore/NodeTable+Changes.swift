@@ -8,6 +8,7 @@ extension NodeTable {
     func invalidate(changes: [LayerWatch.Change], isWatched: (NodeID, Placement) -> Bool) -> (Invalidation, replaced: [NodeID]) {
         state.withLock { s in
             s.version &+= 1
+            NodeTable.removeOrphans(in: &s)
             var changes = changes
             var unwatched: [NodeID: Bool] = [:]
             func isUnwatched(_ id: NodeID) -> Bool {

@@ -59,21 +59,21 @@ extension NodeTable.State {
         if let slot = named.slot(of: id, hash: hash) { named.remove(at: slot) }
     }
 
-    /// Every name that leads to a node.
-    var childKeys: [NodeTable.ChildKey] { childKeys { _ in true } }
+    /// Every name that leads to a node (`heldOnly`: to a node the kernel holds).
+    func childKeys(heldOnly: Bool = false) -> [NodeTable.ChildKey] { childKeys(in: { _ in true }, heldOnly: heldOnly) }
 
     /// The names that lead to nodes in the directories `isWanted` accepts (a name's bytes are
     /// copied out of its node only when its directory is wanted). A node's own name is in the
     /// index unless the node was detached (see `rename(_:to:)`: the table takes a name out of
     /// the index only to give the node another), so the nodes are read in place, page by page.
-    func childKeys(in isWanted: (NodeID) -> Bool) -> [NodeTable.ChildKey] {
+    func childKeys(in isWanted: (NodeID) -> Bool, heldOnly: Bool = false) -> [NodeTable.ChildKey] {
         var keys: [NodeTable.ChildKey] = []
         nodes.forEach { id, node in
-            if id != rootNodeID, node.parent != NodeTable.detachedParent, isWanted(node.parent) {
+            if id != rootNodeID, node.parent != NodeTable.detachedParent, !heldOnly || node.lookups > 0, isWanted(node.parent) {
                 keys.append(NodeTable.ChildKey(parent: node.parent, name: node.name.bytes))
             }
         }
-        for key in aliasNames.keys where isWanted(key.parent) { keys.append(key) }
+        for (key, id) in aliasNames where isWanted(key.parent) && (!heldOnly || (nodes[id]?.lookups ?? 0) > 0) { keys.append(key) }
         return keys
     }
 }

@@ -2,7 +2,9 @@
 import Glibc
 #endif
 
-/// Identifies a node to the kernel. Allocated by the overlay, monotonically, never reused.
+/// Identifies a node to the kernel. Allocated by the overlay, monotonically, never reused: a
+/// node keeps its ID for as long as its file has a name, also after the kernel forgot it, so a
+/// file handle (the node ID) keeps finding it (see `forget`).
 public typealias NodeID = UInt64
 
 public let rootNodeID: NodeID = 1
@@ -98,6 +100,8 @@ final class NodeTable: Sendable {
         /// Bumped by a full invalidation, which makes every node stale at once (never 0, which
         /// marks a node stale).
         var generation: UInt32 = 1
+        /// Whether a directory node went since the last look for nodes left without one.
+        var mayHaveOrphans = false
 
         func isFresh(_ id: NodeID, _ node: Node) -> Bool { id == rootNodeID || node.freshIn == generation }
 
@@ -141,7 +145,8 @@ final class NodeTable: Sendable {
     /// The file type bits of a mode, as a small number.
     static func kind(of mode: mode_t) -> UInt8 { UInt8(truncatingIfNeeded: (mode & S_IFMT) >> 12) }
 
-    /// The node's location; ESTALE for a node the kernel forgot or whose name was removed.
+    /// The node's location (also of one the kernel forgot: its ancestors, which a node opened
+    /// by a file handle may have); ESTALE for a node not known or whose name was removed.
     func location(of id: NodeID) throws(Errno) -> Location {
         try state.withLock { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s) }
     }
@@ -264,9 +269,11 @@ final class NodeTable: Sendable {
         s.setChild(key, id)
     }
 
-    /// Takes `key` away from its node (the node lives on, unreachable by that name).
+    /// Takes `key` away from its node (the node lives on, unreachable by that name, while the
+    /// kernel holds it).
     static func unlink(_ key: ChildKey, from s: inout State) {
         guard let id = s.removeChild(key), let node = s.nodes[id] else { return }
+        defer { removeIfGone(id, in: &s) }
         var extras = s.extras(of: id, node)
         if let index = extras.aliases.firstIndex(of: key) {
             extras.aliases.remove(at: index)
@@ -283,26 +290,84 @@ final class NodeTable: Sendable {
 
     static let deletedName = Array("(deleted)".utf8)
 
-    /// Drops `count` kernel references; a node with none left is removed.
+    /// Drops `count` kernel references. A node with none left stays, with its name, parent
+    /// and placement, as long as it has a name: the kernel may ask for it again by node ID
+    /// (LOOKUP of "." for a file handle it decodes), and a lookup of its name gets it back
+    /// with the same ID. A node without a name (removed) goes.
     func forget(_ id: NodeID, count: UInt64) {
         guard id != rootNodeID else { return }
         let removedEntry = state.withLock { s -> Int32? in
-            guard var node = s.nodes[id] else { return nil }
+            guard var node = s.nodes[id], node.lookups > 0 else { return nil }
             if node.lookups == UInt32.max { return nil }  // saturated: kept for good
             node.lookups = UInt64(node.lookups) > count ? node.lookups - UInt32(count) : 0
-            if node.lookups > 0 {
-                s.nodes[id] = node
-                return nil
-            }
-            s.unindex(id, node)
-            let extras = s.extras(of: id, node)
-            for alias in extras.aliases where s.aliasNames[alias] == id { s.aliasNames[alias] = nil }
-            s.nodes[id] = nil
-            if node.hasExtras { s.extras[id] = nil }
-            if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
-            return extras.removedEntry
+            s.nodes[id] = node
+            return NodeTable.removeIfGone(id, in: &s)
         }
         if let removedEntry { Sys.close(removedEntry) }
+    }
+
+    /// Removes node `id` if the kernel forgot it and it has no name left; returns the
+    /// descriptor it kept of its removed entry, to be closed once the table is unlocked.
+    @discardableResult
+    static func removeIfGone(_ id: NodeID, in s: inout State) -> Int32? {
+        guard let node = s.nodes[id], node.lookups == 0, node.parent == NodeTable.detachedParent else { return nil }
+        return remove(id, node, in: &s)
+    }
+
+    /// Removes node `id` and everything that leads to it.
+    private static func remove(_ id: NodeID, _ node: Node, in s: inout State) -> Int32? {
+        s.unindex(id, node)
+        let extras = s.extras(of: id, node)
+        for alias in extras.aliases where s.aliasNames[alias] == id { s.aliasNames[alias] = nil }
+        s.nodes[id] = nil
+        if node.hasExtras { s.extras[id] = nil }
+        if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
+        if node.placement.isDirectory { s.mayHaveOrphans = true }
+        return extras.removedEntry
+    }
+
+    /// Removes the nodes the kernel forgot whose directory is gone (removed, its own name
+    /// found gone): no handle can reach them. Every invalidation looks, when a directory node
+    /// went since the last. Returns how many.
+    @discardableResult
+    static func removeOrphans(in s: inout State) -> Int {
+        guard s.mayHaveOrphans else { return 0 }
+        s.mayHaveOrphans = false
+        var connected: Set<NodeID> = [rootNodeID]
+        var orphans: [NodeID] = []
+        s.nodes.forEach { id, node in
+            if node.lookups == 0 && !isConnected(id, s, &connected) { orphans.append(id) }
+        }
+        for id in orphans {
+            if let node = s.nodes[id], let fd = remove(id, node, in: &s) { Sys.close(fd) }
+        }
+        return orphans.count
+    }
+
+    /// Whether the chain of parents from `id` reaches the root through stored nodes.
+    private static func isConnected(_ id: NodeID, _ s: State, _ connected: inout Set<NodeID>) -> Bool {
+        var chain: [NodeID] = []
+        var current = id
+        while !connected.contains(current) {
+            guard current != NodeTable.detachedParent, let node = s.nodes[current], chain.count <= s.nodes.count else {
+                return false
+            }
+            chain.append(current)
+            current = node.parent
+        }
+        connected.formUnion(chain)
+        return true
+    }
+
+    /// One more kernel reference to node `id`, also one the kernel forgot; false for a node
+    /// not known or without a name.
+    func addLookup(_ id: NodeID) -> Bool {
+        state.withLock { s in
+            guard var node = s.nodes[id], id == rootNodeID || node.parent != NodeTable.detachedParent else { return false }
+            node.addLookup()
+            s.nodes[id] = node
+            return true
+        }
     }
 
     /// The directory a node's name is in (nil for a node not known).
@@ -408,8 +473,9 @@ final class NodeTable: Sendable {
         }
     }
 
-    /// Runs `body` with one of the node's open descriptors and its placement when every name of
-    /// the node was removed; nil when the node has a name (or no open file). The table stays
+    /// Runs `body` with one of the node's open descriptors (or the O_PATH one it kept of its
+    /// entry) and its placement when every name of the node was removed; nil when the node has
+    /// a name (or no descriptor). The table stays
     /// locked meanwhile: a concurrent release closes the descriptor, and its number may then
     /// belong to another file.
     func withDetachedOpenFile<T>(of id: NodeID, _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
@@ -421,8 +487,11 @@ final class NodeTable: Sendable {
     private func withOpenFile<T>(of id: NodeID, detachedOnly: Bool,
                                  _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
         try state.withLock { (s: inout State) throws(Errno) -> T? in
-            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent,
-                  let fd = s.extras(of: id, node).openFiles.first else { return nil }
+            guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent else { return nil }
+            let extras = s.extras(of: id, node)
+            // a removed entry the kernel holds without an open file (a directory, an O_PATH
+            // descriptor): the O_PATH descriptor kept of it
+            guard let fd = extras.openFiles.first ?? (detachedOnly ? extras.removedEntry : nil) else { return nil }
             return try body(fd, node.placement)
         }
     }
@@ -481,7 +550,8 @@ final class NodeTable: Sendable {
     /// The parent of nodes whose name was removed: a path through it fails with ESTALE.
     static let detachedParent: NodeID = 0
 
-    var count: Int { state.withLock { $0.nodes.count } }
+    /// The nodes the kernel holds.
+    var count: Int { state.withLock { $0.nodes.held } }
 
     /// The version of names and placements; see `State.version`.
     var version: UInt64 { state.withLock { $0.version } }

@@ -87,7 +87,7 @@ extension Overlay {
     private func substitutionSwappedOnDisk() throws(Errno) -> Layer? {
         guard let path = substitutionPath else { return nil }
         var onDisk = stat()
-        guard stat(path, &onDisk) == 0 else { return nil }  // gone for now: keep serving the one we have
+        guard path.withCString({ stat($0, &onDisk) }) == 0 else { return nil }  // gone for now: keep serving the one we have
         let open = try Sys.fstat(substitution.rootFD)
         if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return nil }
         return try Layer(path: path, accessTimes: substitution.accessTimes)
@@ -122,7 +122,10 @@ extension Overlay {
 
     /// The figures `.stats` reports.
     public struct CacheStatistics: Sendable {
+        /// Nodes the kernel holds.
         public var nodes: Int
+        /// Nodes it forgot whose files still have a name, kept for their file handles.
+        public var forgottenNodes: Int
         public var absentNames: Int
         public var hits: UInt64
         public var misses: UInt64
@@ -130,6 +133,6 @@ extension Overlay {
 
     public var cacheStatistics: CacheStatistics {
         let s = nodes.statistics
-        return CacheStatistics(nodes: s.nodes, absentNames: s.absent, hits: s.hits, misses: s.misses)
+        return CacheStatistics(nodes: s.nodes, forgottenNodes: s.forgotten, absentNames: s.absent, hits: s.hits, misses: s.misses)
     }
 }

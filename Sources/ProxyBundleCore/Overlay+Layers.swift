@@ -4,10 +4,11 @@ import Glibc
 
 /// Changing the patches while mounted (`.layers`).
 extension Overlay {
-    /// The layers as `.layers` shows them: one `ROLE PATH` line each, top first.
-    public var layersText: String {
+    /// The layers as `.layers` shows them: one `ROLE PATH` line each, top first, each path
+    /// the bytes it was opened at.
+    public var layersText: [UInt8] {
         let stack = layers
-        return stack.layers.indices.map { "\(stack.role($0).rawValue) \(stack[$0].path)\n" }.joined()
+        return stack.layers.indices.flatMap { Array("\(stack.role($0).rawValue) ".utf8) + stack[$0].path.bytes + [0x0A] }
     }
 
     /// Replaces the patches with `patches` (highest priority first) as one change, and forgets

@@ -27,7 +27,7 @@ public final class Overlay: Sendable {
     /// when an invalidation finds that the substitution's path now names another directory.
     let stack: Locked<Stack>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
-    let substitutionPath: String?
+    let substitutionPath: RawPath?
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
     /// Descriptors of directories recently looked in (DirectoryCache.swift).
@@ -77,7 +77,7 @@ public final class Overlay: Sendable {
     /// With `writable`, changes go to the substitution; otherwise they answer EROFS. With
     /// `substitutionPath`, an invalidation reopens the substitution when that path has come to
     /// name another directory.
-    public init(layers: LayerStack, writable: Bool = false, substitutionPath: String? = nil,
+    public init(layers: LayerStack, writable: Bool = false, substitutionPath: RawPath? = nil,
                 cachesLookups: Bool = true, warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
         self.writable = Locked(writable)
         self.cachesLookups = cachesLookups
@@ -97,7 +97,7 @@ public final class Overlay: Sendable {
 
     /// The overlay of `main` under `patches` (the first wins) under `substitution`.
     public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer, writable: Bool = false,
-                            substitutionPath: String? = nil, cachesLookups: Bool = true,
+                            substitutionPath: RawPath? = nil, cachesLookups: Bool = true,
                             warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
         try self.init(layers: LayerStack(substitution: substitution, patches: patches, main: main), writable: writable,
                       substitutionPath: substitutionPath, cachesLookups: cachesLookups, warn: warn)
@@ -228,6 +228,7 @@ public final class Overlay: Sendable {
                                     resolvedAt: resolvedAt)
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
+            nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
             let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
             return .absent(remembered: remembered)
         }

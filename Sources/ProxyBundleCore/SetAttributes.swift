@@ -65,7 +65,20 @@ extension Overlay {
     }
 
     /// `changes` made through open file `fd`, in the order `setAttributes` makes them by path.
+    /// An O_PATH descriptor (of a removed directory the kernel holds) is opened again through
+    /// its /proc path, which leads to its inode whatever became of its names.
     private static func apply(_ changes: AttributeChanges, toOpenFile fd: Int32) throws(Errno) {
+        if fcntl(fd, F_GETFL) & pb_O_PATH != 0 {
+            // a directory or regular file only: opening a device or FIFO would act on it
+            let kind = try Sys.fstat(fd).st_mode & S_IFMT
+            guard kind == S_IFDIR || kind == S_IFREG else { throw Errno.stale }
+            let access = changes.size != nil ? O_WRONLY : O_RDONLY
+            let opened = try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                try Sys.check { open(proc, access | O_NONBLOCK | O_NOCTTY | pb_O_CLOEXEC) }
+            }
+            defer { Sys.close(opened) }
+            return try apply(changes, toOpenFile: opened)
+        }
         if let size = changes.size { _ = try Sys.check { ftruncate(fd, size) } }
         if changes.uid != nil || changes.gid != nil {
             _ = try Sys.check { fchown(fd, changes.uid ?? uid_t.max, changes.gid ?? gid_t.max) }

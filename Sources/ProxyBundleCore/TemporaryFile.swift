@@ -5,23 +5,37 @@ import CSyscalls
 
 /// O_TMPFILE: a file without a name, which `linkat` may name later. It is made in the work
 /// directory, on the substitution's file system, so that nothing is copied up for a file that
-/// may never be named; a link puts it in the substitution like any new name.
+/// may never be named; a link puts it in the substitution like any new name. In a directory
+/// with a default ACL it is made in the directory's copy in the substitution, which gives it
+/// what the ACL gives.
 extension Overlay {
     /// A new unnamed file for `owner` (opened with `flags`), to be named in `parent` if at all;
     /// its entry and the open descriptor.
-    public func createUnnamed(mode: mode_t, flags: Int32, in parent: NodeID,
+    public func createUnnamed(mode asked: mode_t, flags: Int32, in parent: NodeID,
                               owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32) {
         layersInUse.lockShared(); defer { layersInUse.unlockShared() }
         try checkWritable()
         let directory = try attributes(of: parent)
         guard directory.st_mode & S_IFMT == S_IFDIR else { throw Errno.notDirectory }
-        let work = try workspace()
         // O_EXCL: never to be named
         let opened = flags & pb_O_PASSED & ~O_TRUNC | flags & O_EXCL | pb_O_TMPFILE | pb_O_CLOEXEC
-        // made in the work directory, the file gets the requester's umask, not the default ACL
-        // a directory it is linked into may have
-        let mode = mode & ~(owner.umask & 0o777)
-        let fd = try Sys.check { openat(work.fd, ".", opened, mode & 0o7777) }
+        let fd: Int32
+        let mode: mode_t
+        if try hasDefaultACL(parent) {
+            // made in the directory's copy in the substitution, whose file system gives it the
+            // mode and access ACL the default ACL makes (no umask), as kernel overlayfs does
+            mode = asked
+            let dirPath = try substitutionDirectory(parent)
+            fd = try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32 in
+                try Sys.check { openat(dirfd, ".", opened, mode & 0o7777) }
+            }
+        } else {
+            // made in the work directory (nothing is copied up for a file that may never be
+            // named), with the requester's umask
+            mode = asked & ~(owner.umask & 0o777)
+            let work = try workspace()
+            fd = try Sys.check { openat(work.fd, ".", opened, mode & 0o7777) }
+        }
         var made: stat
         do throws(Errno) {
             // chown clears the set-ID bits, which are put back
@@ -61,5 +75,14 @@ extension Overlay {
         directories.added(name, in: newParent)
         nodes.addAlias(node, parent: newParent, name: name)
         return true
+    }
+
+    /// Whether directory `node`, as shown, has a default ACL (which new entries in it inherit).
+    private func hasDefaultACL(_ node: NodeID) throws(Errno) -> Bool {
+        do {
+            return try !extendedAttribute(node, name: Array("system.posix_acl_default".utf8)).isEmpty
+        } catch let error where [ENODATA, ENOTSUP, EOPNOTSUPP].contains(error.code) {
+            return false
+        }
     }
 }

@@ -82,10 +82,11 @@ public enum Whiteout {
         }
     }
 
-    /// Whether `name`, too long for `.wh.`, is whited out in `dirfd` by a device of its name.
+    /// Whether `name` is whited out in `dirfd` by a device of its name: one proxybundle wrote
+    /// (for a name too long for `.wh.`), or one in overlayfs' form that kernel overlayfs or an
+    /// updater left. An entry made with that name takes the device's place.
     static func deviceHides(_ name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
-        guard needsDevice(name) else { return false }
-        return try deviceExists(name, in: dirfd)
+        try deviceExists(name, in: dirfd)
     }
 
     /// Makes a whiteout device `name` in `dirfd`, where no entry has that name.

@@ -6,7 +6,12 @@ enum Capabilities {
     static let wanted: UInt32 = UInt32(FUSE_CAP_ASYNC_READ) | UInt32(FUSE_CAP_SPLICE_WRITE)
         | UInt32(FUSE_CAP_SPLICE_MOVE) | UInt32(FUSE_CAP_READDIRPLUS)
         | UInt32(FUSE_CAP_PARALLEL_DIROPS)
-        | UInt32(FUSE_CAP_AUTO_INVAL_DATA) | UInt32(FUSE_CAP_CACHE_SYMLINKS)
+        | UInt32(FUSE_CAP_AUTO_INVAL_DATA) | UInt32(FUSE_CAP_CACHE_SYMLINKS) | exportSupport
+
+    /// File handles that outlive the kernel's cache: without it, the kernel answers ESTALE for
+    /// a handle whose inode it evicted; with it, it looks up "." in the handle's node ID (and
+    /// ".." to connect a directory), which the daemon answers (`Overlay.lookupItself`).
+    static let exportSupport = UInt32(FUSE_CAP_EXPORT_SUPPORT)
 
     /// Asked for by libfuse's defaults but not wanted: with READDIRPLUS_AUTO the kernel asks
     /// for attributes only with a directory's first batch of entries, and then looks up every

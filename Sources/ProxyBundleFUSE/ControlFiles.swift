@@ -33,7 +33,7 @@ extension FuseServer {
         switch control {
         case .invalidate: return .bytes([])
         case .stats: text = statsText()
-        case .layers: text = Array(overlay.layersText.utf8)
+        case .layers: text = overlay.layersText
         case .remount: text = Array(remountText.utf8)
         }
         let start = min(text.count, max(0, Int(offset)))
@@ -69,6 +69,7 @@ extension FuseServer {
 
     /// `.stats`: one `key: value` line per figure, after the mount's description and the
     /// daemon's pid and start time (a newline in a value is written as a backslash and `n`).
+    /// The paths are the bytes they were given as, UTF-8 or not.
     func statsText() -> [UInt8] {
         let cache = overlay.cacheStatistics
         let record = invalidations.withLock { $0 }
@@ -79,11 +80,11 @@ extension FuseServer {
         let transport = Transport.figures
         // the main bundle and the substitution first, as before there were patches
         let stack = overlay.layers
-        let about = ["main: \(stack.main.path.replacingNewlines)", "substitution: \(stack.substitution.path.replacingNewlines)"]
-            + stack.patches.map { "patch: \($0.path.replacingNewlines)" }
+        let about: [(key: String, path: RawPath)] = [("main", stack.main.path), ("substitution", stack.substitution.path)]
+            + stack.patches.map { ("patch", $0.path) } + [("mountpoint", mountpoint)]
+        let paths: [UInt8] = about.flatMap { Array("\($0.key): ".utf8) + FuseServer.oneLine($0.path.bytes) + [0x0A] }
         let timeouts = self.timeouts
-        let lines = about + [
-            "mountpoint: \(mountpoint.replacingNewlines)",
+        let lines = [
             "read_only: \(overlay.isWritable ? "no" : "yes")",
             "entry_timeout: \(timeouts.entry.secondsText)",
             "attr_timeout: \(timeouts.attribute.secondsText)",
@@ -94,6 +95,7 @@ extension FuseServer {
             "commit: \(Version.commit)",
             "cache_entries: \(cache.nodes + cache.absentNames)",
             "cached_nodes: \(cache.nodes)",
+            "forgotten_nodes: \(cache.forgottenNodes)",
             "cached_absent_names: \(cache.absentNames)",
             "hits: \(cache.hits)",
             "misses: \(cache.misses)",
@@ -124,16 +126,14 @@ extension FuseServer {
             "transport: \(transport.inUse)",
             "requests_uring: \(transport.uring)",
             "requests_device: \(transport.device)",
-            "transport_problem: \(transport.problem.nonEmpty?.replacingNewlines ?? "none")",
+            "transport_problem: \(transport.problem.nonEmpty.map { String(decoding: FuseServer.oneLine(Array($0.utf8)), as: UTF8.self) } ?? "none")",
         ]
-        return Array((lines.joined(separator: "\n") + "\n").utf8)
+        return paths + Array((lines.joined(separator: "\n") + "\n").utf8)
     }
-}
 
-extension String {
-    /// The text with each newline written as a backslash and `n`, to keep it on one line.
-    var replacingNewlines: String {
-        contains("\n") ? split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\\n") : self
+    /// `bytes` with each newline written as a backslash and `n`, to keep them on one line.
+    static func oneLine(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.flatMap { $0 == 0x0A ? [UInt8(ascii: "\\"), UInt8(ascii: "n")] : [$0] }
     }
 }
 

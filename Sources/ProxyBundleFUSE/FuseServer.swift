@@ -51,7 +51,7 @@ public final class FuseServer: Sendable {
     /// Whether changes in the layers are invalidated as they settle (`-o watch`).
     let watching = Locked(false)
     /// Where the mount is (a patch given to `.layers` must not lie inside it).
-    let mountpoint: String
+    let mountpoint: RawPath
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.
     let started: Int
     /// Reads and writes of open files straight to the layers' files, where the kernel allows.
@@ -64,9 +64,14 @@ public final class FuseServer: Sendable {
     /// The listings being read.
     let listings = ListingStore()
     let prefetcher: Prefetcher
+    /// The generation of every node but the root (whose must be 0) in every reply: a file
+    /// handle holds a node ID and its generation, and node IDs start again at each mount, so
+    /// a handle from an earlier mount answers ESTALE instead of opening whatever file got
+    /// its node ID now. Within a mount, node IDs are never reused.
+    let generation = UInt64(UInt32.random(in: 1...UInt32.max))
 
     public init(overlay: Overlay, timeouts: CacheTimeouts, logger: Logger,
-                mountpoint: String, usesACL: Bool = false,
+                mountpoint: RawPath, usesACL: Bool = false,
                 claimsSubstitution: @escaping @Sendable () -> Bool = { true }) {
         self.overlay = overlay
         self.usesACL = usesACL
@@ -84,6 +89,7 @@ public final class FuseServer: Sendable {
         let timeouts = self.timeouts
         var result = fuse_entry_param()
         result.ino = entry.node
+        result.generation = entry.node == rootNodeID ? 0 : generation
         result.attr = entry.attributes
         result.attr_timeout = ControlFile(node: entry.node) == nil ? timeouts.attribute : 0
         result.entry_timeout = timeouts.entry
@@ -93,7 +99,10 @@ public final class FuseServer: Sendable {
     /// A lookup reply: the entry, or for a missing name with negative caching on, an entry
     /// with node 0 so the kernel remembers the absence. Only an absence the daemon remembers
     /// too is cached by the kernel: an invalidation can then name it, where that is needed.
+    /// "." and ".." come only from the kernel's file handle code (see `Overlay.lookupItself`).
     func lookupReply(parent: NodeID, name: [UInt8]) throws(Errno) -> Reply {
+        if name == [0x2E] { return .entry(entryParameters(try overlay.lookupItself(parent))) }
+        if name == [0x2E, 0x2E] { return .entry(entryParameters(try overlay.lookupParent(of: parent))) }
         switch try overlay.find(name, in: parent) {
         case .found(let entry):
             return .entry(entryParameters(entry))

@@ -85,9 +85,10 @@ extension FuseServer {
         var patches: [Layer] = []
         let mountDevice = MountTable.current().mount(at: mountpoint)?.device
         for line in FuseServer.paths(in: text) {
-            let path = String(decoding: line, as: UTF8.self)
-            guard path.hasPrefix("/"), !line.contains(0) else { throw Errno.invalid }
-            if path == mountpoint || path.hasPrefix(mountpoint == "/" ? "/" : mountpoint + "/") { throw Errno.invalid }
+            // a path is bytes: one that is not UTF-8 is opened as it was written
+            let path = RawPath(bytes: line)
+            guard path.isAbsolute, !line.contains(0) else { throw Errno.invalid }
+            if path.isInside(mountpoint) { throw Errno.invalid }
             let layer = try Layer(path: path, preservesAccessTimes: true)
             // a symlink may still have led into the mount
             if let mountDevice, FuseServer.deviceName(layer.device) == mountDevice { throw Errno.invalid }

@@ -14,6 +14,12 @@ import ProxyBundleCore
 /// batches. Once one of its threads looks up a name in a directory listed to it that way, the
 /// program (by its command name, `/proc/TID/comm`) is known to use its listings, and from then
 /// on, in this mount, every entry listed to it carries attributes.
+///
+/// The kernel keeps a listing read to its end (the readdir cache), also one given with names
+/// alone: listing the directory again (`ls -f`, a glob) then never reaches the daemon. Such a
+/// listing is dropped from the kernel once a name in it is looked up, so that the next program
+/// listing the directory gets the attributes: a program that stats what it lists reads a
+/// cached names-only listing with a LOOKUP per entry once, and never again.
 final class ListingReaders: Sendable {
     enum Attributes: Equatable {
         /// Every entry with attributes.
@@ -37,6 +43,8 @@ final class ListingReaders: Sendable {
         var watched: [(thread: pid_t, directory: NodeID)] = []
         /// Directories being listed with names alone past the first batch.
         var namesOnly: [NodeID] = []
+        /// Directories whose listing the kernel keeps with names alone past the first batch.
+        var cachedNamesOnly: [NodeID] = []
         /// Programs seen walking: listing a directory whose parent the same thread listed.
         var walkers: [Program] = []
         /// The directories threads of known programs listed lately, most recent last.
@@ -49,14 +57,13 @@ final class ListingReaders: Sendable {
     static let remembered = 64
     private let state = Locked(State())
 
-    /// Whether a listing of `directory` just read to its end went with names alone past its
-    /// first batch: the kernel should not keep it, as it would cost a program that uses its
-    /// listings a LOOKUP per entry.
-    func listedNamesOnly(_ directory: NodeID) -> Bool {
+    /// A listing of `directory` was read to its end, and the kernel keeps it: if it went with
+    /// names alone past its first batch, the first lookup of a name in it drops it.
+    func finished(_ directory: NodeID) {
         state.withLock { state in
-            guard let index = state.namesOnly.firstIndex(of: directory) else { return false }
+            guard let index = state.namesOnly.firstIndex(of: directory) else { return }
             state.namesOnly.remove(at: index)
-            return true
+            if !state.cachedNamesOnly.contains(directory) { Self.remember(directory, in: &state.cachedNamesOnly) }
         }
     }
 
@@ -90,14 +97,21 @@ final class ListingReaders: Sendable {
     }
 
     /// A lookup of a name in `parent` by `thread`: if `parent` was listed to it without some
-    /// attributes, its program uses its listings.
-    func noteLookup(thread: pid_t, parent: NodeID) {
+    /// attributes, its program uses its listings. Whether the kernel should drop the listing
+    /// of `parent` it keeps (one with names alone: see the type).
+    func noteLookup(thread: pid_t, parent: NodeID) -> Bool {
         state.withLock { state in
             state.lookups += 1
+            var drops = false
+            if let index = state.cachedNamesOnly.firstIndex(of: parent) {
+                state.cachedNamesOnly.remove(at: index)
+                drops = true
+            }
             guard state.watched.contains(where: { $0 == (thread, parent) }),
-                  let program = state.threads.first(where: { $0.thread == thread })?.program else { return }
+                  let program = state.threads.first(where: { $0.thread == thread })?.program else { return drops }
             state.watched.removeAll { $0.thread == thread }
             if !state.users.contains(program) { Self.remember(program, in: &state.users) }
+            return drops
         }
     }
 

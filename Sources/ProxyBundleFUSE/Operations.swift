@@ -16,10 +16,14 @@ enum Operations {
             server.enforcesACL.withLock { $0 = enforced }
         }
         ops.lookup = { req, parent, name in
+            var dropsCachedListing = false
+            let server = FuseServer.of(req)  // the reply frees the request
             FuseServer.handle(req, "lookup", node: parent, name: name) { server throws(Errno) in
-                server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent)
+                dropsCachedListing = server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent)
                 return try server.lookupReply(parent: parent, name: bytes(name))
             }
+            // after the reply: the kernel's listing of the parent has names alone (ListingReaders)
+            if dropsCachedListing { server?.notifier.invalidateNode(parent) }
         }
         ops.forget = { req, node, count in
             FuseServer.handle(req, "forget") { server in
@@ -118,8 +122,6 @@ enum Operations {
             }
         }
         ops.readdirplus = { req, node, size, offset, info in
-            var dropsCachedListing = false
-            let server = FuseServer.of(req)  // the reply frees the request
             FuseServer.handle(req, "readdirplus", node: node) { server throws(Errno) in
                 let position = try server.listings.listing(of: node, at: offset, server.overlay)
                 let readers = server.listingReaders
@@ -133,13 +135,10 @@ enum Operations {
                 }
                 if packed.ends {
                     server.listings.finished(position)
-                    dropsCachedListing = readers.listedNamesOnly(node)
+                    readers.finished(node)
                 }
                 return .bytes(packed.bytes)
             }
-            // after the reply: a listing cached with names alone would cost a program that
-            // uses its listings a LOOKUP per entry
-            if dropsCachedListing { server?.notifier.invalidateNode(node) }
         }
         ops.statfs = { req, _ in
             FuseServer.handle(req, "statfs") { server throws(Errno) in

@@ -16,11 +16,14 @@ final class Prefetcher: @unchecked Sendable {
     private var condition = pthread_cond_t()
     private var pending: [(parent: NodeID, name: [UInt8])] = []
     private var count: UInt64 = 0
-    /// The directory each recent reader last opened a file in, how many in a row, and whether
-    /// its files were found in the page cache already.
-    private var opens: [(thread: pid_t, parent: NodeID, run: Int, cached: Bool)] = []
-    /// Files opened in turn, the newest last: the files after them are to be read ahead.
-    private var fileRequests: [(parent: NodeID, node: NodeID)] = []
+    /// The directory each recent reader last opened a file in, how many in a row, whether its
+    /// files were found in the page cache already, and the file it opened last.
+    private var opens: [(thread: pid_t, parent: NodeID, run: Int, cached: Bool, last: NodeID)] = []
+    /// Files opened in turn, the newest last, with the file the same thread opened before in
+    /// the same directory: the files after them are to be read ahead.
+    private var fileRequests: [(thread: pid_t, parent: NodeID, node: NodeID, previous: NodeID?)] = []
+    /// The order each recent reader was last seen opening files in (the read-ahead thread's).
+    private var orders: [(thread: pid_t, order: FileOrder.Order)] = []
     private var filesRead: UInt64 = 0
     /// The read-ahead thread's own: the directory whose files it reads ahead.
     private var order: FileOrder?
@@ -74,11 +77,13 @@ final class Prefetcher: @unchecked Sendable {
         defer { pthread_mutex_unlock(&mutex) }
         var run = 1
         var cached = false
+        var before: NodeID? = nil
         if let index = opens.firstIndex(where: { $0.thread == thread }) {
             let previous = opens[index]
             if previous.parent == parent {
                 run = previous.run + 1
                 cached = previous.cached
+                before = previous.last
             } else if previous.run >= 2 {
                 // it read its last directory in turn: it starts this one as if on a second file
                 run = 2
@@ -86,10 +91,10 @@ final class Prefetcher: @unchecked Sendable {
             opens.remove(at: index)
         }
         if run == 2 { cached = pb_cached_pages(fd, UInt64(Self.fileBytes)) > 0 }
-        opens.append((thread, parent, run, cached))
+        opens.append((thread, parent, run, cached, node))
         if opens.count > 16 { opens.removeFirst() }
         guard run >= 2, (run - 2) % (Self.filesAhead / 2) == 0, !cached else { return }
-        fileRequests.append((parent, node))
+        fileRequests.append((thread, parent, node, before))
         if fileRequests.count > 8 { fileRequests.removeFirst() }
         pthread_cond_signal(&condition)
     }
@@ -111,7 +116,8 @@ final class Prefetcher: @unchecked Sendable {
                 pthread_mutex_unlock(&mutex)
                 // its name now (a path built for one open in eight, not for each)
                 guard let place = overlay.place(of: file.node), place.parent == file.parent else { continue }
-                let read = readFilesAhead(after: place.name, in: file.parent)
+                let previous = file.previous.flatMap { overlay.place(of: $0) }.flatMap { $0.parent == file.parent ? $0.name : nil }
+                let read = readFilesAhead(after: place.name, previous: previous, in: file.parent, thread: file.thread)
                 pthread_mutex_lock(&mutex)
                 filesRead += UInt64(read)
                 pthread_mutex_unlock(&mutex)
@@ -124,37 +130,68 @@ final class Prefetcher: @unchecked Sendable {
         }
     }
 
-    /// Reads ahead the files that follow `name` in `parent`'s listing; returns how many.
-    private func readFilesAhead(after name: [UInt8], in parent: NodeID) -> Int {
+    /// Reads ahead the files that follow `name` in `parent`, in the order `thread` opens them
+    /// (told by the file it opened before, `previous`, or as it was last seen); returns how
+    /// many.
+    private func readFilesAhead(after name: [UInt8], previous: [UInt8]?, in parent: NodeID, thread: pid_t) -> Int {
         if order?.parent != parent { order = FileOrder(of: parent, in: overlay) }
-        guard var current = order, !current.isDone else { return 0 }
+        guard var current = order else { return 0 }
+        var before = previous.flatMap { current.index(of: $0) }
         var found = current.index(of: name)
         if found == nil, let relisted = FileOrder(of: parent, in: overlay) {
             // the directory changed since it was listed here
             current = relisted
             order = relisted
+            before = previous.flatMap { relisted.index(of: $0) }
             found = relisted.index(of: name)
         }
         guard let index = found else { return 0 }
+        var seen = orders.last(where: { $0.thread == thread })?.order ?? .listing
+        if let before {
+            seen = current.order(from: before, to: index)
+            orders.removeAll { $0.thread == thread }
+            orders.append((thread, seen))
+            if orders.count > 16 { orders.removeFirst() }
+        }
+        switch seen {
+        case .listing: return readAhead(current, listingFrom: index)
+        case .names: return readAhead(current, namesFrom: index)
+        case .unknown: return 0
+        }
+    }
+
+    /// Reads ahead the files after listing index `index` in listing order.
+    private func readAhead(_ current: FileOrder, listingFrom index: Int) -> Int {
+        guard !current.isDone else { return 0 }
         let last = min(index + Self.filesAhead, current.items.count - 1)
         let first = max(current.readThrough + 1, index + 1)
-        var read = 0
         current.readThrough = max(current.readThrough, last)
         guard first <= last else { return 0 }
-        for item in current.items[first ... last] {
+        return readAhead(current.items[first ... last].map { $0 }, of: current)
+    }
+
+    /// Reads ahead the files after the one at listing index `index` in name order.
+    private func readAhead(_ current: FileOrder, namesFrom index: Int) -> Int {
+        guard let place = current.placeByName(of: index) else { return 0 }
+        let files = current.filesByName
+        let last = min(place + Self.filesAhead, files.count - 1)
+        let first = max(current.readThroughByName + 1, place + 1)
+        current.readThroughByName = max(current.readThroughByName, last)
+        guard first <= last else { return 0 }
+        return readAhead(files[first ... last].map { current.items[$0.index] }, of: current)
+    }
+
+    /// Reads ahead `items` of `current`'s listing, in turn; returns how many were started.
+    private func readAhead(_ items: [DirectoryListing.Item], of current: FileOrder) -> Int {
+        var read = 0
+        for item in items {
             switch overlay.readAhead(item, of: current.listing, limit: Self.fileBytes) {
             case .started:
                 read += 1
-                current.cachedInARow = 0
-            case .cached:
-                current.cachedInARow += 1
-                // the directory's files are in the page cache already: opening them is all
-                // reading ahead would do
-                if current.cachedInARow == 4 {
-                    current.readThrough = current.items.count
-                    return read
-                }
-            case .skipped:
+            case .cached, .skipped:
+                // a file the program has read already (this thread fell behind it), or one that
+                // was in the page cache before (a directory found so is left alone at its
+                // second open: see noteOpen)
                 break
             }
         }

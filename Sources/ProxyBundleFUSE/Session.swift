@@ -18,18 +18,20 @@ public final class Session {
         public var description: String
     }
 
-    /// `options` are FUSE mount options as `-o` takes them (e.g. "ro", "fsname=...").
-    public init(server: FuseServer, options: [String], transport: Transport = .auto) throws(Failure) {
+    /// `options` are FUSE mount options as `-o` takes them (e.g. "ro", "fsname=..."), as
+    /// bytes: a value may be a path that is not UTF-8.
+    public init(server: FuseServer, options: [[UInt8]], transport: Transport = .auto) throws(Failure) {
         self.transport = transport
         var ops = Operations.table()
-        let arguments = ["proxybundle"] + (options.isEmpty ? [] : ["-o", options.joined(separator: ",")])
-        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) }
+        let list = Array(options.joined(separator: [UInt8(ascii: ",")]))
+        let arguments = [Array("proxybundle".utf8)] + (options.isEmpty ? [] : [Array("-o".utf8), list])
+        var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { $0.withCStringCopy { strdup($0) } }
         defer { argv.forEach { free($0) } }
         userdata = Unmanaged.passRetained(server)
         let created = pb_session_new(Int32(arguments.count), &argv, &ops, userdata.toOpaque())
         guard let created else {
             userdata.release()
-            throw Failure(description: "libfuse refused the mount options \(options.joined(separator: ","))")
+            throw Failure(description: "libfuse refused the mount options \(RawPath(bytes: list))")
         }
         session = created
         server.notifier.attach(created)
@@ -45,8 +47,8 @@ public final class Session {
         userdata.release()
     }
 
-    public func mount(at mountpoint: String) throws(Failure) {
-        guard fuse_session_mount(session, mountpoint) == 0 else {
+    public func mount(at mountpoint: RawPath) throws(Failure) {
+        guard mountpoint.withCString({ fuse_session_mount(session, $0) }) == 0 else {
             throw Failure(description: "cannot mount on \(mountpoint) (is /dev/fuse accessible and the mountpoint an empty directory?)")
         }
         mounted = true

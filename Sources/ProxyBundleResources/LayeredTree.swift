@@ -45,7 +45,7 @@ public final class LayeredTree: ResourceTree {
             }
             overlay = try Overlay(layers: stack, writable: false)
         } catch {
-            throw ResourceError(code: error.code, path: layers.map(\.path).joined(separator: ":"))
+            throw ResourceError(code: error.code, path: layers.map(\.path.description).joined(separator: ":"))
         }
     }
 

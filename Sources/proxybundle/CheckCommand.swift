@@ -28,6 +28,7 @@ struct CheckCommand: ParsableCommand {
     var json = false
 
     func run() throws {
+        let mountpoint = RawPath(argument: self.mountpoint)
         let absolute = Paths.canonical(Paths.absolute(mountpoint)) ?? Paths.absolute(mountpoint)
         guard let mount = RunningMount.at(absolute) else { throw Failure("\(mountpoint) is not a proxybundle mount") }
         guard mount.isAlive else { throw mount.unreachable }
@@ -49,14 +50,14 @@ struct CheckCommand: ParsableCommand {
         let findings = PatchCheck(tree: tree).findings()
         // a patch is named with its path (there may be several); the substitution and the
         // main bundle by their role
-        let name = { (index: Int) -> String in roles[index].role == "patch" ? "patch \(roles[index].path)" : roles[index].role }
+        let name = { (index: Int) -> String in roles[index].role == "patch" ? "patch \(roles[index].path.description)" : roles[index].role }
         if json {
             print("[" + findings.map { finding in
                 JSON.object([
                     ("kind", JSON.string(finding.kind.rawValue)),
                     ("path", JSON.string(finding.path)),
                     ("role", JSON.string(roles[finding.layer].role)),
-                    ("layer", JSON.string(roles[finding.layer].path)),
+                    ("layer", JSON.path(roles[finding.layer].path)),
                     ("other", finding.other.map(JSON.string) ?? "null"),
                     ("other_role", finding.otherLayer.map { JSON.string(roles[$0].role) } ?? "null"),
                     ("devices", "[" + finding.devices.map { JSON.string($0.description) }.joined(separator: ",") + "]"),

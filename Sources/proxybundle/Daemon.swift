@@ -33,12 +33,13 @@ enum Daemon {
             let claim = WriterClaim(plan.substitution)
             if !plan.readOnly { try claim.take() }
             let session = try open(plan, claim: claim, logger: logger)
-            do { try session.mount(at: plan.mountpoint) } catch { throw Failure(error.description) }
-            let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.joined(separator: ", "))"
+            do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
+            // a log is text: a path's bytes that are not UTF-8 are written \xHH
+            let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.map(\.description).joined(separator: ", "))"
             logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
             if plan.options.watch { session.server.startWatching() }
             if let ready {
-                report("ready", to: ready)
+                report(Array("ready".utf8), to: ready)
                 // detached: what libfuse or fusermount3 might still write goes nowhere
                 let null = Glibc.open("/dev/null", O_WRONLY)
                 if null >= 0 { _ = dup2(null, 2); close(null) }
@@ -48,7 +49,7 @@ enum Daemon {
             logger.info("unmounted \(plan.mountpoint)")
             return status
         } catch {
-            if let ready { report("error: \(error.description)", to: ready) }
+            if let ready { report(Array("error: ".utf8) + error.line.bytes, to: ready) }
             throw error
         }
     }
@@ -73,13 +74,13 @@ enum Daemon {
                                 mountpoint: plan.mountpoint,
                                 usesACL: plan.options.acl,
                                 claimsSubstitution: { (try? claim.take()) != nil })
-        var options = ["subtype=proxybundle", "default_permissions"] + plan.options.fuse
-        if !options.contains(where: { $0.hasPrefix("fsname=") }) { options.append("fsname=\(plan.main)") }
+        var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse).map(RawArguments.bytes(of:))
+        if !options.contains(where: { $0.starts(with: "fsname=".utf8) }) { options.append(Array("fsname=".utf8) + plan.main.bytes) }
         do {
             let transport = plan.options.transport.with(autoUnmount: plan.options.fuse.contains("auto_unmount"))
             return try Session(server: server, options: options, transport: transport)
         } catch {
-            throw Failure(error.description)
+            throw Failure(text: error.description)
         }
     }
 
@@ -92,9 +93,9 @@ enum Daemon {
         _ = setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
     }
 
-    private static func report(_ message: String, to fd: Int32) {
-        let line = message + "\n"
-        _ = line.withCString { write(fd, $0, strlen($0)) }
+    private static func report(_ message: [UInt8], to fd: Int32) {
+        let line = message + [UInt8(ascii: "\n")]
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
     }
 }
@@ -103,7 +104,7 @@ extension Daemon {
     /// Starts `arguments` (the daemon image's, see `DaemonImage`) as a detached copy of this
     /// program in its own session, and returns once it reports that it has mounted and the
     /// mount answers.
-    static func startDetached(_ arguments: [String], mountpoint: String) throws(Failure) {
+    static func startDetached(_ arguments: [String], mountpoint: RawPath) throws(Failure) {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -123,7 +124,7 @@ extension Daemon {
         }
         close(pipeEnds[1])
         let message = readLine(pipeEnds[0], timeoutSeconds: 30)
-        if message == "ready" {
+        if message == Array("ready".utf8) {
             if Daemon.answers(mountpoint) { return }
             kill(pid, SIGTERM)
             throw Failure("the daemon mounted \(mountpoint) but the mount does not answer")
@@ -132,13 +133,13 @@ extension Daemon {
         var status: Int32 = 0
         _ = waitpid(pid, &status, 0)
         let reason = errors >= 0 ? lastLine(of: errors) : nil
-        if let message, message.hasPrefix("error: ") {
-            let failure = String(message.dropFirst(7))
+        if let message, message.starts(with: "error: ".utf8) {
+            let failure = Array(message.dropFirst(7))
             // the real reason fusermount3 gave, in place of the guess
-            if let reason, failure.hasPrefix("cannot mount on") {
+            if let reason, failure.starts(with: "cannot mount on".utf8) {
                 throw Failure("cannot mount on \(mountpoint): \(reason)")
             }
-            throw Failure(failure)
+            throw Failure(ByteText(bytes: failure))
         }
         throw Failure("the daemon exited before mounting \(mountpoint)" + (reason.map { ": \($0)" } ?? ""))
     }
@@ -160,9 +161,9 @@ extension Daemon {
     }
 
     /// Whether `mountpoint` is a proxybundle mount that answers a stat.
-    static func answers(_ mountpoint: String) -> Bool {
+    static func answers(_ mountpoint: RawPath) -> Bool {
         var st = stat()
-        guard stat(mountpoint, &st) == 0 else { return false }
+        guard mountpoint.withCString({ stat($0, &st) }) == 0 else { return false }
         return MountTable.current().mount(at: mountpoint)?.type == "fuse.proxybundle"
     }
 
@@ -184,11 +185,11 @@ extension Daemon {
         defer { posix_spawnattr_destroy(&attributes) }
         posix_spawnattr_setflags(&attributes, pb_POSIX_SPAWN_SETSID)
         let program = "/proc/self/exe"
-        let argv = (["proxybundle"] + arguments).map { strdup($0) } + [nil]
+        let argv = DaemonImage.argv(arguments)
         defer { argv.forEach { free($0) } }
-        var environment = Environment.current.filter { !$0.hasPrefix(readyVariable + "=") }
-        environment.append("\(readyVariable)=\(childFD)")
-        let envp = environment.map { strdup($0) } + [nil]
+        // the environment as its bytes (a HOME that is not UTF-8 stays what it is)
+        var envp = Environment.entries.filter { !$0.starts(with: (readyVariable + "=").utf8) }.map { $0.withCStringCopy { strdup($0) } }
+        envp += [strdup("\(readyVariable)=\(childFD)"), nil]
         defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
@@ -196,8 +197,8 @@ extension Daemon {
         return pid
     }
 
-    /// One line from `fd`, waiting at most `timeoutSeconds`; nil on timeout or end of file.
-    private static func readLine(_ fd: Int32, timeoutSeconds: Int32) -> String? {
+    /// One line (bytes) from `fd`, waiting at most `timeoutSeconds`; nil on timeout or end of file.
+    private static func readLine(_ fd: Int32, timeoutSeconds: Int32) -> [UInt8]? {
         var bytes: [UInt8] = []
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         var byte: UInt8 = 0
@@ -210,17 +211,18 @@ extension Daemon {
             if count <= 0 || byte == UInt8(ascii: "\n") { break }
             bytes.append(byte)
         }
-        return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+        return bytes.isEmpty ? nil : bytes
     }
 }
 
-/// The process environment as "NAME=value" strings.
+/// The process environment.
 enum Environment {
-    static var current: [String] {
-        var result: [String] = []
+    /// Each "NAME=value" entry, as its bytes.
+    static var entries: [[UInt8]] {
+        var result: [[UInt8]] = []
         var pointer = environ
         while let entry = pointer.pointee {
-            result.append(String(cString: entry))
+            result.append(RawPath(cString: entry).bytes)
             pointer += 1
         }
         return result

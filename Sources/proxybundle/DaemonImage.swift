@@ -1,5 +1,6 @@
 import CSyscalls
 import Logging
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -15,18 +16,25 @@ enum DaemonImage {
     static let patchPrefix = "--patch="
 
     /// The arguments (after the program's name) that start the daemon image serving `plan`
-    /// with the `-o` lists `options`.
+    /// with the `-o` lists `options`, as lossless text (see `RawArguments`): the image gets
+    /// the very bytes of each path.
     static func arguments(_ plan: MountPlan, options: [String], level: Logger.Level,
                           destination: LogDestination) -> [String] {
         // the patches as checked (canonical), in place of any the options named
-        [marker, plan.main, plan.mountpoint, plan.substitution, level.rawValue, destination.argument]
-            + plan.patches.map { patchPrefix + $0 } + options
+        [marker, plan.main.argument, plan.mountpoint.argument, plan.substitution.argument, level.rawValue,
+         destination.argument] + plan.patches.map { patchPrefix + $0.argument } + options
+    }
+
+    /// `arguments` (lossless text) as the C strings of a new process's `argv`, after the
+    /// program's name; the caller frees them.
+    static func argv(_ arguments: [String]) -> [UnsafeMutablePointer<CChar>?] {
+        (["proxybundle"] + arguments).map { RawArguments.bytes(of: $0).withCStringCopy { strdup($0) } } + [nil]
     }
 
     /// Replaces this process with the daemon image started with `arguments`. Returns only by
     /// throwing, when the image cannot be started.
     static func exec(_ arguments: [String]) throws(Failure) -> Never {
-        let argv = (["proxybundle"] + arguments).map { strdup($0) } + [nil]
+        let argv = argv(arguments)
         execv("/proc/self/exe", argv)
         let error = errno
         argv.forEach { free($0) }
@@ -43,10 +51,10 @@ enum DaemonImage {
                 throw Failure("\(marker) is for proxybundle mount only")
             }
             let rest = arguments.dropFirst(5)
-            let patches = rest.filter { $0.hasPrefix(patchPrefix) }.map { String($0.dropFirst(patchPrefix.count)) }
+            let patches = rest.filter { $0.hasPrefix(patchPrefix) }.map { RawPath(argument: String($0.dropFirst(patchPrefix.count))) }
             let options = try MountOptions(rest.filter { !$0.hasPrefix(patchPrefix) })
-            let plan = try MountPlan(main: arguments[0], mountpoint: arguments[1], substitution: arguments[2],
-                                     patches: patches, options: options)
+            let plan = try MountPlan(main: RawPath(argument: arguments[0]), mountpoint: RawPath(argument: arguments[1]),
+                                     substitution: RawPath(argument: arguments[2]), patches: patches, options: options)
             try destination.bootstrap(level: level)
             return try Daemon.serve(plan, logger: Logger(label: "proxybundle"))
         } catch {

@@ -33,6 +33,7 @@ struct InvalidateCommand: ParsableCommand {
     }
 
     func run() throws {
+        let mountpoint = RawPath(argument: self.mountpoint)
         let absolute = Paths.absolute(mountpoint)
         guard let mount = RunningMount.at(absolute) else {
             if let other = MountTable.current().mount(at: absolute) {
@@ -43,10 +44,10 @@ struct InvalidateCommand: ParsableCommand {
         guard mount.isAlive else { throw mount.unreachable }
         // a path is bytes: a name that is not UTF-8 is invalidated as it was given
         let line = (all ? [UInt8(ascii: "/")] : path.map(RawArguments.bytes) ?? []) + [UInt8(ascii: "\n")]
-        let error = RunningMount.write(line, to: absolute + "/.invalidate", seconds: InvalidateCommand.patience)
+        let error = RunningMount.write(line, to: absolute.appending(".invalidate"), seconds: InvalidateCommand.patience)
         switch error {
         case 0: return
-        case EINVAL: throw Failure("'\(path ?? "")' is not a relative path inside the mount")
+        case EINVAL: throw Failure("'\(RawPath(argument: path ?? ""))' is not a relative path inside the mount")
         case ETIMEDOUT:
             throw Failure("the daemon of \(mountpoint) did not finish the invalidation within \(Int(InvalidateCommand.patience)) s; "
                           + "if it does not answer, clear the mount with: proxybundle unmount \(mountpoint)")

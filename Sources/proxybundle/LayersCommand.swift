@@ -35,27 +35,30 @@ struct LayersCommand: ParsableCommand {
     }
 
     func run() throws {
+        let mountpoint = RawPath(argument: self.mountpoint)
         let absolute = Paths.absolute(mountpoint)
         guard let mount = RunningMount.at(absolute) else { throw Failure("\(mountpoint) is not a proxybundle mount") }
         guard mount.isAlive else { throw mount.unreachable }
         if set { try replace(mount) }
-        let answer = RunningMount.read(absolute + "/.layers", seconds: RunningMount.patience)
-        guard let text = answer.text else {
+        let answer = RunningMount.read(absolute.appending(".layers"), seconds: RunningMount.patience)
+        guard let bytes = answer.bytes else {
             throw Failure("cannot read the layers of \(mountpoint): \(Paths.describe(answer.error))")
         }
-        print(text, terminator: "")
+        // the paths as the bytes they are
+        ByteText(bytes: bytes).write()
     }
 
     /// Checks the new patches as `mount` checks its own, then writes them to `.layers`.
     private func replace(_ mount: RunningMount) throws(Failure) {
         guard let substitution = mount.substitution else { throw mount.unreachable }
-        var paths: [String] = []
-        for argument in directories { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
-        try MountPlan.checkPatches(zip(directories, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,
+        let arguments = directories.map(RawPath.init(argument:))
+        var paths: [RawPath] = []
+        for argument in arguments { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
+        try MountPlan.checkPatches(zip(arguments, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,
                                    substitution: substitution)
         // a write of nothing would not reach the daemon: an empty line stands for no patches
-        let text = paths.isEmpty ? "\n" : paths.map { $0 + "\n" }.joined()
-        let error = RunningMount.write(Array(text.utf8), to: mount.mountpoint + "/.layers", seconds: 30)
+        let text = paths.isEmpty ? [UInt8(ascii: "\n")] : paths.flatMap { $0.bytes + [UInt8(ascii: "\n")] }
+        let error = RunningMount.write(text, to: mount.mountpoint.appending(".layers"), seconds: 30)
         switch error {
         case 0: return
         case ETIMEDOUT:

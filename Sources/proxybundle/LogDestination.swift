@@ -1,5 +1,6 @@
 import CSyscalls
 import Logging
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,15 +9,16 @@ import Glibc
 /// syslog (detached without a log file).
 enum LogDestination {
     case standardError
-    case file(String)
+    case file(RawPath)
     case syslog
 
-    /// As passed to the daemon image: `stderr`, `syslog` or `file:PATH`.
+    /// As passed to the daemon image: `stderr`, `syslog` or `file:PATH` (lossless text, see
+    /// `RawArguments`).
     var argument: String {
         switch self {
         case .standardError: "stderr"
         case .syslog: "syslog"
-        case .file(let path): "file:" + path
+        case .file(let path): "file:" + path.argument
         }
     }
 
@@ -26,7 +28,7 @@ enum LogDestination {
         case "syslog": self = .syslog
         default:
             guard argument.hasPrefix("file:") else { return nil }
-            self = .file(String(argument.dropFirst(5)))
+            self = .file(RawPath(argument: String(argument.dropFirst(5))))
         }
     }
 
@@ -48,36 +50,35 @@ enum LogDestination {
 
     /// Where a mount's log goes when syslog cannot take it:
     /// `${XDG_STATE_HOME:-$HOME/.local/state}/proxybundle/<mountpoint's name>-<hash>.log`.
-    static func fallbackFile(forMountpoint mountpoint: String) -> String {
-        var state = Paths.home() + "/.local/state"
-        if let xdg = getenv("XDG_STATE_HOME"), xdg.pointee == UInt8(ascii: "/") { state = String(cString: xdg) }
-        let name = mountpoint.split(separator: "/").last.map(String.init) ?? "root"
-        return state + "/proxybundle/" + name + "-" + Paths.shortHash(mountpoint) + ".log"
+    static func fallbackFile(forMountpoint mountpoint: RawPath) -> RawPath {
+        var state = Paths.home().appending(".local/state")
+        if let xdg = getenv("XDG_STATE_HOME"), xdg.pointee == UInt8(ascii: "/") { state = RawPath(cString: xdg) }
+        let name = mountpoint.lastName.isEmpty ? Array("root".utf8) : mountpoint.lastName
+        return state.appending("proxybundle").appending(name + Array("-\(Paths.shortHash(mountpoint)).log".utf8))
     }
 
     /// Syslog when it is reachable; otherwise the fallback file, with the line to say so once
     /// on stderr when the mount is up (a detached daemon's log would otherwise vanish without
     /// a word).
-    static func syslogOrFallback(mountpoint: String) -> (LogDestination, notice: Failure?) {
+    static func syslogOrFallback(mountpoint: RawPath) -> (LogDestination, notice: Failure?) {
         let reason = syslogUnreachable()
         guard reason != 0 else { return (.syslog, nil) }
         let unreachable = "syslog is not reachable (/dev/log: \(Paths.describe(reason)))"
         let file = fallbackFile(forMountpoint: mountpoint)
-        let directory = String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)])
         do throws(Failure) {
-            try Paths.makeDirectories(directory, role: "log directory")
+            try Paths.makeDirectories(file.parent, role: "log directory")
             try checkWritable(file)
         } catch {
             // the mount is not refused for want of a log: it logs nowhere, and says so
-            return (.file("/dev/null"), Failure("\(unreachable) and \(error.description): the daemon logs nothing "
+            return (.file("/dev/null"), Failure("\(unreachable) and \(error.line): the daemon logs nothing "
                                                 + "(give --log-file)"))
         }
         return (.file(file), Failure("\(unreachable); the log goes to \(file)"))
     }
 
     /// Checks that a log file can be written before anything is mounted.
-    static func checkWritable(_ path: String) throws(Failure) {
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+    static func checkWritable(_ path: RawPath) throws(Failure) {
+        let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644) }
         guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
         close(fd)
     }
@@ -92,7 +93,7 @@ enum LogDestination {
                 return handler
             }
         case .file(let path):
-            let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+            let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644) }
             guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .file(fd)) }
         case .syslog:

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logging
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,21 +69,16 @@ struct MountCommand: ParsableCommand {
                 + (patch.isEmpty ? [] : ["patches=" + patch.map(MountOptions.escapedPatch).joined(separator: ":")])
             return try Remount.run(mountpoint: mountpoint, options: options + given, helper: true)
         }
-        // the layers' and the mountpoint's own paths travel as text (to the daemon, in
-        // .stats): one that is not UTF-8 is refused by name rather than "not found"
-        let named = [("main bundle", main), ("mountpoint", mountpoint)] + (substitution.map { [("substitution directory", $0)] } ?? [])
-            + patch.map { ("patch", $0) }
-        for (role, argument) in named where String(validating: RawArguments.bytes(of: argument), as: UTF8.self) == nil {
-            throw Failure("\(role) \(argument): its path is not UTF-8, which proxybundle cannot mount "
-                          + "(names that are not UTF-8 inside the layers are served as they are)")
-        }
+        // every path is the bytes given (UTF-8 or not: see RawArguments)
         let parsed = try MountOptions(options)
+        let substitution = substitution.map(RawPath.init(argument:))
         if let substitution, let option = parsed.substitution, Paths.absolute(substitution) != Paths.absolute(option) {
             throw Failure("--substitution \(substitution) and -o substitution=\(option) disagree; give one")
         }
-        let plan = try MountPlan(main: main, mountpoint: mountpoint, substitution: substitution,
-                                 patches: patch + parsed.patches, options: parsed)
-        let logFile = logFile.map(Paths.absolute)
+        let plan = try MountPlan(main: RawPath(argument: main), mountpoint: RawPath(argument: mountpoint),
+                                 substitution: substitution,
+                                 patches: patch.map(RawPath.init(argument:)) + parsed.patches, options: parsed)
+        let logFile = logFile.map { Paths.absolute(RawPath(argument: $0)) }
         if let logFile { try LogDestination.checkWritable(logFile) }
         var destination: LogDestination = logFile.map { .file($0) } ?? .standardError
         var notice: Failure? = nil

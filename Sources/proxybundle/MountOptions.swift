@@ -3,15 +3,16 @@ import ProxyBundleFUSE
 
 /// The `-o` options of `mount`: the daemon's own, and the FUSE mount options passed on.
 struct MountOptions {
+    /// As given (lossless text, see `RawArguments`: a value may be a path that is not UTF-8).
     var fuse: [String] = []
     var timeouts = CacheTimeouts.standard
     var maxThreads: UInt32 = 16
     /// Microseconds a worker polls for the next request before it sleeps (0: never).
     var spin: UInt32 = 20
-    var substitution: String?
+    var substitution: RawPath?
     /// `patches=DIR1:DIR2` (a `:` in a path written `\:`), highest priority first; a later
     /// `patches=` replaces an earlier one.
-    var patches: [String] = []
+    var patches: [RawPath] = []
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
     var readOnly = false
@@ -62,7 +63,7 @@ struct MountOptions {
                 try apply(option)
             }
         }
-        if transport == .uring && fuse.contains("auto_unmount") { throw Failure(Transport.autoUnmountConflict) }
+        if transport == .uring && fuse.contains("auto_unmount") { throw Failure(text: Transport.autoUnmountConflict) }
     }
 
     private mutating func apply(_ option: String) throws(Failure) {
@@ -79,12 +80,12 @@ struct MountOptions {
         case ("spin", let v?):
             guard let n = UInt32(v), n <= 1000 else { throw Failure("spin takes a number of microseconds from 0 to 1000, not '\(v)'") }
             spin = n
-        case ("substitution", let v?): substitution = v
+        case ("substitution", let v?): substitution = RawPath(argument: v)
         case ("transport", let v?):
             guard let chosen = Transport(rawValue: v) else { throw Failure("transport takes auto, uring or device, not '\(v)'") }
             if chosen == .uring, let reason = Transport.unavailableReason { throw Failure("transport=uring: \(reason)") }
             transport = chosen
-        case ("patches", let v?): patches = MountOptions.splitPatches(v)
+        case ("patches", let v?): patches = MountOptions.splitPatches(v).map(RawPath.init(argument:))
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
         case ("rw", nil): readOnly = false
@@ -99,7 +100,7 @@ struct MountOptions {
         case (_, nil) where MountOptions.own.contains(key) || MountOptions.passedValues.contains(key):
             throw Failure("mount option '\(key)' needs a value (\(key)=...)")
         default:
-            throw Failure("unknown mount option '\(option)' (see proxybundle mount --help)")
+            throw Failure("unknown mount option '\(RawPath(argument: option))' (see proxybundle mount --help)")
         }
     }
 

@@ -3,27 +3,27 @@ import ProxyBundleCore
 import Glibc
 #endif
 
-/// The checked arguments of one mount: absolute paths and parsed options.
+/// The checked arguments of one mount: absolute paths (bytes, UTF-8 or not) and parsed options.
 struct MountPlan {
-    var main: String
-    var mountpoint: String
-    var substitution: String
+    var main: RawPath
+    var mountpoint: RawPath
+    var substitution: RawPath
     /// The patches, highest priority first.
-    var patches: [String]
+    var patches: [RawPath]
     var options: MountOptions
 
     /// `-o ro`: every change answers EROFS.
     var readOnly: Bool { options.readOnly }
 
-    init(main mainArgument: String, mountpoint mountArgument: String, substitution substitutionArgument: String?,
-         patches patchArguments: [String] = [], options: MountOptions) throws(Failure) {
+    init(main mainArgument: RawPath, mountpoint mountArgument: RawPath, substitution substitutionArgument: RawPath?,
+         patches patchArguments: [RawPath] = [], options: MountOptions) throws(Failure) {
         self.options = options
         main = try MountPlan.readableDirectory(mainArgument, role: "main bundle")
         // before anything looks at the path: a mount there may hang whoever does
         try MountPlan.checkNotMounted(Paths.absolute(mountArgument), argument: mountArgument)
         mountpoint = try MountPlan.directory(mountArgument, role: "mountpoint")
         try MountPlan.checkNotMounted(mountpoint, argument: mountArgument)
-        var patches: [String] = []
+        var patches: [RawPath] = []
         for argument in patchArguments {
             patches.append(try MountPlan.readableDirectory(argument, role: "patch"))
         }
@@ -46,12 +46,12 @@ struct MountPlan {
 
     /// Each patch must be a layer of its own: not the same directory as another layer, not
     /// inside one nor holding one, and apart from the mountpoint.
-    static func checkPatches(_ patches: [(argument: String, path: String)], main: String, mountpoint: String,
-                                     substitution: String) throws(Failure) {
-        let inside = Paths.isInside
-        var others: [(name: String, path: String)] = [("the main bundle", main), ("the substitution directory", substitution)]
+    static func checkPatches(_ patches: [(argument: RawPath, path: RawPath)], main: RawPath, mountpoint: RawPath,
+                             substitution: RawPath) throws(Failure) {
+        let inside = { (path: RawPath, ancestor: RawPath) in path.isInside(ancestor) }
+        var others: [(name: ByteText, path: RawPath)] = [("the main bundle", main), ("the substitution directory", substitution)]
         for patch in patches {
-            let name = "patch \(patch.argument)"
+            let name: ByteText = "patch \(patch.argument)"
             for other in others {
                 if patch.path == other.path { throw Failure("\(name) is the same directory as \(other.name)") }
                 if inside(patch.path, other.path) { throw Failure("\(name) is inside \(other.name) \(other.path)") }
@@ -68,9 +68,9 @@ struct MountPlan {
     }
 
     /// An existing directory the daemon can read, canonical.
-    static func readableDirectory(_ argument: String, role: String) throws(Failure) -> String {
+    static func readableDirectory(_ argument: RawPath, role: String) throws(Failure) -> RawPath {
         let path = try directory(argument, role: role)
-        if access(path, R_OK | X_OK) != 0 {
+        if path.withCString({ access($0, R_OK | X_OK) }) != 0 {
             throw Failure("\(role) \(argument) cannot be read: \(Paths.describe(errno))")
         }
         return path
@@ -79,7 +79,7 @@ struct MountPlan {
     /// A mountpoint that is already mounted, the stale mount of a dead daemon (whose
     /// attributes the kernel may still answer from its cache), or the mount of a daemon that
     /// does not answer (asked for at most `RunningMount.patience` seconds) is refused.
-    private static func checkNotMounted(_ path: String, argument: String) throws(Failure) {
+    private static func checkNotMounted(_ path: RawPath, argument: RawPath) throws(Failure) {
         guard let existing = MountTable.current().mount(at: path) else { return }
         switch RunningMount.statfs(path, seconds: RunningMount.patience) {
         case ENOTCONN, ECONNABORTED:
@@ -95,9 +95,9 @@ struct MountPlan {
     /// Layouts that make the mount reach into itself (which hangs other union file systems)
     /// are refused. Mounting over the main bundle itself is allowed: the layers are opened
     /// before the mount covers them.
-    private static func checkNoLoop(main: String, mountpoint: String, substitution: String,
-                                    argument: String) throws(Failure) {
-        let inside = Paths.isInside
+    private static func checkNoLoop(main: RawPath, mountpoint: RawPath, substitution: RawPath,
+                                    argument: RawPath) throws(Failure) {
+        let inside = { (path: RawPath, ancestor: RawPath) in path.isInside(ancestor) }
         if substitution == main {
             throw Failure("substitution directory \(argument) is the main bundle itself; changes must go elsewhere")
         }
@@ -118,7 +118,7 @@ struct MountPlan {
         }
     }
 
-    private static func directory(_ argument: String, role: String) throws(Failure) -> String {
+    private static func directory(_ argument: RawPath, role: String) throws(Failure) -> RawPath {
         let kind = Paths.kind(argument)
         if !kind.exists {
             if kind.error == ENOTCONN {

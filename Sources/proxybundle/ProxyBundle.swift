@@ -32,11 +32,12 @@ struct ProxyBundle: ParsableCommand {
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.
     static func main() {
-        let arguments = CommandLine.arguments
+        // paths are bytes: the arguments as text that keeps every byte (see RawArguments)
+        let arguments = RawArguments.all
         if arguments.count > 1 && arguments[1] == DaemonImage.marker {
             Glibc.exit(DaemonImage.serve(Array(arguments.dropFirst(2))))
         }
-        let given = Array(CommandLine.arguments.dropFirst())
+        let given = Array(arguments.dropFirst())
         if given.first == "--version" || given.first == "-V" {
             print(VersionCommand.text)
             Glibc.exit(0)
@@ -58,7 +59,7 @@ struct ProxyBundle: ParsableCommand {
         } catch {
             // --help is reported as an "error" with a success code
             if exitCode(for: error) == .success { exit(withError: error) }
-            Failure(oneLine(message(for: error)) + " (see proxybundle --help)").report()
+            Failure(text: oneLine(message(for: error)) + " (see proxybundle --help)").report()
             Glibc.exit(exitCode(for: error).rawValue)
         }
     }
@@ -84,14 +85,19 @@ struct ProxyBundle: ParsableCommand {
     }
 }
 
-/// A failure the user can act on, reported as one line on stderr.
+/// A failure the user can act on, reported as one line on stderr. A path in it is written as
+/// the bytes it was given as (see `ByteText`).
 struct Failure: Error, CustomStringConvertible {
-    var description: String
+    var line: ByteText
 
-    init(_ description: String) { self.description = description }
+    init(_ line: ByteText) { self.line = line }
+    init(text: String) { line = ByteText(bytes: Array(text.utf8)) }
+
+    /// The line as text (bytes that are not UTF-8 replaced): for logs.
+    var description: String { String(decoding: line.bytes, as: UTF8.self) }
 
     func report() {
-        let line = "proxybundle: \(description)\n"
-        line.withCString { pb_write_stderr($0, strlen($0)) }
+        let text = Array("proxybundle: ".utf8) + line.bytes + [UInt8(ascii: "\n")]
+        text.withCStringCopy { pb_write_stderr($0, text.count) }
     }
 }

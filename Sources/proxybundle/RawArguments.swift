@@ -1,47 +1,67 @@
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Arguments as the bytes they were given: Swift decodes `argv` as UTF-8 and replaces what is
-/// not, but a path is bytes, and the file system holds names that are not UTF-8.
+/// Arguments without loss. Swift decodes `argv` as UTF-8 and replaces what is not, but a
+/// path is bytes, and a directory's name need not be UTF-8. The command line is therefore
+/// read from the raw `argv` and handed to the parser as text that keeps every byte: a byte
+/// that is not part of valid UTF-8 becomes the private-use character U+10FF00 plus the byte
+/// (U+10FF80...U+10FFFF), and so do the bytes of a character of that range given as such (so
+/// the way back is exact). Valid UTF-8 outside that range is unchanged. `bytes(of:)` turns
+/// such text back into the bytes given, and `text(of:)` makes it (for the daemon's image).
 enum RawArguments {
-    /// The bytes of the argument the parser gave as `value` (the first argument that decodes to
-    /// it, after the command's name), or `value`'s own bytes when none does (an `--option=value`).
-    static func bytes(of value: String) -> [UInt8] {
-        let decoded = CommandLine.arguments
-        for index in decoded.indices.dropFirst() where decoded[index] == value {
-            guard let raw = CommandLine.unsafeArgv[index] else { break }
-            return Array(UnsafeRawBufferPointer(start: raw, count: strlen(raw)))
+    private static let base: UInt32 = 0x10FF00
+    private static let escaped: ClosedRange<UInt32> = 0x10FF80...0x10FFFF
+
+    /// Every argument, the program's name first, as lossless text.
+    static var all: [String] {
+        (0 ..< Int(CommandLine.argc)).map { index in
+            CommandLine.unsafeArgv[index].map { text(of: RawPath(cString: $0).bytes) } ?? ""
         }
-        return Array(value.utf8)
+    }
+
+    /// The bytes an argument of `all` (or anything `text(of:)` made) was given as.
+    static func bytes(of argument: String) -> [UInt8] {
+        var result: [UInt8] = []
+        for scalar in argument.unicodeScalars {
+            if escaped.contains(scalar.value) {
+                result.append(UInt8(scalar.value - base))
+            } else {
+                result += String(scalar).utf8
+            }
+        }
+        return result
+    }
+
+    /// `bytes` as lossless text (see the type).
+    static func text(of bytes: [UInt8]) -> String {
+        var result = String.UnicodeScalarView()
+        for piece in RawPath.pieces(bytes) {
+            guard let text = piece.text else {
+                result.append(escape(piece.byte))
+                continue
+            }
+            for scalar in text.unicodeScalars {
+                if escaped.contains(scalar.value) {
+                    String(scalar).utf8.forEach { result.append(escape($0)) }
+                } else {
+                    result.append(scalar)
+                }
+            }
+        }
+        return String(result)
+    }
+
+    private static func escape(_ byte: UInt8) -> Unicode.Scalar {
+        Unicode.Scalar(base + UInt32(byte)) ?? "?"
     }
 }
 
-extension Paths {
-    /// `path` (bytes) made absolute against the working directory and normalised without
-    /// touching the file system, as `absolute(_:)` does for text.
-    static func absolute(bytes path: [UInt8]) -> [UInt8] {
-        var base: [UInt8] = []
-        if path.first != UInt8(ascii: "/"), let cwd = getcwd(nil, 0) {
-            base = Array(UnsafeRawBufferPointer(start: cwd, count: strlen(cwd)))
-            free(cwd)
-        }
-        var parts: [ArraySlice<UInt8>] = []
-        for part in (base + [UInt8(ascii: "/")] + path).split(separator: UInt8(ascii: "/")) {
-            if part.elementsEqual([0x2E]) { continue }
-            if part.elementsEqual([0x2E, 0x2E]) { _ = parts.popLast(); continue }
-            parts.append(part)
-        }
-        return [UInt8(ascii: "/")] + Array(parts.joined(separator: [UInt8(ascii: "/")]))
-    }
+extension RawPath {
+    /// The path an argument names, as the bytes it was given as.
+    init(argument: String) { self.init(bytes: RawArguments.bytes(of: argument)) }
 
-    /// The canonical path of an existing entry given as bytes (symlinks resolved).
-    static func canonical(bytes path: [UInt8]) -> [UInt8]? {
-        let resolved = (path + [0]).withUnsafeBufferPointer { buffer in
-            buffer.baseAddress.flatMap { $0.withMemoryRebound(to: CChar.self, capacity: buffer.count) { realpath($0, nil) } }
-        }
-        guard let resolved else { return nil }
-        defer { free(resolved) }
-        return Array(UnsafeRawBufferPointer(start: resolved, count: strlen(resolved)))
-    }
+    /// The path as an argument of the daemon's image (see `RawArguments`).
+    var argument: String { RawArguments.text(of: bytes) }
 }

@@ -41,7 +41,7 @@ struct RemountCommand: ParsableCommand {
 /// flags of the mount set; a refusal of the flags puts the daemon's state back.
 enum Remount {
     static func run(mountpoint: String, options: [String], helper: Bool) throws(Failure) {
-        let absolute = Paths.absolute(mountpoint)
+        let absolute = Paths.absolute(RawPath(argument: mountpoint))
         guard let table = MountTable.current().mount(at: absolute) else {
             throw Failure("\(mountpoint) is not a proxybundle mount (nothing is mounted there)")
         }
@@ -82,13 +82,13 @@ enum Remount {
     /// Writes `text` to the mount's `.remount`.
     private static func tell(_ text: String, _ mount: RunningMount) throws(Failure) {
         let mountpoint = mount.mountpoint
-        let error = RunningMount.write(Array((text + "\n").utf8), to: mountpoint + "/.remount",
+        let error = RunningMount.write(Array((text + "\n").utf8), to: mountpoint.appending(".remount"),
                                        seconds: InvalidateCommand.patience)
         switch error {
         case 0: return
         case EBUSY:
             throw Failure("cannot make \(mountpoint) writable: "
-                          + WriterLock.heldMessage(mount.substitution ?? "", excluding: mountpoint))
+                          + WriterLock.heldMessage(mount.substitution ?? RawPath(""), excluding: mountpoint))
         case EROFS:
             throw Failure("\(mountpoint) is read-only by its mount flag; changing it needs root (CAP_SYS_ADMIN)")
         case ENOENT:

@@ -95,9 +95,10 @@ struct RemountOptions {
         case ("noatime", nil), ("relatime", nil), ("nodiratime", nil): return atime.contains(key)
         case ("atime", nil), ("strictatime", nil): return !atime.contains("noatime") && !atime.contains("relatime")
         case ("diratime", nil): return !atime.contains("nodiratime")
-        case ("fsname", let v?): return v == present.table.source
-        case ("substitution", let v?): return present.mount.substitution == Paths.absolute(v)
-        case ("patches", let v?): return MountOptions.splitPatches(v).map(Paths.absolute) == present.mount.patches
+        case ("fsname", let v?): return RawPath(argument: v) == present.table.source
+        case ("substitution", let v?): return present.mount.substitution == Paths.absolute(RawPath(argument: v))
+        case ("patches", let v?):
+            return MountOptions.splitPatches(v).map { Paths.absolute(RawPath(argument: $0)) } == present.mount.patches
         case ("transport", let v?): return v == "auto" || v == present.mount.stat("transport")
         case ("watch", nil), ("nowatch", nil): return present.mount.stat("watch") == (key == "watch" ? "on" : "off")
         case ("acl", nil), ("noacl", nil): return started.map { $0.acl == (key == "acl") } ?? false

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ProxyBundleCore
 import ProxyBundleResources
 #if canImport(Glibc)
 import Glibc
@@ -77,6 +78,10 @@ struct ResolveCommand: ParsableCommand {
 
     func run() throws {
         let tree: DirectoryTree
+        // the resource rules work on text: a ROOT whose path is not UTF-8 is refused by name
+        guard let root = RawPath(argument: root).text else {
+            throw Failure("\(RawPath(argument: root)): resolve takes a ROOT whose path is UTF-8")
+        }
         do {
             tree = try DirectoryTree(path: root)
         } catch {
@@ -97,10 +102,10 @@ struct ResolveCommand: ParsableCommand {
 
     /// `which`'s words for `path` of ROOT, when ROOT is in a proxybundle mount.
     func servingLayer(_ path: String) -> WhichCommand.Answer? {
-        guard let directory = Paths.canonical(Paths.absolute(root)) else { return nil }
-        let full = ResourcePath.join(directory == "/" ? "" : directory, path)
+        guard let directory = Paths.canonical(Paths.absolute(RawPath(argument: root))) else { return nil }
+        let full = directory.appending(path)
         guard let mount = RunningMount.containing(full) else { return nil }
-        return try? WhichCommand.serving(Array(full.utf8), in: mount, shownAs: full)
+        return try? WhichCommand.serving(full, in: mount, shownAs: full)
     }
 
     func text(_ found: String?, layer: WhichCommand.Answer?, tried: [ResourceBundle.Candidate]) -> String {

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ProxyBundleCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -25,15 +26,16 @@ struct StatusCommand: ParsableCommand {
     func run() throws {
         var mounts = RunningMount.all()
         if let mountpoint {
-            guard let mount = RunningMount.at(Paths.absolute(mountpoint)) else {
-                throw Failure("\(mountpoint) is not a proxybundle mount")
+            let path = RawPath(argument: mountpoint)
+            guard let mount = RunningMount.at(Paths.absolute(path)) else {
+                throw Failure("\(path) is not a proxybundle mount")
             }
             mounts = [mount]
         }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let text = json ? StatusCommand.json(mounts, now: now.tv_sec) : StatusCommand.text(mounts, now: now.tv_sec)
-        print(text)
+        (text + "\n").write()
     }
 
     static func state(_ mount: RunningMount) -> String {
@@ -46,10 +48,11 @@ struct StatusCommand: ParsableCommand {
         }
     }
 
-    static func text(_ mounts: [RunningMount], now: Int) -> String {
+    /// The mounts for people: each path the bytes it is, UTF-8 or not.
+    static func text(_ mounts: [RunningMount], now: Int) -> ByteText {
         if mounts.isEmpty { return "no proxybundle mounts" }
-        return mounts.map { mount in
-            var lines = [mount.mountpoint, "  state: \(state(mount))", "  main: \(mount.main)"]
+        return ByteText.joined(mounts.map { mount in
+            var lines: [ByteText] = ["\(mount.mountpoint)", "  state: \(state(mount))", "  main: \(mount.main)"]
             if mount.error == ENOTCONN || mount.error == ECONNABORTED {
                 lines.append("  the daemon has died; clear the mount with: proxybundle unmount \(mount.mountpoint)")
             }
@@ -59,36 +62,44 @@ struct StatusCommand: ParsableCommand {
             if let log = mount.log { lines.append("  log: \(log)") }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
             if mount.isAlive {
-                lines.append("  control files (by name, not listed): \(mount.mountpoint)/.invalidate, .stats, .layers, .remount")
+                lines.append("  control files (by name, not listed): \(mount.mountpoint.appending(".invalidate")), .stats, .layers, .remount")
             }
             let shown: Set<String> = ["main", "substitution", "patch", "pid", "started"]
-            for (key, value) in mount.stats where !shown.contains(key) { lines.append("  \(key): \(value)") }
-            return lines.joined(separator: "\n")
-        }.joined(separator: "\n\n")
+            for (key, value) in mount.stats where !shown.contains(key) { lines.append("  \(key): \(RawPath(bytes: value))") }
+            return ByteText.joined(lines)
+        }, separator: "\n\n")
     }
 
-    static func json(_ mounts: [RunningMount], now: Int) -> String {
+    /// The mounts for scripts. A path is a JSON string; one that is not valid UTF-8 has each
+    /// byte that is not part of valid UTF-8 written as the escape `\\udcXX` (U+DC00 plus the
+    /// byte, a lone low surrogate: the "surrogateescape" of PEP 383), which valid UTF-8 never
+    /// gives, so the bytes can be told back exactly (in Python, `os.fsencode(value)`). A path
+    /// that is UTF-8 is its plain string, as before.
+    static func json(_ mounts: [RunningMount], now: Int) -> ByteText {
         let objects = mounts.map { mount in
             var fields: [(String, String)] = [
-                ("mountpoint", JSON.string(mount.mountpoint)),
+                ("mountpoint", JSON.path(mount.mountpoint)),
                 ("state", JSON.string(state(mount))),
-                ("main", JSON.string(mount.main)),
-                ("substitution", mount.substitution.map(JSON.string) ?? "null"),
-                ("patches", "[" + mount.patches.map(JSON.string).joined(separator: ",") + "]"),
-                ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.string($0.path))]) }
+                ("main", JSON.path(mount.main)),
+                ("substitution", mount.substitution.map(JSON.path) ?? "null"),
+                ("patches", "[" + mount.patches.map(JSON.path).joined(separator: ",") + "]"),
+                ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.path($0.path))]) }
                     .joined(separator: ",") + "]"),
                 ("pid", mount.pid.map { String($0) } ?? "null"),
-                ("log", mount.log.map(JSON.string) ?? "null"),
+                ("log", mount.log.map(JSON.path) ?? "null"),
                 // the daemon's, which may be older than this command's
                 ("version", mount.stat("version").map(JSON.string) ?? "null"),
                 ("commit", mount.stat("commit").map(JSON.string) ?? "null"),
                 ("uptime_seconds", mount.started.map { String(now - $0) } ?? "null"),
             ]
             let figures = mount.stats.filter { !["main", "substitution", "patch", "pid", "version", "commit"].contains($0.key) }
-            fields.append(("stats", JSON.object(figures.map { ($0.key, JSON.value($0.value)) })))
+            fields.append(("stats", JSON.object(figures.map { figure in
+                let text = String(validating: figure.value, as: UTF8.self)
+                return (figure.key, text.map(JSON.value) ?? JSON.path(RawPath(bytes: figure.value)))
+            })))
             return JSON.object(fields)
         }
-        return "[" + objects.joined(separator: ",") + "]"
+        return ByteText(bytes: Array(("[" + objects.joined(separator: ",") + "]").utf8))
     }
 
     /// `3d 4h 5m 6s`, leaving out leading zero units.
@@ -101,6 +112,14 @@ struct StatusCommand: ParsableCommand {
 
 /// Just enough JSON writing for `status --json`.
 enum JSON {
+    /// A path as a JSON string: see `StatusCommand.json` for the bytes that are not UTF-8.
+    static func path(_ path: RawPath) -> String {
+        let pieces = RawPath.pieces(path.bytes).map { piece in
+            piece.text.map { String(string($0).dropFirst().dropLast()) } ?? "\\udc" + hex(piece.byte, digits: 2)
+        }
+        return "\"" + pieces.joined() + "\""
+    }
+
     static func string(_ text: String) -> String {
         var result = "\""
         for scalar in text.unicodeScalars {
@@ -110,13 +129,16 @@ enum JSON {
             case "\n": result += "\\n"
             case "\t": result += "\\t"
             case "\r": result += "\\r"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                result += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            case _ where scalar.value < 0x20: result += "\\u" + hex(scalar.value, digits: 4)
             default: result.unicodeScalars.append(scalar)
             }
         }
         return result + "\""
+    }
+
+    static func hex<T: BinaryInteger>(_ value: T, digits: Int) -> String {
+        let text = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 
     /// A number when the text is one, otherwise a string.

@@ -20,6 +20,7 @@ struct UnmountCommand: ParsableCommand {
     var mountpoint: String
 
     func run() throws {
+        let mountpoint = RawPath(argument: self.mountpoint)
         let path = Paths.absolute(mountpoint)
         guard let mount = MountTable.current().mount(at: path) else {
             throw Failure("\(mountpoint) is not mounted")
@@ -29,38 +30,38 @@ struct UnmountCommand: ParsableCommand {
         }
         let running = RunningMount.at(path)
         if running?.error == ETIMEDOUT {
-            try detachHung(path, device: mount.device)
+            try detachHung(path, device: mount.device, shownAs: mountpoint)
             return
         }
         // the daemon, pinned before the unmount so its pid cannot be reused meanwhile
         let daemon = running?.pid.map { pb_pidfd_open($0) } ?? -1
         defer { if daemon >= 0 { close(daemon) } }
-        try unmount(path)
+        try unmount(path, shownAs: mountpoint)
         if daemon >= 0 && !UnmountCommand.waitForExit(daemon, seconds: 30) {
             throw Failure("\(mountpoint) is unmounted, but its daemon has not exited after 30 seconds")
         }
     }
 
-    private func unmount(_ path: String) throws(Failure) {
+    private func unmount(_ path: RawPath, shownAs mountpoint: RawPath) throws(Failure) {
         if getuid() == 0 {
-            if umount2(path, 0) != 0 {
+            if path.withCString({ umount2($0, 0) }) != 0 {
                 let code = errno
                 if code == EBUSY { throw Failure("\(mountpoint) is busy (a process is using it)") }
                 // a dead daemon's mount that will not go normally is detached
-                if umount2(path, Int32(MNT_DETACH)) != 0 {
+                if path.withCString({ umount2($0, Int32(MNT_DETACH)) }) != 0 {
                     throw Failure("cannot unmount \(mountpoint): \(Paths.describe(code))")
                 }
             }
             return
         }
-        try Unprivileged.fusermount(["-u", path])
+        try Unprivileged.fusermount([Array("-u".utf8), path.bytes])
     }
 
     /// A daemon that does not answer: its connection is aborted (so nothing stays blocked on
     /// it; root only, through fusectl) and the mount detached, even while files are open.
-    private func detachHung(_ path: String, device: String) throws(Failure) {
+    private func detachHung(_ path: RawPath, device: String, shownAs mountpoint: RawPath) throws(Failure) {
         guard getuid() == 0 else {
-            try Unprivileged.fusermount(["-u", "-z", path])
+            try Unprivileged.fusermount([Array("-u".utf8), Array("-z".utf8), path.bytes])
             return
         }
         let connections = "/sys/fs/fuse/connections"
@@ -73,7 +74,7 @@ struct UnmountCommand: ParsableCommand {
                 close(fd)
             }
         }
-        if umount2(path, Int32(MNT_DETACH)) != 0 {
+        if path.withCString({ umount2($0, Int32(MNT_DETACH)) }) != 0 {
             throw Failure("cannot unmount \(mountpoint): \(Paths.describe(errno))")
         }
     }
@@ -91,8 +92,9 @@ struct UnmountCommand: ParsableCommand {
 
 /// Unmounting as an ordinary user goes through the setuid helper fusermount3.
 enum Unprivileged {
-    static func fusermount(_ arguments: [String]) throws(Failure) {
-        let argv = (["fusermount3"] + arguments).map { strdup($0) } + [nil]
+    /// Runs fusermount3 with `arguments` (bytes: a path need not be UTF-8).
+    static func fusermount(_ arguments: [[UInt8]]) throws(Failure) {
+        let argv = ([Array("fusermount3".utf8)] + arguments).map { $0.withCStringCopy { strdup($0) } } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         guard posix_spawnp(&pid, "fusermount3", nil, nil, argv, environ) == 0 else {
@@ -100,6 +102,8 @@ enum Unprivileged {
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        guard status == 0 else { throw Failure("fusermount3 \(arguments.joined(separator: " ")) failed") }
+        guard status == 0 else {
+            throw Failure("fusermount3 \(ByteText(bytes: Array(arguments.joined(separator: " ".utf8)))) failed")
+        }
     }
 }

@@ -26,18 +26,15 @@ struct WhichCommand: ParsableCommand {
 
     func run() throws {
         // a path is bytes: a name that is not UTF-8 is looked for as it was given
-        let absolute = Paths.absolute(bytes: RawArguments.bytes(of: path))
+        let given = RawPath(argument: path)
+        let absolute = Paths.absolute(given)
         // the directories on the way are resolved as the user sees them; the last name is not
-        let slash = absolute.lastIndex(of: UInt8(ascii: "/")) ?? 0
-        let parent = slash == 0 ? [UInt8(ascii: "/")] : Array(absolute[..<slash])
-        let name = Array(absolute[(slash + 1)...])
-        let directory = Paths.canonical(bytes: parent) ?? parent
-        let full = name.isEmpty ? directory : (directory == [UInt8(ascii: "/")] ? [] : directory) + [UInt8(ascii: "/")] + name
-        guard let mount = RunningMount.containing(String(decoding: full, as: UTF8.self)) else {
-            throw Failure("\(path) is not inside a proxybundle mount")
+        let directory = Paths.canonical(absolute.parent) ?? absolute.parent
+        let full = absolute.lastName.isEmpty ? directory : directory.appending(absolute.lastName)
+        guard let mount = RunningMount.containing(full) else {
+            throw Failure("\(given) is not inside a proxybundle mount")
         }
-        let line = try WhichCommand.words(WhichCommand.serving(full, in: mount, shownAs: path)) + [UInt8(ascii: "\n")]
-        _ = line.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+        ByteText(bytes: try WhichCommand.words(WhichCommand.serving(full, in: mount, shownAs: given)) + [UInt8(ascii: "\n")]).write()
     }
 
     /// Where a path is served from: why, and each place as its layer's role and the backing
@@ -49,9 +46,9 @@ struct WhichCommand: ParsableCommand {
 
     /// What serves `full` (an absolute path, canonical up to its last name) inside `mount`,
     /// computed from the layers on disk. `shownAs` names the path in errors.
-    static func serving(_ full: [UInt8], in mount: RunningMount, shownAs path: String) throws -> Answer {
+    static func serving(_ full: RawPath, in mount: RunningMount, shownAs path: RawPath) throws -> Answer {
         guard mount.isAlive, let substitution = mount.substitution else { throw mount.unreachable }
-        let relative = Array(full.dropFirst(mount.mountpoint == "/" ? 1 : mount.mountpoint.utf8.count))
+        let relative = Array(full.bytes.dropFirst(mount.mountpoint == .root ? 1 : mount.mountpoint.bytes.count))
         let overlay: Overlay
         let paths = [substitution] + mount.patches + [mount.main]
         do {
@@ -88,16 +85,16 @@ struct WhichCommand: ParsableCommand {
         return Array(words.joined(separator: [UInt8(ascii: " ")]))
     }
 
-    static func join(_ root: String, _ path: LayerPath) -> [UInt8] {
-        path.isRoot ? Array(root.utf8) : Array((root == "/" ? "" : root).utf8) + [UInt8(ascii: "/")] + path.bytes
+    static func join(_ root: RawPath, _ path: LayerPath) -> [UInt8] {
+        path.isRoot ? root.bytes : root.appending(path.bytes).bytes
     }
 
     /// A layer by its path. A mount over the main bundle itself covers that path; then the
     /// daemon's own descriptor of the covered directory is used (found in /proc).
-    static func layer(_ path: String, of mount: RunningMount) throws(Errno) -> Layer {
+    static func layer(_ path: RawPath, of mount: RunningMount) throws(Errno) -> Layer {
         guard path == mount.mountpoint, let pid = mount.pid else { return try Layer(path: path) }
         var covering = stat()
-        guard fstatat(AT_FDCWD, mount.mountpoint, &covering, 0) == 0 else { throw Errno.current }
+        guard mount.mountpoint.withCString({ fstatat(AT_FDCWD, $0, &covering, 0) }) == 0 else { throw Errno.current }
         let fds = "/proc/\(pid)/fd"
         guard let dir = opendir(fds) else { throw Errno.current }
         defer { closedir(dir) }
@@ -105,9 +102,9 @@ struct WhichCommand: ParsableCommand {
             let name = String(cString: directoryEntryName(entry))
             guard Int(name) != nil else { continue }
             let link = fds + "/" + name
-            var target = [CChar](repeating: 0, count: 4096)
+            var target = [UInt8](repeating: 0, count: 4096)
             let length = readlink(link, &target, target.count - 1)
-            guard length > 0, String(decoding: target[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) == path else { continue }
+            guard length > 0, target[..<length].elementsEqual(path.bytes) else { continue }
             var st = stat()
             if fstatat(AT_FDCWD, link, &st, 0) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_dev != covering.st_dev {
                 return try Layer(path: link)

@@ -12,8 +12,8 @@ import Glibc
 enum WriterLock {
     /// Takes the lock on `substitution` and returns the descriptor that holds it (kept open
     /// for the daemon's life), or fails with a line naming the mount that holds it.
-    static func acquire(_ substitution: String) throws(Failure) -> Int32 {
-        let fd = open(substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    static func acquire(_ substitution: RawPath) throws(Failure) -> Int32 {
+        let fd = substitution.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
             throw Failure("substitution directory \(substitution) cannot be opened: \(Paths.describe(errno))")
         }
@@ -30,13 +30,13 @@ enum WriterLock {
 
     /// Whether `substitution` could be locked now (the lock is let go at once): the check the
     /// command makes before it starts a daemon, for a message in the user's terminal.
-    static func check(_ substitution: String) throws(Failure) {
+    static func check(_ substitution: RawPath) throws(Failure) {
         close(try acquire(substitution))
     }
 
     /// Who writes `substitution` (other than the mount at `excluding`), in a line that says
     /// what to do.
-    static func heldMessage(_ substitution: String, excluding: String? = nil) -> String {
+    static func heldMessage(_ substitution: RawPath, excluding: RawPath? = nil) -> ByteText {
         let holder = RunningMount.all().first { $0.isAlive && $0.substitution == substitution && $0.mountpoint != excluding }
         guard let holder else {
             return "substitution directory \(substitution) is already written by another proxybundle mount; "
@@ -51,10 +51,10 @@ enum WriterLock {
 /// The writer lock a daemon holds: taken when a writable mount starts, or when a read-only one
 /// is remounted writable; kept until the daemon exits (also when remounted read-only again).
 final class WriterClaim: Sendable {
-    let substitution: String
+    let substitution: RawPath
     private let descriptor = Locked<Int32>(-1)
 
-    init(_ substitution: String) { self.substitution = substitution }
+    init(_ substitution: RawPath) { self.substitution = substitution }
 
     func take() throws(Failure) {
         try descriptor.withLock { (fd: inout Int32) throws(Failure) in

@@ -51,7 +51,19 @@ final class ACLTests: XCTestCase {
                 && mkfifo plain/fifo shared/fifo
                 """])
             guard made.status == 0 else { throw TestFailure("making entries: \(made.error)") }
-            return try ["plain/file", "plain/dir", "plain/fifo", "shared/file", "shared/dir", "shared/fifo"].map { name in
+            // unnamed files (O_TMPFILE), named afterwards: the umask or the default ACL too
+            let mask = umask(0o027)
+            defer { umask(mask) }
+            for directory in ["plain", "shared"] {
+                let fd = open(root + "/" + directory, pb_O_TMPFILE | O_RDWR, 0o666)
+                guard fd >= 0 else { throw TestFailure("O_TMPFILE in \(directory): errno \(errno)") }
+                defer { close(fd) }
+                guard linkat(AT_FDCWD, "/proc/self/fd/\(fd)", AT_FDCWD, root + "/\(directory)/tmp", AT_SYMLINK_FOLLOW) == 0 else {
+                    throw TestFailure("linkat \(directory)/tmp: errno \(errno)")
+                }
+            }
+            return try ["plain/file", "plain/dir", "plain/fifo", "plain/tmp", "shared/file", "shared/dir", "shared/fifo",
+                        "shared/tmp"].map { name in
                 let st = try XCTUnwrap(Disk.lstat(root + "/" + name))
                 let access = attribute(root + "/" + name, "system.posix_acl_access")
                 let inherited = attribute(root + "/" + name, "system.posix_acl_default")
@@ -60,7 +72,8 @@ final class ACLTests: XCTestCase {
         }
         XCTAssertEqual(mine, theirs)
         XCTAssertEqual(mine.map { $0.split(separator: " ").prefix(2).joined(separator: " ") },
-                       ["plain/file 640", "plain/dir 750", "plain/fifo 640", "shared/file 660", "shared/dir 770", "shared/fifo 660"])
+                       ["plain/file 640", "plain/dir 750", "plain/fifo 640", "plain/tmp 640", "shared/file 660", "shared/dir 770",
+                        "shared/fifo 660", "shared/tmp 660"])
     }
 
     /// chmod of a file with an ACL sets its mask (the group bits), which limits the named

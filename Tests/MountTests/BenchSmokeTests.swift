@@ -6,7 +6,7 @@ import XCTest
 /// `swift build`, which would wait for the build lock `swift test` holds). Checks that every
 /// workload produced a figure and that the benchmark's own correctness check passed.
 final class BenchSmokeTests: XCTestCase {
-    static let workloads = ["walk_cold", "walk_warm", "list_huge", "read_small_cold", "seq_cold", "seq_warm",
+    static let workloads = ["walk_cold", "walk_warm", "walk_types_cold", "list_huge", "list_huge_warm", "read_small_cold", "read_small_sorted", "seq_cold", "seq_warm",
                             "rand4k", "missing", "stat_one", "statfs", "invalidate", "create_sync", "copyup",
                             "stack_walk_cold", "stack_walk_warm", "stack_read_small_cold", "stack_missing", "stack_copyup"]
 
@@ -73,7 +73,7 @@ final class BenchSmokeTests: XCTestCase {
         XCTAssertTrue(run.log.contains("| workload |"), "the table goes to stdout too")
         // setsid execs the script in place, so its $$ (which names its scratch directory) is run.pid
         let scratch = "/var/tmp/proxybundle-bench/run-\(run.pid)/"
-        XCTAssertFalse(MountTable.current().mounts.contains { ($0.mountpoint + "/").hasPrefix(scratch) },
+        XCTAssertFalse(MountTable.current().mounts.contains { ($0.mountpoint.description + "/").hasPrefix(scratch) },
                        "bench.sh left a mount behind")
         XCTAssertFalse(FileManager.default.fileExists(atPath: scratch), "bench.sh left its scratch directory")
     }

@@ -19,7 +19,7 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.error)
         XCTAssertTrue(fx.isMounted, "mounted when the command returned")
         XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
-        XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.source, fx.main)
+        XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.source, RawPath(fx.main))
         XCTAssertEqual(try Disk.read(fx.inMount("hello")), "world")
         let daemons = try daemonPIDs()
         XCTAssertEqual(daemons.count, 1, "one detached daemon serves \(fx.mountpoint)")
@@ -125,7 +125,7 @@ final class CommandLineTests: XCTestCase {
             XCTAssertEqual(result.status, 1, "\(arguments)")
             XCTAssertTrue(result.error.contains(expect), "\(arguments): \(result.error)")
             XCTAssertEqual(result.error.split(separator: "\n").count, 1, "one line: \(result.error)")
-            XCTAssertEqual(MountTable.current().mounts.filter { $0.mountpoint.hasPrefix(fx.root) }.count, 0, "\(arguments) mounted")
+            XCTAssertEqual(MountTable.current().mounts.filter { $0.mountpoint.description.hasPrefix(fx.root) }.count, 0, "\(arguments) mounted")
         }
         XCTAssertEqual(Disk.lstatError(fx.inMain("patch")), ENOENT, "nothing created in the main bundle")
         XCTAssertEqual(Disk.lstatError(fx.inMount("patch")), ENOENT)

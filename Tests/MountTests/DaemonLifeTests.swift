@@ -85,7 +85,7 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertEqual(helper.status, 0, helper.error)
         let mount = MountTable.current().mount(at: fx.mountpoint)
         XCTAssertEqual(mount?.type, "fuse.proxybundle")
-        XCTAssertEqual(mount?.source, fx.main)
+        XCTAssertEqual(mount?.source, RawPath(fx.main))
         XCTAssertEqual(try Disk.read(fx.inMount("Info.plist")), "patched")
         try Disk.write(fx.inMount("new"), "x")
         XCTAssertEqual(try Disk.read(fx.inPatch("new")), "x")

@@ -18,6 +18,6 @@ final class DemoTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.output + result.error)
         XCTAssertTrue(result.output.contains("listing matches Examples/merged-view.txt"), result.output)
         XCTAssertTrue(result.output.contains("Demo finished"), result.output)
-        XCTAssertFalse(MountTable.current().mounts.contains { $0.mountpoint.contains("proxybundle-demo") }, "left mounted")
+        XCTAssertFalse(MountTable.current().mounts.contains { $0.mountpoint.description.contains("proxybundle-demo") }, "left mounted")
     }
 }

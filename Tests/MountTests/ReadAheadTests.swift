@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 import XCTest
 
@@ -86,6 +87,44 @@ final class ReadAheadTests: XCTestCase {
         let deadline = Date().addingTimeInterval(5)
         while try figure("files_read_ahead") < 16 && Date() < deadline { usleep(20_000) }
         XCTAssertEqual(try figure("files_read_ahead"), 16)
+    }
+
+    /// A program that opens a directory's files in the order of their names (a sorted list of
+    /// paths, as an app loading its resources by name) has the files that follow in name order
+    /// read ahead (issue 25; before, the read-ahead went by listing order and read files the
+    /// program did not come to, 1.7 times kernel overlayfs where listing order took 1.2).
+    func testReadingADirectorysFilesInNameOrderReadsTheNextByNameAhead() throws {
+        let listed = try Disk.list(fx.inMount("files")).filter { $0 != "." && $0 != ".." }
+        let byName = listed.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+        XCTAssertNotEqual(Array(listed.prefix(18)), Array(byName.prefix(18)), "the two orders differ here")
+        for name in byName.prefix(2) { XCTAssertEqual(try Disk.read(fx.inMount("files/\(name)")).count, 5000 + (Int(name.dropFirst()) ?? 0)) }
+        try checkReadAhead(byName[2..<18], count: 16, "the 16 after the second file by name")
+    }
+
+    /// Waits until `count` files were read ahead, then checks that `names` (main-bundle files of
+    /// `files`) are the ones in the page cache.
+    private func checkReadAhead(_ names: ArraySlice<String>, count: Int, _ what: String,
+                                file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(10)
+        while try figure("files_read_ahead") < count && Date() < deadline { usleep(10_000) }
+        XCTAssertEqual(try figure("files_read_ahead"), count, what, file: file, line: line)
+        for name in names {
+            let fd = open(fx.inMain("files/\(name)"), O_RDONLY)
+            XCTAssertGreaterThanOrEqual(fd, 0, file: file, line: line)
+            XCTAssertGreaterThan(pb_cached_pages(fd, 1 << 20), 0, "\(name): \(what)", file: file, line: line)
+            close(fd)
+        }
+    }
+
+    /// Files found in the page cache by the read-ahead thread (the program read them before the
+    /// thread got there: it runs at a lower priority) are passed over, and the files after them
+    /// read ahead. Before, four such in a row made it give up on the whole directory, and a
+    /// program reading a large directory fast had nothing read ahead for most of it.
+    func testFilesTheProgramGotToFirstArePassedOver() throws {
+        let names = try Disk.list(fx.inMount("files")).filter { $0 != "." && $0 != ".." }
+        for name in names[2..<6] { _ = try Disk.read(fx.inMain("files/\(name)")) }  // cached, past the mount
+        for name in names.prefix(2) { _ = try Disk.read(fx.inMount("files/\(name)")) }
+        try checkReadAhead(names[6..<18], count: 12, "the 16 after the second file but the 4 cached")
     }
 
     func testOpeningOneFileADirectoryReadsNoFileAhead() throws {

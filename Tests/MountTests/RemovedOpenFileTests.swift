@@ -19,6 +19,37 @@ final class RemovedOpenFileTests: XCTestCase {
         XCTAssertTrue(theirs.contains("kept fchmod failed"), "\(theirs)")  // and changes refused
     }
 
+    /// The same for a directory made through the mount, held open and removed (`rmdir`): the
+    /// kernel opens directories without telling the daemon, so the changes went through
+    /// nothing the daemon held and answered ESTALE (issue 22); on kernel overlayfs they work.
+    func testChangesThroughTheDescriptorOfARemovedDirectoryMatchKernelOverlayfs() throws {
+        let fx = try MountFixture(name)
+        defer { fx.tearDown() }
+        let (mine, theirs) = try KernelOverlay.onBoth(fx) { root in
+            var log: [String] = []
+            func note(_ what: String, _ result: Int32) { log.append(what + (result == 0 ? " ok" : " failed: errno \(errno)")) }
+            note("mkdir", mkdir(root + "/held", 0o755))
+            let fd = open(root + "/held", O_RDONLY | O_DIRECTORY)
+            guard fd >= 0 else { throw TestFailure("open held: errno \(errno)") }
+            defer { close(fd) }
+            note("rmdir", rmdir(root + "/held"))
+            note("fchmod", fchmod(fd, 0o700))
+            note("fchown", fchown(fd, 65534, 65534))
+            var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_000, tv_nsec: 0)]
+            note("futimens", futimens(fd, &times))
+            note("fsetxattr", fsetxattr(fd, "user.note", "held", 4, 0))
+            var st = stat()
+            note("fstat", fstat(fd, &st))
+            log.append("mode \(String(st.st_mode, radix: 8)) owner \(st.st_uid):\(st.st_gid) mtime \(st.st_mtim.tv_sec) links \(st.st_nlink)")
+            var value = [UInt8](repeating: 0, count: 16)
+            let length = fgetxattr(fd, "user.note", &value, value.count)
+            log.append("user.note " + (length >= 0 ? String(decoding: value[..<length], as: UTF8.self) : "errno \(errno)"))
+            return log
+        }
+        XCTAssertEqual(mine, theirs)
+        XCTAssertTrue(theirs.contains("fchmod ok"), "\(theirs)")
+    }
+
     /// Each change and its outcome, then the attributes the descriptor shows, for a file made
     /// through the mount, a main-bundle file opened for writing (copied up) and one opened for
     /// reading, each removed while open.

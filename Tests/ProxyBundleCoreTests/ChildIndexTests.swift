@@ -47,7 +47,7 @@ final class ChildIndexTests: XCTestCase {
             if step % 499 == 0 || step > 19_950 {
                 for (key, id) in expected { XCTAssertEqual(state.child(key), id, "step \(step)") }
                 XCTAssertEqual(state.named.count, expected.count)
-                XCTAssertEqual(Set(state.childKeys), Set(expected.keys))
+                XCTAssertEqual(Set(state.childKeys()), Set(expected.keys))
             }
             XCTAssertNil(state.child(NodeTable.ChildKey(parent: 99, name: key.name)))
         }
@@ -104,13 +104,22 @@ final class NodeTableNameTests: XCTestCase {
         XCTAssertTrue(try table.location(of: now).isFresh, "resolved after it")
     }
 
-    /// A forgotten node leaves no name behind, hard links' other names included.
-    func testAForgottenNodeLeavesNoNameBehind() {
+    /// A forgotten node keeps its names (a lookup of either gets it back); once both are
+    /// removed it goes and leaves no name behind, hard links' other names included.
+    func testAForgottenNodeLeavesNoNameBehindOnceRemoved() {
         let table = NodeTable(root: Placement(top: 0, bottom: 1, isDirectory: true))
         let id = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8, identity: 7,
                                 resolvedAt: nil)
         table.addAlias(id, parent: rootNodeID, name: Array("b".utf8))
         table.forget(id, count: 2)
+        table.state.withLock { s in
+            XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("a".utf8))), id)
+            XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))), id)
+        }
+        table.detach(parent: rootNodeID, name: Array("a".utf8))
+        XCTAssertNotNil(table.parent(of: id), "named b")
+        table.detach(parent: rootNodeID, name: Array("b".utf8))
+        XCTAssertNil(table.parent(of: id), "gone with its last name")
         table.state.withLock { s in
             XCTAssertEqual(s.named.count, 0)
             XCTAssertTrue(s.aliasNames.isEmpty, "the link's name still leads to the forgotten node")

@@ -213,7 +213,7 @@ final class ReadOnlyLayerTests: OverlayTestCase {
         XCTAssertEqual(errno, EROFS)
         XCTAssertEqual(mkdirat(main.rootFD, "new-dir", 0o755), -1)
         XCTAssertEqual(errno, EROFS)
-        XCTAssertEqual(main.canonicalPath, mainRoot, "named by the path it was opened at")
+        XCTAssertEqual(main.canonicalPath, RawPath(mainRoot), "named by the path it was opened at")
         let substitution = try Layer(path: patchRoot)
         let written = openat(substitution.rootFD, "new-file", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
         XCTAssertGreaterThanOrEqual(written, 0, "the substitution stays writable")
@@ -246,7 +246,7 @@ final class NoAccessTimeLayerTests: OverlayTestCase {
 
     func testASwappedSubstitutionKeepsTheMountsAccessTimeOptions() throws {
         let overlay = try Overlay(main: Layer(path: mainRoot), substitution: Layer(path: patchRoot, accessTimes: .noatime),
-                                  writable: true, substitutionPath: patchRoot, cachesLookups: true)
+                                  writable: true, substitutionPath: RawPath(patchRoot), cachesLookups: true)
         let aside = try makeTemporaryDirectory("patch-old")
         XCTAssertEqual(rmdir(aside), 0)
         XCTAssertEqual(Glibc.rename(patchRoot, aside), 0)

@@ -76,10 +76,10 @@ final class LayerStackTests: OverlayTestCase {
         _ = try overlay.replacePatches([Layer(path: p2)])
         assertErrno(ENOENT, try lookup(overlay, "icon"), "p2 whites out main's icon")
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "extra").node), "p2")
-        XCTAssertEqual(overlay.layersText, "substitution \(patchRoot)\npatch \(p2)\nmain \(mainRoot)\n")
+        XCTAssertEqual(String(decoding: overlay.layersText, as: UTF8.self), "substitution \(patchRoot)\npatch \(p2)\nmain \(mainRoot)\n")
         _ = try overlay.replacePatches([])
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "icon").node), "main")
         assertErrno(EINVAL, try overlay.replacePatches([Layer(path: mainRoot)]))
-        XCTAssertEqual(overlay.layersText, "substitution \(patchRoot)\nmain \(mainRoot)\n", "nothing changed")
+        XCTAssertEqual(String(decoding: overlay.layersText, as: UTF8.self), "substitution \(patchRoot)\nmain \(mainRoot)\n", "nothing changed")
     }
 }

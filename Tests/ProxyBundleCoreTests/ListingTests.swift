@@ -165,12 +165,20 @@ final class ListingTests: OverlayTestCase {
         assertErrno(ENOTDIR, try overlay.listDirectory(file.node))
     }
 
-    func testListingAForgottenNodeIsStale() throws {
+    /// A directory the kernel forgot is still known by its node ID (a file handle may bring
+    /// it back); one never known, or removed, is stale.
+    func testListingAnUnknownOrRemovedNodeIsStale() throws {
         try mkdir(.main, "dir")
-        let overlay = try makeOverlay()
+        try mkdir(.patch, "gone")
+        let overlay = try Overlay(main: Layer(path: mainRoot), substitution: Layer(path: patchRoot), writable: true)
         let dir = try lookup(overlay, "dir")
+        let gone = try lookup(overlay, "gone")
         overlay.forget(dir.node, count: 1)
-        assertErrno(ESTALE, try overlay.listDirectory(dir.node))
+        XCTAssertNoThrow(try overlay.listDirectory(dir.node))
+        assertErrno(ESTALE, try overlay.listDirectory(987_654))
+        try overlay.removeDirectory(n("gone"), in: rootNodeID)
+        overlay.forget(gone.node, count: 1)
+        assertErrno(ESTALE, try overlay.listDirectory(gone.node))
     }
 
     func testListingIsASnapshot() throws {

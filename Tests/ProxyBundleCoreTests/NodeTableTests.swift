@@ -56,10 +56,37 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(overlay.nodeCount, 2, "one lookup is still outstanding")
         XCTAssertEqual(try overlay.attributes(of: first.node).st_ino, try lstatOf(.main, "a").st_ino)
         overlay.forget(first.node, count: 1)
+        XCTAssertEqual(overlay.nodeCount, 1, "the kernel holds only the root")
+        // known still, for a file handle: "." gives it back, with one reference
+        XCTAssertEqual(try overlay.lookupItself(first.node).node, first.node)
+        XCTAssertEqual(overlay.nodeCount, 2)
+        XCTAssertEqual(try overlay.lookupParent(of: first.node).node, rootNodeID)
+    }
+
+    /// Nodes the kernel forgot go once their files do: removed through the overlay at once,
+    /// removed behind its back when their name is next found missing, and the nodes beneath a
+    /// directory gone so at the next full invalidation.
+    func testForgottenNodesGoWithTheirFiles() throws {
+        try write(.main, "dir/f", "f")
+        try write(.patch, "g", "g")
+        let overlay = try makeCachingOverlay()
+        let dir = try lookup(overlay, "dir")
+        let f = try overlay.lookup(parent: dir.node, name: n("f"))
+        let g = try lookup(overlay, "g")
+        for node in [dir.node, f.node, g.node] { overlay.forget(node, count: 1) }
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 3)
+        try overlay.unlink(n("g"), in: rootNodeID)
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 2, "g was removed")
+        XCTAssertEqual(Glibc.unlink(path(.main, "dir/f")), 0)
+        XCTAssertEqual(Glibc.rmdir(path(.main, "dir")), 0)
+        _ = try overlay.invalidate()
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 2, "not looked at since")
+        assertErrno(ENOENT, try lookup(overlay, "dir"))
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 1, "dir was found missing")
+        assertErrno(ESTALE, try overlay.lookupItself(f.node))
+        _ = try overlay.invalidate()
+        XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 0, "f's directory is gone")
         XCTAssertEqual(overlay.nodeCount, 1)
-        assertErrno(ESTALE, try overlay.attributes(of: first.node))
-        assertErrno(ESTALE, try overlay.openFile(first.node, flags: O_RDONLY))
-        assertErrno(ESTALE, try overlay.readLink(first.node))
     }
 
     func testForgettingMoreThanLookedUpRemovesTheNode() throws {
@@ -72,16 +99,25 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(overlay.nodeCount, 1)
     }
 
-    func testNodeIDsAreNeverReused() throws {
+    /// A file keeps its node ID after the kernel forgot it; another file at its name later
+    /// gets a new one, and the old ID answers ESTALE.
+    func testNodeIDsAreNeverReusedForAnotherFile() throws {
         try write(.main, "a", "a")
         let overlay = try makeOverlay()
         let first = try lookup(overlay, "a")
         overlay.forget(first.node, count: 1)
+        let again = try lookup(overlay, "a")
+        XCTAssertEqual(again.node, first.node, "the same file")
+        overlay.forget(again.node, count: 1)
+        // another file (made before the old one goes, so its inode number differs)
+        try write(.main, "a.new", "another")
+        XCTAssertEqual(Glibc.rename(path(.main, "a.new"), path(.main, "a")), 0)
+        _ = try overlay.invalidate()
         let second = try lookup(overlay, "a")
         XCTAssertGreaterThan(second.node, first.node)
         XCTAssertEqual(overlay.nodeCount, 2)
-        assertErrno(ESTALE, try overlay.attributes(of: first.node))
-        XCTAssertEqual(try readContent(overlay, second.node), "a")
+        assertErrno(ESTALE, try overlay.lookupItself(first.node))
+        XCTAssertEqual(try readContent(overlay, second.node), "another")
     }
 
     func testForgettingTheRootOrAnUnknownNodeChangesNothing() throws {

@@ -85,4 +85,11 @@ int pb_pending_bytes(int fd);
 enum { PB_CALL_STATFS = 0, PB_CALL_READ = 1, PB_CALL_WRITE = 2, PB_CALL_MOUNT_ATTR = 3 };
 long pb_call_with_deadline(int kind, const char *path, void *buffer, size_t size, int milliseconds);
 
+// File handles (for the tests): name_to_handle_at of `path` in `dirfd` (`flags`: AT_ flags)
+// into `handle`, `size` bytes (a struct file_handle and its bytes): 0, or -errno.
+int pb_name_to_handle(int dirfd, const char *path, void *handle, size_t size, int flags);
+// open_by_handle_at(mountfd, handle, flags) of a handle from pb_name_to_handle: a descriptor,
+// or -errno.
+int pb_open_by_handle(int mountfd, void *handle, int flags);
+
 #endif

@@ -10,7 +10,7 @@ extension OverlayTestCase {
     /// A writable, caching overlay that reopens the substitution when its path is swapped.
     func makeCachingOverlay() throws -> Overlay {
         try Overlay(main: Layer(path: mainRoot), substitution: Layer(path: patchRoot), writable: true,
-                    substitutionPath: patchRoot, cachesLookups: true)
+                    substitutionPath: RawPath(patchRoot), cachesLookups: true)
     }
 
     var me: Requester { Requester(uid: getuid(), gid: getgid(), groups: []) }
