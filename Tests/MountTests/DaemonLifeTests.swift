@@ -66,17 +66,8 @@ final class DaemonLifeTests: XCTestCase {
     /// `mount -t fuse.proxybundle` and an fstab line go through mount.fuse3, which runs
     /// `proxybundle MAIN MOUNTPOINT -o OPTIONS` found on the standard PATH.
     func testMountHelperAndFstabLine() throws {
-        let installed = "/usr/local/bin/proxybundle"
-        if let existing = try? FileManager.default.destinationOfSymbolicLink(atPath: installed), existing != MountFixture.binary {
-            throw XCTSkip("\(installed) is another installation (\(existing)); not replacing it")
-        }
-        if Disk.lstatError(installed) == 0 && (try? FileManager.default.destinationOfSymbolicLink(atPath: installed)) == nil {
-            throw XCTSkip("\(installed) is installed; not replacing it")
-        }
-        try FileManager.default.createDirectory(atPath: "/usr/local/bin", withIntermediateDirectories: true)
-        _ = unlink(installed)
-        XCTAssertEqual(symlink(MountFixture.binary, installed), 0)
-        defer { unlink(installed) }
+        let installed = try HelperInstall()
+        defer { installed.remove() }
         try Disk.write(fx.inMain("Info.plist"), "main")
         try Disk.write(fx.inPatch("Info.plist"), "patched")
 

@@ -282,16 +282,6 @@ final class UringTransportTests: XCTestCase {
         XCTAssertFalse(fx.isMounted, "still mounted after the daemon was killed")
     }
 
-    /// Processor time of the daemon (all its threads), in clock ticks.
-    private func processorTicks() throws -> Int {
-        let stat = try String(contentsOfFile: "/proc/\(fx.daemon)/stat", encoding: .utf8)
-        guard let close = stat.lastIndex(of: ")") else { throw TestFailure("no ) in \(stat)") }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else {
-            throw TestFailure("cannot read times from \(stat)")
-        }
-        return user + system
-    }
 
     /// The rings' threads poll for the next request as /dev/fuse's workers do (-o spin=): an
     /// idle daemon still uses no processor time, and paced requests make polling back off.
@@ -302,15 +292,15 @@ final class UringTransportTests: XCTestCase {
         for index in 0..<500 { XCTAssertEqual(Disk.lstatError(fx.inMount("burst-\(index)")), ENOENT) }
         XCTAssertEqual(try figures().transport, "uring")
         usleep(100_000)
-        var before = try processorTicks()
+        var before = try fx.processorTicks()
         usleep(1_000_000)
-        XCTAssertLessThanOrEqual(try processorTicks() - before, 2, "ticks of processor time in an idle second")
+        XCTAssertLessThanOrEqual(try fx.processorTicks() - before, 2, "ticks of processor time in an idle second")
         // 200 requests 4 ms apart: without backing off, 1 ms of polling after each, 20 ticks
-        before = try processorTicks()
+        before = try fx.processorTicks()
         for index in 0..<200 {
             XCTAssertEqual(Disk.lstatError(fx.inMount("paced-\(index)")), ENOENT)
             usleep(4_000)
         }
-        XCTAssertLessThan(try processorTicks() - before, 8, "ticks of processor time for 200 paced lookups")
+        XCTAssertLessThan(try fx.processorTicks() - before, 8, "ticks of processor time for 200 paced lookups")
     }
 }

@@ -135,6 +135,18 @@ final class MountFixture {
 
     // MARK: building layers
 
+    /// Processor time of the daemon (all its threads), in clock ticks.
+    func processorTicks() throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(daemon)/stat", encoding: .utf8)
+        guard let close = stat.lastIndex(of: ")") else { throw TestFailure("no ) in \(stat)") }
+        // after the command: state, ppid, ... utime is the 12th field, stime the 13th
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 12, let user = Int(fields[11]), let system = Int(fields[12]) else {
+            throw TestFailure("cannot read times from \(stat)")
+        }
+        return user + system
+    }
+
     func inMain(_ relative: String) -> String { main + "/" + relative }
     func inPatch(_ relative: String) -> String { substitution + "/" + relative }
     func inMount(_ relative: String) -> String { relative.isEmpty ? mountpoint : mountpoint + "/" + relative }
