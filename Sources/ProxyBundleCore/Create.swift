@@ -32,7 +32,7 @@ extension Overlay {
         var (fd, made) = try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
             // where a whiteout device holds the name, the entry is made in the work directory
             // and then put in the device's place in one step
-            let work = try Whiteout.deviceHides(name, in: dirfd) ? try workspace() : nil
+            let work = try Whiteout.deviceExists(name, in: dirfd) ? try workspace() : nil
             let whitedOut = try work != nil ? true : Whiteout.fileExists(hiding: name, in: dirfd)
             let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
             let entry = Overlay.masked(entry, by: owner.umask, in: dirfd)
@@ -138,7 +138,7 @@ extension Overlay {
     /// replaces in one step.
     func linkAsNew(_ name: [UInt8], in dirfd: Int32,
                    _ link: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) {
-        guard try Whiteout.deviceHides(name, in: dirfd) else {
+        guard try Whiteout.deviceExists(name, in: dirfd) else {
             try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try link(dirfd, p) }
             if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
             return

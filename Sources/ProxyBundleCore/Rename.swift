@@ -77,7 +77,7 @@ extension Overlay {
                     try removeSubstitutionEntry(name, in: fromfd, isDirectory: true, leavingWhiteout: device)
                     return
                 }
-                if source.placement.isDirectory, try Whiteout.deviceHides(newName, in: tofd) {
+                if source.placement.isDirectory, try Whiteout.deviceExists(newName, in: tofd) {
                     // a directory cannot be renamed over the device: it trades places with it
                     try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
                     if hidesBelowSource && Whiteout.needsDevice(name) { return }  // the device now hides the old name

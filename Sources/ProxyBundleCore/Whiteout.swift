@@ -72,7 +72,9 @@ public enum Whiteout {
         name.count + prefix.count > Names.maximumLength
     }
 
-    /// Whether the entry `name` of `dirfd` is a whiteout device.
+    /// Whether the entry `name` of `dirfd` is a whiteout device: one proxybundle wrote (for a
+    /// name too long for `.wh.`), or one in overlayfs' form that kernel overlayfs or an updater
+    /// left. An entry made with that name takes the device's place.
     static func deviceExists(_ name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
         do {
             let st = try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(dirfd, p) }
@@ -80,13 +82,6 @@ public enum Whiteout {
         } catch let error where error.code == ENOENT {
             return false
         }
-    }
-
-    /// Whether `name` is whited out in `dirfd` by a device of its name: one proxybundle wrote
-    /// (for a name too long for `.wh.`), or one in overlayfs' form that kernel overlayfs or an
-    /// updater left. An entry made with that name takes the device's place.
-    static func deviceHides(_ name: [UInt8], in dirfd: Int32) throws(Errno) -> Bool {
-        try deviceExists(name, in: dirfd)
     }
 
     /// Makes a whiteout device `name` in `dirfd`, where no entry has that name.
