@@ -5,8 +5,9 @@ import CSyscalls
 
 /// Copy-up: before the first change to an entry of a layer below the substitution (a patch or
 /// the main bundle), a copy of it is made in the substitution. The copy is built in the work
-/// directory (data, then mode, owner, xattrs and times) and renamed into place, so it appears
-/// complete or not at all.
+/// directory (data, then mode, owner, xattrs and times) and then named in place: a regular
+/// file is made without a name and linked there, anything else is made under a temporary name
+/// and renamed. Either way it appears complete or not at all.
 extension Overlay {
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
     /// returns its path. A directory copied up stays merged with the layers' below.
@@ -40,8 +41,22 @@ extension Overlay {
         let source = layer(serving: location.placement)
         let st = try source.attributes(location.path)
         var copy: ino_t = 0
-        let placed = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
-            copy = try copyEntry(st, at: location.path, from: source, to: temporary, in: work, withData: withData)
+        let placed: Bool
+        if let unnamed = try unnamedCopy(st, at: location.path, from: source, withData: withData) {
+            // linked straight into place: no temporary name to rename
+            defer { Sys.close(unnamed) }
+            placed = try placeEntry(at: location.path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                try Sys.withProcPath(unnamed) { (proc: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                    if linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) == 0 { return true }
+                    guard errno == EEXIST else { throw Errno.current }
+                    return false
+                }
+            }
+            copy = try Sys.fstat(unnamed).st_ino
+        } else {
+            placed = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+                copy = try copyEntry(st, at: location.path, from: source, to: temporary, in: work, withData: withData)
+            }
         }
         // one name of a file with several is copied alone, as on kernel overlayfs: the copy
         // shows a number of its own, not the one the other names keep showing
@@ -73,11 +88,7 @@ extension Overlay {
                 ? unnamed
                 : try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
             defer { Sys.close(copy) }
-            if withData { try Sys.copyData(from: source, to: copy, size: st.st_size, interruption: interruption) }
-            try Sys.applyMetadata(st, toOpenFile: copy, from: source)
-            // on the disk before it takes the main bundle's file's place: a crash must not leave
-            // an empty or partial copy hiding it (kernel overlayfs syncs here too)
-            if withData && st.st_size > 0 { _ = try Sys.check { fsync(copy) } }
+            try fill(copy, as: st, from: source, withData: withData)
             if unnamed >= 0 {
                 try Sys.withProcPath(copy) { (proc: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) }
@@ -97,6 +108,38 @@ extension Overlay {
             try copyExtendedAttributes(at: path, of: layer, to: name, in: dirfd)
         }
         return try Sys.lstatat(dirfd, name).st_ino
+    }
+
+    /// A copy of the regular file at `path` of `layer` (attributes `st`), made without a name
+    /// in the work directory and open for writing, to be linked into place; nil where the
+    /// substitution's file system makes no unnamed files (O_TMPFILE).
+    private func unnamedCopy(_ st: stat, at path: LayerPath, from layer: Layer, withData: Bool) throws(Errno) -> Int32? {
+        guard st.st_mode & S_IFMT == S_IFREG else { return nil }
+        let work = try workspace()
+        let copy = openat(work.fd, ".", O_WRONLY | pb_O_TMPFILE | pb_O_CLOEXEC, 0o600)
+        guard copy >= 0 else {
+            if [EOPNOTSUPP, EISDIR, EINVAL].contains(errno) { return nil }
+            throw Errno.current
+        }
+        do throws(Errno) {
+            let source = try layer.open(path, flags: O_RDONLY)
+            defer { Sys.close(source) }
+            try fill(copy, as: st, from: source, withData: withData)
+            return copy
+        } catch {
+            Sys.close(copy)
+            throw error
+        }
+    }
+
+    /// Gives the new file `copy` the data (unless `withData` is false), mode, owner, xattrs
+    /// and times of `source` (attributes `st`), and puts it on the disk before it takes the
+    /// other file's place: a crash must not leave an empty or partial copy hiding it (kernel
+    /// overlayfs syncs here too).
+    private func fill(_ copy: Int32, as st: stat, from source: Int32, withData: Bool) throws(Errno) {
+        if withData { try Sys.copyData(from: source, to: copy, size: st.st_size, interruption: interruption) }
+        try Sys.applyMetadata(st, toOpenFile: copy, from: source)
+        if withData && st.st_size > 0 { _ = try Sys.check { fsync(copy) } }
     }
 
     /// Copies the extended attributes of the entry at `path` of `layer`, which is not opened
@@ -121,22 +164,32 @@ extension Overlay {
         return try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) -> Bool in
             do throws(Errno) {
                 try build(work.fd, tmp)
-                return try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
-                    // a copy-up shows no change in its directory: its times are put back
-                    let times = try Sys.fstat(dirfd)
-                    let placed = try path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> Bool in
-                        if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) == 0 { return true }
-                        guard errno == EEXIST else { throw Errno.current }
-                        try? Workspace.removeTree(temporary, in: work.fd)
-                        return false
-                    }
-                    Sys.restoreTimes(times, of: dirfd)
-                    return placed
+                let placed = try placeEntry(at: path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                    if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) == 0 { return true }
+                    guard errno == EEXIST else { throw Errno.current }
+                    return false
                 }
+                if !placed { try? Workspace.removeTree(temporary, in: work.fd) }
+                return placed
             } catch {
                 try? Workspace.removeTree(temporary, in: work.fd)
                 throw error
             }
+        }
+    }
+
+    /// Names a copy `path` in the substitution with `name` (given the directory and the last
+    /// name; false when something is already there), keeping the directory's times: a
+    /// copy-up shows no change in its directory. Returns what `name` returned.
+    private func placeEntry(at path: LayerPath,
+                            _ name: (Int32, UnsafePointer<CChar>) throws(Errno) -> Bool) throws(Errno) -> Bool {
+        try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
+            let times = try Sys.fstat(dirfd)
+            let placed = try path.lastName.withCStringCopy { (last: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                try name(dirfd, last)
+            }
+            Sys.restoreTimes(times, of: dirfd)
+            return placed
         }
     }
 }
