@@ -112,15 +112,13 @@ extension Overlay {
 
     /// A copy of the regular file at `path` of `layer` (attributes `st`), made without a name
     /// in the work directory and open for writing, to be linked into place; nil where the
-    /// substitution's file system makes no unnamed files (O_TMPFILE).
+    /// substitution's file system makes no unnamed file (O_TMPFILE), and the copy is then
+    /// made under a temporary name as for other entries.
     private func unnamedCopy(_ st: stat, at path: LayerPath, from layer: Layer, withData: Bool) throws(Errno) -> Int32? {
         guard st.st_mode & S_IFMT == S_IFREG else { return nil }
         let work = try workspace()
         let copy = openat(work.fd, ".", O_WRONLY | pb_O_TMPFILE | pb_O_CLOEXEC, 0o600)
-        guard copy >= 0 else {
-            if [EOPNOTSUPP, EISDIR, EINVAL].contains(errno) { return nil }
-            throw Errno.current
-        }
+        guard copy >= 0 else { return nil }
         do throws(Errno) {
             let source = try layer.open(path, flags: O_RDONLY)
             defer { Sys.close(source) }
