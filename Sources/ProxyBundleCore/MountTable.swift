@@ -48,6 +48,12 @@ public struct MountTable: Sendable {
         mounts.last { $0.mountpoint == path }
     }
 
+    /// The mount `path` (absolute, normalised) lies on: the last of the table's mounts whose
+    /// mountpoint holds it (a later mount covers an earlier one beneath it).
+    public func mount(containing path: RawPath) -> Mount? {
+        mounts.last { path.isInside($0.mountpoint) }
+    }
+
     /// The topmost mount at exactly the path whose bytes are `path`'s UTF-8.
     public func mount(at path: String) -> Mount? { mount(at: RawPath(path)) }
 

@@ -41,7 +41,10 @@ struct MountPlan {
             try Paths.makeDirectories(Paths.absolute(wanted))
         }
         substitution = try MountPlan.directory(wanted, role: "substitution directory")
-        if !options.readOnly { try WriterLock.check(substitution) }
+        if !options.readOnly {
+            try MountPlan.checkNotOnProxybundle(substitution, argument: wanted)
+            try WriterLock.check(substitution)
+        }
     }
 
     /// Each patch must be a layer of its own: not the same directory as another layer, not
@@ -65,6 +68,16 @@ struct MountPlan {
             }
             others.append((name, patch.path))
         }
+    }
+
+    /// A substitution directory on a proxybundle mount would take no `.wh.` name (that mount
+    /// refuses them), so no deletion and no copy-up could be recorded in it: refused.
+    private static func checkNotOnProxybundle(_ substitution: RawPath, argument: RawPath) throws(Failure) {
+        guard let holder = MountTable.current().mount(containing: substitution), holder.type == "fuse.proxybundle" else {
+            return
+        }
+        throw Failure("substitution directory \(argument) is on the proxybundle mount at \(holder.mountpoint), which takes "
+                      + "no .wh. names: deletions and copy-ups could not be recorded there")
     }
 
     /// An existing directory the daemon can read, canonical.

@@ -79,6 +79,29 @@ final class MountGuardTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inPatch("new")), "through the second mount")
     }
 
+    /// A substitution directory on a proxybundle mount is refused in one line: that mount takes
+    /// no `.wh.` names, so the outer one could record no deletion and no copy-up (before: the
+    /// mount went ahead and every copy-up failed with EPERM). A read-only mount writes nothing
+    /// there and goes ahead.
+    func testASubstitutionOnAProxybundleMountIsRefused() throws {
+        try fx.start()
+        let other = fx.root + "/other-main", otherMount = fx.root + "/other-mnt"
+        try Disk.write(other + "/file", "other")
+        try Disk.mkdir(otherMount)
+        try Disk.mkdir(fx.mountpoint + "/nested/patch")
+        let refused = try proxybundle(["mount", other, otherMount, "--substitution", fx.mountpoint + "/nested/patch"])
+        XCTAssertEqual(refused.status, 1, refused.error)
+        XCTAssertTrue(refused.error.contains("is on the proxybundle mount at \(fx.mountpoint), which takes no .wh. names"),
+                      refused.error)
+        XCTAssertEqual(refused.error.split(separator: "\n").count, 1, refused.error)
+        XCTAssertNil(MountTable.current().mount(at: otherMount), "mounted all the same")
+        let readOnly = try proxybundle(["mount", other, otherMount, "--substitution", fx.mountpoint + "/nested/patch",
+                                        "-o", "ro"])
+        XCTAssertEqual(readOnly.status, 0, readOnly.error)
+        mounted.append(otherMount)
+        XCTAssertEqual(try Disk.read(otherMount + "/file"), "other")
+    }
+
     /// A main bundle under a directory the user cannot enter is reported as such, not as
     /// missing (before the fix: "does not exist").
     func testAMainBundleTheUserCannotReachIsSaidSo() throws {

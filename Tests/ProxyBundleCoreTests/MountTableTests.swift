@@ -26,6 +26,23 @@ final class MountTableTests: XCTestCase {
         XCTAssertEqual(table.mounts[1].source, "/dev/vda")
     }
 
+    /// The mount a path lies on: the last mount whose mountpoint holds it, so a later mount
+    /// covers an earlier one beneath it; a name that merely starts like a mountpoint is not in it.
+    func testTheMountAPathLiesOn() {
+        let table = MountTable(text: sample + """
+
+            70 27 0:60 / /srv rw - tmpfs tmpfs rw
+            71 70 0:61 / /srv/a/b rw - fuse.proxybundle x rw
+            72 27 0:62 / /data/a rw - tmpfs tmpfs rw
+            73 27 0:63 / /data rw - ext4 /dev/vdb rw
+            """)
+        XCTAssertEqual(table.mount(containing: "/srv/a/b/c")?.id, 71)
+        XCTAssertEqual(table.mount(containing: "/srv/a/b")?.id, 71)
+        XCTAssertEqual(table.mount(containing: "/srv/a/bc")?.id, 70)
+        XCTAssertEqual(table.mount(containing: "/data/a/x")?.id, 73)
+        XCTAssertEqual(table.mount(containing: "/home")?.id, 27)
+    }
+
     func testOptionalFieldsBeforeTheSeparator() {
         let table = MountTable(text: sample)
         XCTAssertEqual(table.mounts[2].mountpoint, "/dev/shm")
