@@ -46,9 +46,10 @@ extension Overlay {
             // linked straight into place: no temporary name to rename
             defer { Sys.close(unnamed) }
             placed = try placeEntry(at: location.path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
-                try Sys.withProcPath(unnamed) { (proc: UnsafePointer<CChar>) throws(Errno) -> Bool in
-                    if linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) == 0 { return true }
-                    guard errno == EEXIST else { throw Errno.current }
+                do throws(Errno) {
+                    try Sys.link(unnamed, as: name, in: dirfd)
+                    return true
+                } catch where error.code == EEXIST {
                     return false
                 }
             }
@@ -89,11 +90,7 @@ extension Overlay {
                 : try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
             defer { Sys.close(copy) }
             try fill(copy, as: st, from: source, withData: withData)
-            if unnamed >= 0 {
-                try Sys.withProcPath(copy) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) }
-                }
-            }
+            if unnamed >= 0 { try Sys.link(copy, as: name, in: dirfd) }
             return try Sys.fstat(copy).st_ino
         case S_IFLNK:
             let target = try layer.readLink(path)
@@ -193,6 +190,14 @@ extension Overlay {
 }
 
 extension Sys {
+    /// Names the open file `fd`, one made without a name (O_TMPFILE), `name` in `dirfd`;
+    /// EEXIST when that name is taken.
+    static func link(_ fd: Int32, as name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) {
+        try withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+            _ = try check { linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) }
+        }
+    }
+
     /// Puts back the access and modification times `st` of the directory `dirfd` (an O_PATH
     /// descriptor is fine).
     static func restoreTimes(_ st: stat, of dirfd: Int32) {

@@ -64,10 +64,8 @@ extension Overlay {
         let linked: Void? = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
             guard placement.inSubstitution else { throw Errno.noEntry }
             try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-                try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                    try linkAsNew(name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
-                        _ = try Sys.check { linkat(AT_FDCWD, proc, at, p, AT_SYMLINK_FOLLOW) }
-                    }
+                try linkAsNew(name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+                    try Sys.link(fd, as: p, in: at)
                 }
             }
         }
