@@ -25,6 +25,9 @@ final class Prefetcher: @unchecked Sendable {
     /// The order each recent reader was last seen opening files in (the read-ahead thread's).
     private var orders: [(thread: pid_t, order: FileOrder.Order)] = []
     private var filesRead: UInt64 = 0
+    /// The directories whose files were read ahead lately, most recent last: a file found in
+    /// the page cache there may be one read ahead, which tells nothing of the rest.
+    private var readAheadIn: [NodeID] = []
     /// The read-ahead thread's own: the directory whose files it reads ahead.
     private var order: FileOrder?
     private let overlay: Overlay
@@ -71,7 +74,8 @@ final class Prefetcher: @unchecked Sendable {
     /// them, asked again every eighth open, so that 8 to 16 are always on their way. Once it
     /// has, its first open in the next directory asks already. Where the file that would ask
     /// first (open as `fd`) is in the page cache already, the directory's files are taken to
-    /// be too, and nothing is asked for them.
+    /// be too, and nothing is asked for them, unless they were being read ahead (for another
+    /// reader: `xargs cat` starts a process every few hundred files).
     func noteOpen(thread: pid_t, parent: NodeID, node: NodeID, fd: Int32) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
@@ -90,7 +94,7 @@ final class Prefetcher: @unchecked Sendable {
             }
             opens.remove(at: index)
         }
-        if run == 2 { cached = pb_cached_pages(fd, UInt64(Self.fileBytes)) > 0 }
+        if run == 2 { cached = !readAheadIn.contains(parent) && pb_cached_pages(fd, UInt64(Self.fileBytes)) > 0 }
         opens.append((thread, parent, run, cached, node))
         if opens.count > 16 { opens.removeFirst() }
         guard run >= 2, (run - 2) % (Self.filesAhead / 2) == 0, !cached else { return }
@@ -120,6 +124,11 @@ final class Prefetcher: @unchecked Sendable {
                 let read = readFilesAhead(after: place.name, previous: previous, in: file.parent, thread: file.thread)
                 pthread_mutex_lock(&mutex)
                 filesRead += UInt64(read)
+                if read > 0 && readAheadIn.last != file.parent {
+                    readAheadIn.removeAll { $0 == file.parent }
+                    readAheadIn.append(file.parent)
+                    if readAheadIn.count > 16 { readAheadIn.removeFirst() }
+                }
                 pthread_mutex_unlock(&mutex)
                 continue
             }
