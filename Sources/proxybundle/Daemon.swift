@@ -73,7 +73,8 @@ enum Daemon {
         let server = FuseServer(overlay: overlay, timeouts: plan.options.timeouts, logger: logger,
                                 mountpoint: plan.mountpoint,
                                 usesACL: plan.options.acl,
-                                claimsSubstitution: { (try? claim.take()) != nil })
+                                // asked in a request: no waiting there
+                                claimsSubstitution: { (try? claim.take(patience: 0)) != nil })
         var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse).map(RawArguments.bytes(of:))
         if !options.contains(where: { $0.starts(with: "fsname=".utf8) }) { options.append(Array("fsname=".utf8) + plan.main.bytes) }
         do {

@@ -11,21 +11,35 @@ import Glibc
 /// directory. Read-only mounts take no lock.
 enum WriterLock {
     /// Takes the lock on `substitution` and returns the descriptor that holds it (kept open
-    /// for the daemon's life), or fails with a line naming the mount that holds it.
-    static func acquire(_ substitution: RawPath) throws(Failure) -> Int32 {
+    /// for the daemon's life), or fails with a line naming the mount that holds it. A lock no
+    /// mount holds any more is waited for, up to `patience` seconds: a daemon whose mount was
+    /// just taken away (`umount` returns before the daemon has exited) lets go as it exits.
+    static func acquire(_ substitution: RawPath, patience: Double = 2) throws(Failure) -> Int32 {
         let fd = substitution.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
             throw Failure("substitution directory \(substitution) cannot be opened: \(Paths.describe(errno))")
         }
-        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+        var waits = Int(patience * 100)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
-            close(fd)
+            if error == EINTR { continue }
             guard error == EWOULDBLOCK else {
+                close(fd)
                 throw Failure("substitution directory \(substitution) cannot be locked: \(Paths.describe(error))")
             }
-            throw Failure(heldMessage(substitution))
+            guard waits > 0, !isWrittenByAMount(substitution) else {
+                close(fd)
+                throw Failure(heldMessage(substitution))
+            }
+            waits -= 1
+            usleep(10_000)
         }
         return fd
+    }
+
+    /// Whether a live, writable proxybundle mount has `substitution`.
+    private static func isWrittenByAMount(_ substitution: RawPath) -> Bool {
+        RunningMount.all().contains { $0.isAlive && $0.substitution == substitution && $0.stat("read_only") != "yes" }
     }
 
     /// Whether `substitution` could be locked now (the lock is let go at once): the check the
@@ -56,9 +70,11 @@ final class WriterClaim: Sendable {
 
     init(_ substitution: RawPath) { self.substitution = substitution }
 
-    func take() throws(Failure) {
+    /// Takes the lock unless held already, waiting up to `patience` seconds for a daemon that
+    /// is exiting (see `WriterLock.acquire`).
+    func take(patience: Double = 2) throws(Failure) {
         try descriptor.withLock { (fd: inout Int32) throws(Failure) in
-            if fd < 0 { fd = try WriterLock.acquire(substitution) }
+            if fd < 0 { fd = try WriterLock.acquire(substitution, patience: patience) }
         }
     }
 }

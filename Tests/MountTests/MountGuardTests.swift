@@ -79,6 +79,34 @@ final class MountGuardTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inPatch("new")), "through the second mount")
     }
 
+    /// A substitution's lock that no mount holds any more is waited for, up to 2 s: `umount`
+    /// returns before the daemon has exited and let go of it, and a mount of the same
+    /// substitution right after was refused now and then (CI saw it once in
+    /// `DaemonLifeTests.testMountHelperAndFstabLine`). Here a process that is no mount holds
+    /// it for a moment, then for good.
+    func testASubstitutionLockNoMountHoldsIsWaitedFor() throws {
+        try Disk.write(fx.inMain("file"), "main")
+        let holder = open(fx.substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        XCTAssertEqual(flock(holder, LOCK_EX | LOCK_NB), 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { close(holder) }
+        let waited = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertEqual(waited.status, 0, waited.error)
+        mounted.append(fx.mountpoint)
+        XCTAssertEqual(try Disk.read(fx.inMount("file")), "main")
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+
+        let keeper = open(fx.substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        defer { close(keeper) }
+        XCTAssertEqual(flock(keeper, LOCK_EX | LOCK_NB), 0)
+        let started = Date()
+        let refused = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1.9, "waited for the lock")
+        XCTAssertTrue(refused.error.contains("is already written by another proxybundle mount"), refused.error)
+        XCTAssertEqual(refused.error.split(separator: "\n").count, 1, refused.error)
+        XCTAssertFalse(fx.isMounted)
+    }
+
     /// A substitution directory on a proxybundle mount is refused in one line: that mount takes
     /// no `.wh.` names, so the outer one could record no deletion and no copy-up (before: the
     /// mount went ahead and every copy-up failed with EPERM). A read-only mount writes nothing
