@@ -374,10 +374,12 @@ final class StackedPatchesTests: XCTestCase {
 
     /// Twice: with -H, rsync may make a hard link in a directory after it set the directory's
     /// times (its processes race), leaving the copy's mtime "now" on either side; a second pass
-    /// copies nothing and puts the times right.
+    /// copies nothing and puts the times right. With `--modify-window=-1`: by default rsync
+    /// takes times in the same second for equal, so a directory made in the second the
+    /// layers were built kept its copy's "now" on either side (1 run in 4 failed so).
     private static func copyWithRsync(_ from: String, _ to: String) throws {
         for _ in 0..<2 {
-            let result = try Spawn.run("/usr/bin/rsync", ["-aHAX", from + "/", to + "/"])
+            let result = try Spawn.run("/usr/bin/rsync", ["-aHAX", "--modify-window=-1", from + "/", to + "/"])
             guard result.status == 0 else { throw TestFailure("rsync: \(result.error)") }
         }
     }
