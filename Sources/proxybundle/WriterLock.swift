@@ -27,7 +27,7 @@ enum WriterLock {
                 close(fd)
                 throw Failure("substitution directory \(substitution) cannot be locked: \(Paths.describe(error))")
             }
-            guard waits > 0, !isWrittenByAMount(substitution) else {
+            guard waits > 0, writer(of: substitution) == nil else {
                 close(fd)
                 throw Failure(heldMessage(substitution))
             }
@@ -35,11 +35,6 @@ enum WriterLock {
             usleep(10_000)
         }
         return fd
-    }
-
-    /// Whether a live, writable proxybundle mount has `substitution`.
-    private static func isWrittenByAMount(_ substitution: RawPath) -> Bool {
-        RunningMount.all().contains { $0.isAlive && $0.substitution == substitution && $0.stat("read_only") != "yes" }
     }
 
     /// Whether `substitution` could be locked now (the lock is let go at once): the check the
@@ -51,14 +46,21 @@ enum WriterLock {
     /// Who writes `substitution` (other than the mount at `excluding`), in a line that says
     /// what to do.
     static func heldMessage(_ substitution: RawPath, excluding: RawPath? = nil) -> ByteText {
-        let holder = RunningMount.all().first { $0.isAlive && $0.substitution == substitution && $0.mountpoint != excluding }
-        guard let holder else {
+        guard let holder = writer(of: substitution, excluding: excluding) else {
             return "substitution directory \(substitution) is already written by another proxybundle mount; "
                 + "each writable mount needs a substitution of its own (or mount with -o ro)"
         }
         let pid = holder.pid.map { " (daemon \($0))" } ?? ""
         return "substitution directory \(substitution) is already written by the mount at \(holder.mountpoint)\(pid); "
             + "unmount it first, give another --substitution, or mount with -o ro"
+    }
+
+    /// The live, writable proxybundle mount of `substitution` other than the one at
+    /// `excluding` (a read-only mount of it holds no lock).
+    private static func writer(of substitution: RawPath, excluding: RawPath? = nil) -> RunningMount? {
+        RunningMount.all().first {
+            $0.isAlive && $0.substitution == substitution && $0.mountpoint != excluding && $0.stat("read_only") != "yes"
+        }
     }
 }
 
