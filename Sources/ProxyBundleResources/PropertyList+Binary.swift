@@ -74,9 +74,8 @@ extension PropertyList {
                 let contents = bytes[start ..< start + length * unit]
                 switch marker >> 4 {
                 case 0x4: value = .data
-                case 0x5:  // ASCII
-                    guard contents.allSatisfy({ $0 < 0x80 }) else { return nil }
-                    value = .string(String(decoding: contents, as: UTF8.self))
+                case 0x5:  // ASCII; a byte over 0x7F is taken for Latin-1, as swift-corelibs' CoreFoundation does
+                    value = .string(String(contents.map { Character(Unicode.Scalar($0)) }))
                 case 0x6:  // UTF-16, big-endian
                     let units = stride(from: start, to: start + 2 * length, by: 2).map { UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]) }
                     value = .string(String(decoding: units, as: UTF16.self))
@@ -95,7 +94,7 @@ extension PropertyList {
                         var dictionary: [String: Value] = [:]
                         for (key, element) in zip(values.prefix(length), values.dropFirst(length)) {
                             switch key {
-                            case .string(let key): dictionary[key] = element
+                            case .string(let key): if dictionary[key] == nil { dictionary[key] = element }  // the first wins
                             case .array, .dictionary, .other: return nil  // CoreFoundation takes no collection for a key
                             default: continue  // a number, a date...: a key no lookup by name finds
                             }

@@ -232,11 +232,14 @@ final class PropertyListTests: XCTestCase {
         XCTAssertNil(PropertyList.dictionary(in: Self.binaryList([[0xD1, 1, 2], a, [0xA1]])), "references past the objects")
         XCTAssertNil(PropertyList.dictionary(in: Self.binaryList([[0xD1, 1, 2], a, [0x5F, 0x13, 0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]])),
                      "a string longer than the list")
-        XCTAssertNil(PropertyList.dictionary(in: Self.binaryList([[0xD1, 1, 2], a, [0x52, 0x61, 0xE9]])), "ASCII that is not")
+        XCTAssertEqual(PropertyList.dictionary(in: Self.binaryList([[0xD1, 1, 2], a, [0x52, 0x61, 0xE9]])), ["a": .string("aé")],
+                       "ASCII that is not: Latin-1, as CoreFoundation reads it")
+        XCTAssertEqual(PropertyList.dictionary(in: Self.binaryList([[0xD2, 1, 1, 2, 3], a, [0x10, 1], [0x10, 2]])), ["a": .integer(1)],
+                       "a key twice: the first wins, as in CoreFoundation")
         XCTAssertNil(PropertyList.dictionary(in: Self.binaryList([[0xD1, 2, 1], a, [0xA0]])), "an array for a key")
         XCTAssertNil(PropertyList.dictionary(in: Self.binaryList([[0xD1, 1, 2], a, [0x07]])), "an unknown marker")
         XCTAssertEqual(PropertyList.dictionary(in: Self.binaryList([[0xD2, 1, 2, 3, 1], a, [0x10, 1], [0x23, 0x40, 0, 0, 0, 0, 0, 0, 0]])),
-                       ["a": .real(2)], "a number for a key is no key a name finds; the last of a key wins")
+                       ["a": .real(2)], "a number for a key is no key a name finds")
         var outside = Self.binaryList([[0xD1, 1, 2], a, a])
         outside[outside.count - 32 - 2] = 0xFF  // the last object's offset: past the table
         XCTAssertNil(PropertyList.dictionary(in: outside), "an offset outside the objects")
