@@ -50,9 +50,12 @@ let package = Package(
         // Stamps the core with the git commit it is built from (`proxybundle --version`).
         .plugin(name: "BuildCommit", capability: .buildTool()),
         // Bundle resource lookup over a directory, or over layers merged in-process. No libfuse.
+        // Languages are matched by Apple's ICU as CoreFoundation matches them: the toolchain's
+        // `_FoundationICU` (its static form needs the C++ runtime when linked -static-executable).
         .target(
             name: "ProxyBundleResources",
-            dependencies: ["ProxyBundleCore", "CSyscalls"]
+            dependencies: ["ProxyBundleCore", "CSyscalls"],
+            linkerSettings: [.linkedLibrary("_FoundationICU"), .linkedLibrary("stdc++"), .linkedLibrary("m")]
         ),
         // Translation between the FUSE low-level protocol and the overlay.
         .target(

@@ -1,23 +1,30 @@
-/// A bundle in a tree, and the lookup rules of NSBundle and UIImage over it (those of Apple's
-/// Foundation, GNUstep's and swift-corelibs-foundation's alike):
+/// A bundle in a tree, and CoreFoundation's rules for finding its resources
+/// (swift-corelibs-foundation's `CFBundle_Resources.c` and `CFBundle_Locale.c`, with Apple's ICU
+/// choosing languages), plus UIImage's image variants:
 ///
 ///     let tree = try DirectoryTree(path: "/mnt/myapp")          // or a LayeredTree
 ///     let bundle = ResourceBundle(tree: tree)
 ///     let query = ResourceQuery(name: "Images/icon", type: "png", image: Device(scale: 3))
 ///     bundle.resolve(query)                                      // "Images/icon@3x.png"
-public struct ResourceBundle {
+public final class ResourceBundle {
     public let tree: ResourceTree
     /// Where the bundle is in the tree (`""`: the tree is the bundle).
     public let path: String
     /// Its resources directory: `Contents/Resources` (macOS), else `Resources` (OPENSTEP and
     /// GNUstep), else the bundle itself (iOS).
     public let resources: String
-    /// `CFBundleDevelopmentRegion` of its `Info.plist`; `en` when it has none.
-    public let developmentRegion: String
+    /// What its Info.plist says of languages.
+    public let info: BundleInfo
+    /// The app's main bundle when this is another bundle inside it (a resource bundle, a
+    /// framework): its language choice is followed (see `searchList(preferred:main:)`).
+    public let main: ResourceBundle?
+    private var searchLists: [[String]: LanguageSearchList] = [:]
+    private var directories: [DirectoryKey: ResourceDirectory] = [:]
 
-    public init(tree: ResourceTree, path: String = "") {
+    public init(tree: ResourceTree, path: String = "", main: ResourceBundle? = nil) {
         self.tree = tree
         self.path = path
+        self.main = main
         let macOS = ResourcePath.join(path, "Contents/Resources")
         let openStep = ResourcePath.join(path, "Resources")
         let infoFiles: [String]
@@ -32,23 +39,38 @@ public struct ResourceBundle {
             resources = path
             infoFiles = [ResourcePath.join(path, "Info.plist")]
         }
-        let info = infoFiles.first { tree.kind(of: $0) == .file }.flatMap { tree.contents(of: $0, limit: 1 << 20) }
-        developmentRegion = info.flatMap { PropertyList.string("CFBundleDevelopmentRegion", in: $0) } ?? "en"
+        let plist = infoFiles.first { tree.kind(of: $0) == .file }.flatMap { tree.contents(of: $0, limit: 1 << 20) }
+        info = plist.map { BundleInfo(plist: $0) } ?? BundleInfo()
     }
 
-    /// The directories searched, in order, each with `subdirectory` below it: the resources
-    /// directory (global resources win), each preferred language's `.lproj` directories,
-    /// `Base.lproj`, then the development region's unless already tried.
+    /// The search list for `preferred` languages (computed once per list).
+    public func searchList(preferred: [String]) -> LanguageSearchList {
+        if let known = searchLists[preferred] { return known }
+        let list = searchList(preferred: preferred, main: main)
+        searchLists[preferred] = list
+        return list
+    }
+
+    /// The directories searched, in order (`_createQueryTableAtPath`), each with `subdirectory`
+    /// below it: the resources directory (global resources win), the first language's `.lproj`,
+    /// `Base.lproj`, then the other languages' `.lproj`.
     public func locations(subdirectory: String, languages: [String]) -> [String] {
-        var lproj: [String] = []
-        for language in languages { Localization.directories(for: language, into: &lproj) }
-        if !lproj.contains("Base.lproj") { lproj.append("Base.lproj") }
-        Localization.directories(for: developmentRegion, into: &lproj)
-        return ([resources] + lproj.map { ResourcePath.join(resources, $0) }).map { ResourcePath.join($0, subdirectory) }
+        locationGroups(subdirectory: subdirectory, languages: languages).map(\.path)
     }
 
-    /// One file tried: its path in the tree, and whether it is a resource (a regular file, or
-    /// a symlink to one).
+    /// The locations, each marked when it is one of the other languages' (after `Base.lproj`).
+    private func locationGroups(subdirectory: String, languages: [String]) -> [(path: String, later: Bool)] {
+        var groups = [(path: resources, later: false)]
+        var seen = Set<String>()
+        let lproj = languages.prefix(1).map { ($0, false) } + [("Base", false)] + languages.dropFirst().map { ($0, true) }
+        for (language, later) in lproj where seen.insert(language).inserted {  // a directory read again adds nothing
+            groups.append((ResourcePath.join(resources, language + ".lproj"), later))
+        }
+        return groups.map { (ResourcePath.join($0.path, subdirectory), $0.later) }
+    }
+
+    /// One name tried in one location: its path in the tree (the entry a device's variant put in
+    /// its place, if any), and whether it is there.
     public struct Candidate: Equatable, Sendable {
         public var path: String
         public var exists: Bool
@@ -59,72 +81,83 @@ public struct ResourceBundle {
         }
     }
 
-    /// Every file `query` tries, in order: the locations outside, the file names inside.
+    /// Every name `query` tries, in order: the locations outside, the names inside.
     public func candidates(for query: ResourceQuery) -> [Candidate] {
         let (subdirectory, _) = query.place
         let names = query.fileNames
-        return locations(subdirectory: subdirectory, languages: query.languages).flatMap { location in
-            names.map { name in
-                let path = ResourcePath.join(location, name)
-                return Candidate(path: path, exists: tree.kind(of: path) == .file)
+        return locations(subdirectory: subdirectory, languages: searchList(preferred: query.preferred).languages)
+            .flatMap { location in
+                let directory = self.directory(location, idiom: query.product)
+                return names.map { name in
+                    let found = directory.entry(name)
+                    return Candidate(path: ResourcePath.join(location, found ?? name), exists: found != nil)
+                }
             }
-        }
     }
 
-    /// The path (in the tree) of the file `query` loads: in the first location that has any of
-    /// the file names, the first of them. Nil when no location has one.
+    /// The path (in the tree) of what `query` loads: in the first location that has any of the
+    /// names, the first of them. Nil when no location has one, or the query climbs out of the
+    /// resources directory.
     public func resolve(_ query: ResourceQuery) -> String? {
-        let (subdirectory, _) = query.place
-        let names = query.fileNames
-        for location in locations(subdirectory: subdirectory, languages: query.languages) {
-            for name in names where tree.kind(of: ResourcePath.join(location, name)) == .file {
-                return ResourcePath.join(location, name)
-            }
+        guard query.staysInside else { return nil }
+        return candidates(for: query).first(where: \.exists)?.path
+    }
+
+    /// Every resource of `type` in search order (`paths(forResourcesOfType:inDirectory:)`,
+    /// `_CFBundleAddValueForType`): all of the global ones, those of the first language and of
+    /// `Base.lproj`, and those of the other languages only when neither of those two has any.
+    public func resources(ofType type: String, subdirectory: String = "", preferred: [String],
+                          idiom: Device.Idiom? = nil) -> [String] {
+        let subdirectory = ResourcePath.names(subdirectory).joined(separator: "/")
+        guard !ResourcePath.names(subdirectory).contains("..") else { return [] }
+        let languages = searchList(preferred: preferred).languages
+        var found: [String] = []
+        var localized = false
+        for (index, (location, later)) in locationGroups(subdirectory: subdirectory, languages: languages).enumerated() {
+            if later && localized { break }
+            let names = directory(location, idiom: idiom).names(ofType: type)
+            if index > 0 && !later && !names.isEmpty { localized = true }
+            found += names.map { ResourcePath.join(location, $0) }
         }
-        return nil
+        return found
     }
 
     /// The `*.bundle` directories right in the resources directory, in byte order of their
-    /// names: where `imageNamed:` across resource bundles (CocoaPods') looks next.
+    /// names: where `imageNamed:` across resource bundles (CocoaPods') looks next. Each follows
+    /// this bundle's (or its main bundle's) language choice.
     public var nestedBundles: [ResourceBundle] {
         tree.names(in: resources)
             .filter { $0.hasSuffix(".bundle") && tree.kind(of: ResourcePath.join(resources, $0)) == .directory }
-            .sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
-            .map { ResourceBundle(tree: tree, path: ResourcePath.join(resources, $0)) }
+            .sorted(by: ResourcePath.byteOrder)
+            .map { ResourceBundle(tree: tree, path: ResourcePath.join(resources, $0), main: main ?? self) }
     }
 
-    /// This bundle and, with `nested`, its resource bundles after it: the order `resolve(_:in:)`
+    /// This bundle and, with `nested`, its resource bundles after it: the order `resolve(_:nested:)`
     /// searches them.
     public func searched(nested: Bool) -> [ResourceBundle] {
         nested ? [self] + nestedBundles : [self]
     }
 
-    /// The file `query` loads from this bundle or, with `nested`, from the first of its resource
-    /// bundles that has one.
+    /// What `query` loads from this bundle or, with `nested`, from the first of its resource
+    /// bundles that has it.
     public func resolve(_ query: ResourceQuery, nested: Bool) -> String? {
         for bundle in searched(nested: nested) {
             if let path = bundle.resolve(query) { return path }
         }
         return nil
     }
-}
 
-/// The `.lproj` directory names of a language.
-public enum Localization {
-    /// The names NSBundle used before ISO codes, tried right after the code.
-    public static let legacyNames = ["en": "English", "fr": "French", "de": "German", "es": "Spanish",
-                                     "it": "Italian", "ja": "Japanese", "nl": "Dutch"]
+    /// The resources of directory `path` for a device of `idiom` (read once).
+    func directory(_ path: String, idiom: Device.Idiom?) -> ResourceDirectory {
+        let key = DirectoryKey(path: path, idiom: idiom)
+        if let known = directories[key] { return known }
+        let directory = ResourceDirectory(names: tree.names(in: path), idiom: idiom)
+        directories[key] = directory
+        return directory
+    }
 
-    /// Appends `language`'s directories not yet in `list`: `fr-CA.lproj`, `fr_CA.lproj`, then
-    /// the base language `fr.lproj` and its legacy name `French.lproj`.
-    public static func directories(for language: String, into list: inout [String]) {
-        var names = [language]
-        if let separator = language.firstIndex(where: { $0 == "-" || $0 == "_" }) {
-            let base = String(language[..<separator])
-            let region = language[language.index(after: separator)...]
-            names = [base + "-" + region, base + "_" + region, base]
-        }
-        if let base = names.last, let legacy = legacyNames[base] { names.append(legacy) }
-        for name in names where !name.isEmpty && !list.contains(name + ".lproj") { list.append(name + ".lproj") }
+    private struct DirectoryKey: Hashable {
+        var path: String
+        var idiom: Device.Idiom?
     }
 }

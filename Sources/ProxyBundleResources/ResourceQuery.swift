@@ -3,32 +3,52 @@
 public struct ResourceQuery: Equatable, Sendable {
     /// The name; a `/` in it moves its directory part into `subdirectory`.
     public var name: String
-    /// The extension added to `name` (`png` for `icon`), if any.
+    /// The type (extension) added to `name`, with or without its leading dot (`png`, `.png`).
     public var type: String?
     /// A directory within the resources directory (and within each `.lproj`).
     public var subdirectory: String
-    /// The preferred languages, most preferred first (`fr-CA`, `en`).
+    /// The user's preferred languages, most preferred first (`fr-CA`, `en`); none: `en`, which
+    /// is what CoreFoundation assumes when no preference is set.
     public var languages: [String]
     /// The device an image is looked up for; nil for a plain resource.
     public var image: Device?
+    /// The idiom of an iOS device, whose `~ipad`/`~iphone` variants replace the generic
+    /// name (every kind of resource); an image's device gives its own. Nil: not an iOS device.
+    public var idiom: Device.Idiom?
 
     public init(name: String, type: String? = nil, subdirectory: String = "", languages: [String] = [],
-                image: Device? = nil) {
+                image: Device? = nil, idiom: Device.Idiom? = nil) {
         self.name = name
         self.type = type
         self.subdirectory = subdirectory
         self.languages = languages
         self.image = image
+        self.idiom = idiom
     }
 
-    /// The directory the name is searched in (below each location), and the file name.
+    /// The preferred languages the search list is made from.
+    public var preferred: [String] { languages.isEmpty ? ["en"] : languages }
+
+    /// The idiom whose variants replace generic names.
+    public var product: Device.Idiom? { image?.idiom ?? idiom }
+
+    /// The directory the name is searched in (below each location), and the name looked up:
+    /// `NAME.TYPE`, or `NAME.TYPE` for a type given as `.TYPE` (`_CFBundleCopyFindResources`).
     public var place: (subdirectory: String, fileName: String) {
         let (directory, last) = ResourcePath.split(name)
-        let fileName = type.map { $0.isEmpty ? last : last + "." + $0 } ?? last
+        var fileName = last
+        if let type, !type.isEmpty { fileName += type.hasPrefix(".") ? type : "." + type }
         return (ResourcePath.join(ResourcePath.names(subdirectory).joined(separator: "/"), directory), fileName)
     }
 
-    /// The file names tried in each location, in order: the name itself, or for an image every
+    /// Whether the name and subdirectory stay inside the resources directory: one that climbs
+    /// out with `..` finds nothing (`_CFBundleCopyFindResources`), nor does an absolute one.
+    public var staysInside: Bool {
+        !name.hasPrefix("/") && !subdirectory.hasPrefix("/") && !ResourcePath.names(name).contains("..")
+            && !ResourcePath.names(subdirectory).contains("..")
+    }
+
+    /// The names tried in each location, in order: the name itself, or for an image every
     /// variant the device would load (see `ImageName.candidates`).
     public var fileNames: [String] {
         let fileName = place.fileName

@@ -105,6 +105,11 @@ public enum ResourcePath {
         return (names.joined(separator: "/"), last)
     }
 
+    /// Whether `a` comes before `b` in byte order (the order of names in our listings).
+    public static func byteOrder(_ a: String, _ b: String) -> Bool {
+        a.utf8.lexicographicallyPrecedes(b.utf8)
+    }
+
     /// Whether `path` names something beneath the root by its names (no `..`, not absolute);
     /// symlinks in the tree may still lead out of it, as they would for the app.
     static func staysBeneath(_ path: String) -> Bool {

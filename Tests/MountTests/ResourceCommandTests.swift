@@ -42,10 +42,63 @@ final class ResourceCommandTests: XCTestCase {
         XCTAssertEqual(font.output, "")
         XCTAssertEqual(font.error, "proxybundle: Bold.ttf: no resource of that name in \(fx.mountpoint)\n")
         let regular = try proxybundle(["resolve", fx.mountpoint, "Regular", "--type", "ttf", "--all-bundles", "--json"])
-        XCTAssertEqual(regular.output, """
-            {"path":"Fonts.bundle/Regular.ttf","role":"substitution","backing_path":"\(fx.substitution)/Fonts.bundle/Regular.ttf"}
+        XCTAssertTrue(regular.output.hasPrefix("""
+            {"path":"Fonts.bundle/Regular.ttf","role":"substitution","backing_path":"\(fx.substitution)/Fonts.bundle/Regular.ttf",\
+            "bundle":"Fonts.bundle","search_list":{
+            """), regular.output)
+    }
 
-            """)
+    /// The issue's first case: the first matched localization's copy whited out by a patch, so
+    /// Base.lproj (searched right after it) wins over fr.lproj; the JSON says why.
+    func testBaseComesRightAfterTheFirstMatchAndAWhiteoutIsNamed() throws {
+        let patch = fx.root + "/hotfix"
+        for language in ["Base", "fr", "fr_CA"] { try Disk.write(fx.inMain(language + ".lproj/Main.nib/objects.nib"), language) }
+        try Disk.whiteout(patch + "/fr_CA.lproj", "Main.nib")
+        try fx.start(["--patch", patch])
+        let nib = try proxybundle(["resolve", fx.mountpoint, "Main", "--type", ".nib", "--languages", "fr-CA", "--json",
+                                   "--candidates"])
+        XCTAssertEqual(nib.status, 0, nib.error)
+        XCTAssertTrue(nib.output.hasPrefix("{\"path\":\"Base.lproj/Main.nib\",\"role\":\"main\""), nib.output)
+        XCTAssertTrue(nib.output.contains("\"languages\":[\"fr_CA\",\"fr\",\"en\"]"), nib.output)
+        XCTAssertTrue(nib.output.contains("""
+            {"path":"fr_CA.lproj/Main.nib","exists":false,"status":"whiteout","role":"patch",\
+            "backing_path":"\(patch)/fr_CA.lproj/.wh.Main.nib"}
+            """), nib.output)
+        XCTAssertTrue(nib.output.contains("""
+            {"path":"fr.lproj/Main.nib","exists":true,"status":"shadowed","by":"Base.lproj/Main.nib"}
+            """), nib.output)
+    }
+
+    /// A bundle inside the app follows the app's language choice; --idiom works on any resource;
+    /// --type alone lists every resource of the type in search order.
+    func testNestedBundlesIdiomsAndTypeListings() throws {
+        try Disk.write(fx.inMain("Kit.bundle/it.lproj/Kit.strings"), "it")
+        try Disk.write(fx.inMain("Kit.bundle/fr.lproj/Kit.strings"), "fr")
+        try Disk.write(fx.inMain("Kit.bundle/en.lproj/Kit.strings"), "en")
+        try Disk.write(fx.inMain("layout~ipad.json"), "{}")
+        try fx.start()
+        let kit = try proxybundle(["resolve", fx.mountpoint + "/Kit.bundle", "Kit.strings", "--languages", "it,fr", "--candidates"])
+        XCTAssertEqual(kit.status, 0, kit.error)
+        XCTAssertEqual(kit.output, """
+            # languages fr, en (follows the main bundle's choice; no development region)
+              Kit.strings
+            * fr.lproj/Kit.strings
+              Base.lproj/Kit.strings
+            * en.lproj/Kit.strings
+            fr.lproj/Kit.strings\tmain \(fx.main)/Kit.bundle/fr.lproj/Kit.strings
+
+            """, "the app has fr, not it: the nested bundle follows it although it has it")
+        let pad = try proxybundle(["resolve", fx.mountpoint, "config.json", "--idiom", "pad"])
+        XCTAssertEqual(pad.output, "config.json\tsubstitution \(fx.substitution)/config.json\n")
+        let layout = try proxybundle(["resolve", fx.mountpoint, "layout", "--type", "json", "--idiom", "pad"])
+        XCTAssertEqual(layout.output, "layout~ipad.json\tmain \(fx.main)/layout~ipad.json\n")
+        XCTAssertEqual(try proxybundle(["resolve", fx.mountpoint, "layout.json", "--idiom", "phone"]).status, 1)
+        let strings = try proxybundle(["resolve", fx.mountpoint, "--type", "strings", "--languages", "de"])
+        XCTAssertEqual(strings.output, """
+            de.lproj/InfoPlist.strings
+            de.lproj/Localizable.strings
+
+            """, "the first language's, and none of the others' once it has some")
     }
 
     func testResolveOnAPlainDirectoryAndItsCandidates() throws {
@@ -54,18 +107,23 @@ final class ResourceCommandTests: XCTestCase {
         XCTAssertEqual(plain.output, "Images/icon@2x.png\n", "no layer to name outside a mount")
         let tried = try proxybundle(["resolve", fx.main, "Localizable.strings", "--languages", "fr", "--candidates"])
         XCTAssertEqual(tried.output, """
+            # languages fr, en (matched the preferred languages; development region en)
               Localizable.strings
             * fr.lproj/Localizable.strings
-              French.lproj/Localizable.strings
               Base.lproj/Localizable.strings
             * en.lproj/Localizable.strings
-              English.lproj/Localizable.strings
             fr.lproj/Localizable.strings
 
             """)
         let json = try proxybundle(["resolve", fx.main, "config", "--type", "json", "--candidates", "--json"])
-        XCTAssertTrue(json.output.hasPrefix("{\"path\":\"config.json\",\"candidates\":[{\"path\":\"config.json\",\"exists\":true}"),
-                      json.output)
+        XCTAssertEqual(json.output, """
+            {"path":"config.json","search_list":{"languages":["en"],"localizations":["en","fr","Base"],\
+            "development_region":"en","preferred":["en"],"matched_against":"user"},\
+            "candidates":[{"path":"config.json","exists":true,"status":"loaded"},\
+            {"path":"en.lproj/config.json","exists":false,"status":"absent"},\
+            {"path":"Base.lproj/config.json","exists":false,"status":"absent"}]}
+
+            """)
     }
 
     func testResolveRefusesBadArgumentsWithOneLine() throws {
@@ -78,7 +136,11 @@ final class ResourceCommandTests: XCTestCase {
             (["resolve", fx.main, "x", "--in-directory", "a/../.."], "may not contain .."),
             (["resolve", fx.main + "/missing", "icon"], "No such file or directory"),
             (["resolve", fx.main + "/config.json", "icon"], "Not a directory"),
-            (["resolve", fx.main], "Missing expected argument"),
+            (["resolve", fx.main], "give a NAME, or --type"),
+            (["resolve", fx.main, "x", "--languages", "../../x"], "'../../x' is not a language"),
+            (["resolve", fx.main, "x", "--languages", "en,/etc"], "'/etc' is not a language"),
+            (["resolve", fx.main, "x", "--languages", "en US"], "'en US' is not a language"),
+            (["resolve", fx.main, "--image", "--type", "png"], "--image needs a NAME"),
         ]
         for (arguments, expected) in cases {
             let result = try proxybundle(arguments)

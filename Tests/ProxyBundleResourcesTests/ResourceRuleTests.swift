@@ -35,20 +35,19 @@ final class ResourceRuleTests: BundleTestCase {
         XCTAssertEqual(b.resolve(ResourceQuery(name: "Only.strings", languages: ["fr"])), "fr.lproj/Only.strings")
     }
 
-    func testLanguagesInOrderWithRegionsAndLegacyNames() throws {
-        let b = try bundle(["fr.lproj/a.txt": "", "fr_CA.lproj/b.txt": "", "French.lproj/c.txt": "", "de.lproj/a.txt": "",
+    func testTheSearchListPicksOneLocalizationThenTheDevelopmentRegion() throws {
+        let b = try bundle(["fr.lproj/a.txt": "", "fr_CA.lproj/b.txt": "", "de.lproj/a.txt": "", "de.lproj/e.txt": "",
                             "English.lproj/e.txt": "", "en.lproj/f.txt": ""])
         XCTAssertEqual(b.resolve(ResourceQuery(name: "a.txt", languages: ["de", "fr"])), "de.lproj/a.txt")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "a.txt", languages: ["fr-CA", "de"])), "fr.lproj/a.txt",
-                       "a region falls back to its base language before the next language")
         XCTAssertEqual(b.resolve(ResourceQuery(name: "b.txt", languages: ["fr-CA"])), "fr_CA.lproj/b.txt")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "c.txt", languages: ["fr-CA"])), "French.lproj/c.txt")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "e.txt", languages: ["de"])), "English.lproj/e.txt",
-                       "the development region (en by default) comes last, with its legacy name")
-        XCTAssertEqual(b.locations(subdirectory: "", languages: ["fr_CA", "en"]),
-                       ["", "fr-CA.lproj", "fr_CA.lproj", "fr.lproj", "French.lproj", "en.lproj", "English.lproj", "Base.lproj"])
-        XCTAssertEqual(b.locations(subdirectory: "Sub", languages: ["ja"]),
-                       ["Sub", "ja.lproj/Sub", "Japanese.lproj/Sub", "Base.lproj/Sub", "en.lproj/Sub", "English.lproj/Sub"])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "a.txt", languages: ["fr-CA", "de"])), "fr.lproj/a.txt",
+                       "fr_CA's parent fr follows it in the search list")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "e.txt", languages: ["fr-CA", "de"])),
+                     "a second preferred language (de) is never searched, nor a legacy name not chosen")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "f.txt", languages: ["fr"])), "en.lproj/f.txt",
+                       "with no development region, en is appended when the bundle has it")
+        XCTAssertEqual(b.locations(subdirectory: "Sub", languages: b.searchList(preferred: ["ja"]).languages),
+                       ["Sub", "English.lproj/Sub", "Base.lproj/Sub", "en.lproj/Sub"], "nothing matches ja: en_US's matches")
     }
 
     func testBaseThenDevelopmentRegionFromInfoPlist() throws {
@@ -56,23 +55,24 @@ final class ResourceRuleTests: BundleTestCase {
                              "en.lproj/Other.nib": ""])
         try add(["Info.plist": plist(["CFBundleDevelopmentRegion": "es"])], to: root)
         let b = ResourceBundle(tree: try DirectoryTree(path: root))
-        XCTAssertEqual(b.developmentRegion, "es")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "Main.nib", languages: ["de"])), "Base.lproj/Main.nib")
+        XCTAssertEqual(b.info.developmentRegion, "es")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Main.nib", languages: ["de"])), "es.lproj/Main.nib",
+                       "nothing matches de: the development region is the first localization, Base after it")
         XCTAssertEqual(b.resolve(ResourceQuery(name: "Other.nib", languages: ["de"])), "es.lproj/Other.nib")
-        XCTAssertEqual(b.locations(subdirectory: "", languages: ["es"]), ["", "es.lproj", "Spanish.lproj", "Base.lproj"],
-                       "a development region already tried is not tried again")
+        XCTAssertEqual(b.locations(subdirectory: "", languages: b.searchList(preferred: ["es"]).languages),
+                       ["", "es.lproj", "Base.lproj"], "a development region already chosen is not tried again")
     }
 
     func testDevelopmentRegionFromABinaryInfoPlistAndEachLayout() throws {
         let ios = try directory()
         try write(PropertyListTests.binary, to: ios + "/Info.plist")
-        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: ios)).developmentRegion, "fr")
+        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: ios)).info.developmentRegion, "fr")
         let macOS = try tree(["Contents/Resources/": ""])
         try write(PropertyListTests.binary, to: macOS + "/Contents/Info.plist")
-        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: macOS)).developmentRegion, "fr")
+        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: macOS)).info.developmentRegion, "fr")
         let gnustep = try tree(["Resources/Info-gnustep.plist": plist(["CFBundleDevelopmentRegion": "de"])])
-        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: gnustep)).developmentRegion, "de")
-        XCTAssertEqual(try bundle(["a": ""]).developmentRegion, "en")
+        XCTAssertEqual(ResourceBundle(tree: try DirectoryTree(path: gnustep)).info.developmentRegion, "de")
+        XCTAssertNil(try bundle(["a": ""]).info.developmentRegion, "none unless Info.plist has one")
     }
 
     func testImageScalesIdiomsAndTallVariants() throws {
@@ -135,12 +135,58 @@ final class ResourceRuleTests: BundleTestCase {
         XCTAssertNil(tree.contents(of: "../../etc/passwd", limit: 10))
     }
 
-    func testOnlyRegularFilesAndSymlinksToThemAreResources() throws {
-        let b = try bundle(["dir.txt/": "", "link.txt": "->real.txt", "real.txt": "", "dangling.txt": "->nowhere",
-                            "linkdir.txt": "->dir.txt", "fifo.txt/": ""])
-        XCTAssertNil(b.resolve(ResourceQuery(name: "dir.txt")))
+    func testEveryEntryIsAResourceButAppleDoubleFiles() throws {
+        let b = try bundle(["Main.storyboardc/": "", "MainMenu.nib/keyedobjects.nib": "", "iRate.bundle/x": "",
+                            "link.txt": "->real.txt", "real.txt": "", "dangling.txt": "->nowhere", "._real.txt": ""])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Main", type: "storyboardc")), "Main.storyboardc")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "MainMenu", type: "nib")), "MainMenu.nib")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "iRate.bundle")), "iRate.bundle")
         XCTAssertEqual(b.resolve(ResourceQuery(name: "link.txt")), "link.txt")
-        XCTAssertNil(b.resolve(ResourceQuery(name: "dangling.txt")))
-        XCTAssertNil(b.resolve(ResourceQuery(name: "linkdir.txt")))
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "dangling.txt")), "dangling.txt",
+                       "CoreFoundation files a name by its listing, whatever it points to")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "._real.txt")), "_CFIterateDirectory skips ._ files")
+    }
+
+    func testATypeWithItsDotIsTheSameType() throws {
+        let b = try bundle(["Localizable.strings": "", "archive.tar.gz": ""])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Localizable", type: ".strings")), "Localizable.strings")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Localizable", type: "strings")), "Localizable.strings")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "archive", type: "tar.gz")), "archive.tar.gz")
+    }
+
+    func testADeviceVariantReplacesTheGenericNameInItsOwnDirectoryOnly() throws {
+        let b = try bundle(["data.json": "", "data~ipad.json": "", "en.lproj/text~ipad.txt": "", "text.txt": "",
+                            "en.lproj/menu.plist": "", "en.lproj/menu~iphone.plist": "", "odd~ipad-x.txt": ""])
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "data.json", idiom: .pad)), "data~ipad.json")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "data.json", idiom: .phone)), "data.json")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "data.json")), "data.json", "no idiom: not an iOS device")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "text.txt", languages: ["en"], idiom: .pad)), "text.txt",
+                       "the global text.txt is found first; the variant only replaces en.lproj's own text.txt")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "menu.plist", languages: ["en"], idiom: .phone)), "en.lproj/menu~iphone.plist")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "data~ipad.json", idiom: .phone)), "data~ipad.json", "found by its own name")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "odd-x.txt", idiom: .pad)), "a - after the ~ ends the product")
+    }
+
+    func testEveryResourceOfATypeInSearchOrder() throws {
+        let root = try tree(["b.strings": "", "a.strings": "", "x.png": "", "fr.lproj/F.strings": "", "Base.lproj/B.strings": "",
+                             "en.lproj/E.strings": "", "de.lproj/D.strings": "",
+                             "Info.plist": plist(["CFBundleDevelopmentRegion": "en"])])
+        let b = ResourceBundle(tree: try DirectoryTree(path: root))
+        XCTAssertEqual(b.resources(ofType: "strings", preferred: ["fr"]),
+                       ["a.strings", "b.strings", "fr.lproj/F.strings", "Base.lproj/B.strings"],
+                       "the other languages' only when the first one and Base have none of that type")
+        XCTAssertEqual(b.resources(ofType: ".strings", preferred: ["ja"]), ["a.strings", "b.strings", "en.lproj/E.strings",
+                                                                          "Base.lproj/B.strings"])
+        try FileManager.default.removeItem(atPath: root + "/Base.lproj/B.strings")
+        let c = ResourceBundle(tree: try DirectoryTree(path: root))
+        XCTAssertEqual(c.resources(ofType: "strings", preferred: ["de"]), ["a.strings", "b.strings", "de.lproj/D.strings"])
+        XCTAssertEqual(c.resources(ofType: "strings", preferred: ["it"]), ["a.strings", "b.strings", "en.lproj/E.strings"])
+    }
+
+    func testANameThatClimbsOutFindsNothing() throws {
+        let b = try bundle(["a.txt": "", "Sub/b.txt": ""])
+        XCTAssertNil(b.resolve(ResourceQuery(name: "../a.txt", subdirectory: "Sub")))
+        XCTAssertNil(b.resolve(ResourceQuery(name: "a.txt", subdirectory: "Sub/../..")))
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "b.txt", subdirectory: "Sub")), "Sub/b.txt")
     }
 }
