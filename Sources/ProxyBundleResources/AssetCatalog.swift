@@ -211,12 +211,9 @@ extension AssetCatalog {
         init(_ block: Field) throws(Unreadable) {
             guard block.bytes.starts(with: "tmfk".utf8) else { throw Unreadable("KEYFORMAT does not start with tmfk") }
             count = try Int(block.u32LE(at: 8))
-            guard count <= (block.count - 12) / 4 else {
-                throw Unreadable("KEYFORMAT lists \(count) attributes in \(block.count) bytes")
-            }
             var positions: [Attribute: Int] = [:]
             for position in 0 ..< count {
-                if let attribute = Attribute(rawValue: try block.u32LE(at: 12 + 4 * position)), positions[attribute] == nil {
+                if let attribute = Attribute(rawValue: try block.u32LE(at: 12 + 4 * position)) {
                     positions[attribute] = position
                 }
             }

@@ -94,7 +94,8 @@ public struct CatalogWriter {
 
     /// The (key, value) entries of each B-tree.
     func trees() -> [(String, [(key: [UInt8], value: [UInt8])])] {
-        let facetEntries = facets.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }.map { facet in
+        // in the order added: Xcode's trees are in byte order, and a reader must not count on it
+        let facetEntries = facets.map { facet in
             // hot spot (0, 0), then the attributes: element 85, part 181, identifier
             let pairs: [(UInt16, UInt16)] = [(1, 85), (2, 181), (17, facet.identifier)]
             let value = le16(0) + le16(0) + le16(UInt16(pairs.count)) + pairs.flatMap { le16($0.0) + le16($0.1) }

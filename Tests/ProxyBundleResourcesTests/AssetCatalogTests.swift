@@ -45,6 +45,10 @@ final class AssetCatalogTests: XCTestCase {
         XCTAssertEqual(catalog.rendition(named: "a", scale: 2, idiom: .phone), Rendition(scale: 2, idiom: 0))
         XCTAssertEqual(catalog.rendition(named: "a", scale: 3, idiom: .pad), Rendition(scale: 0, idiom: 2))
         XCTAssertEqual(catalog.rendition(named: "a", scale: 1, idiom: .phone), Rendition(scale: 0, idiom: 0))
+        let scaleFirst = try AssetCatalog(bytes: CatalogWriter()
+            .add(name: "c", scale: 0, idiom: 2).add(name: "c", scale: 2, idiom: 0).bytes())
+        XCTAssertEqual(scaleFirst.rendition(named: "c", scale: 2, idiom: .pad), Rendition(scale: 2, idiom: 0),
+                       "the exact scale before the idiom")
         let padVectorOnly = try AssetCatalog(bytes: CatalogWriter().add(name: "b", scale: 0, idiom: 2).bytes())
         XCTAssertNil(padVectorOnly.rendition(named: "b", scale: 3, idiom: .phone), "a pad rendition does not serve a phone")
     }
@@ -58,6 +62,14 @@ final class AssetCatalogTests: XCTestCase {
         XCTAssertEqual(catalog.rendition(named: "icon", scale: 3, idiom: .pad), Rendition(scale: 3, idiom: 0))
         XCTAssertTrue(catalog.thinned)
         XCTAssertEqual(catalog.thinning, thinning)
+    }
+
+    /// The thinning arguments fill their 256 bytes: the deployment platform's version after
+    /// them is not part of them.
+    func testThinningArgumentsOfAll256Bytes() throws {
+        let thinning = String(repeating: "<idiom 1> ", count: 26)
+        let catalog = try AssetCatalog(bytes: CatalogWriter(thinning: thinning).bytes())
+        XCTAssertEqual(catalog.thinning, String(thinning.prefix(256)))
     }
 
     func testAnyAttributeOrder() throws {
@@ -226,6 +238,21 @@ final class AssetCatalogTests: XCTestCase {
         let root = Int(read32(Self.sample.bytes, at: address(of: "RENDITIONS") + 8))
         put(UInt32(root), in: &bytes, at: Self.sample.layout.blocks[root].address + 12)
         XCTAssertTrue(complaint(bytes).contains("RENDITIONS loops"))
+    }
+
+    func testLeafLeadingToABranch() {
+        var bytes = Self.sample.bytes
+        let leaf = Self.sample.layout.leaves["FACETKEYS"]!.last!
+        let branch = read32(bytes, at: address(of: "RENDITIONS") + 8)
+        put(branch, in: &bytes, at: Self.sample.layout.blocks[Int(leaf)].address + 4)
+        XCTAssertTrue(complaint(bytes).contains("a leaf of FACETKEYS leads to a branch"))
+    }
+
+    func testBranchWithoutEntries() {
+        var bytes = Self.sample.bytes
+        let root = Int(read32(bytes, at: address(of: "RENDITIONS") + 8))
+        bytes[Self.sample.layout.blocks[root].address + 3] = 0
+        XCTAssertTrue(complaint(bytes).contains("a branch of RENDITIONS without entries"))
     }
 
     func testMoreEntriesThanBlocks() {
