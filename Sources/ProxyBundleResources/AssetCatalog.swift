@@ -105,10 +105,10 @@ public struct AssetCatalog: Sendable {
         return renditions
     }
 
-    /// The thinning arguments: the first of the four 256-byte strings after `META` in
-    /// `EXTENDED_METADATA` (Timac: thinningArguments, deploymentPlatformVersion,
-    /// deploymentPlatform, authoringTool). Empty when the catalog has no such part (before
-    /// Xcode 8) or was not thinned.
+    /// The thinning arguments: the first of four NUL-padded 256-byte strings after `META` in
+    /// `EXTENDED_METADATA` (libcar has the 1,024 bytes as one string; in the catalogs we read
+    /// they are the thinning arguments, the deployment platform's version, the platform and the
+    /// authoring tool). Empty when the catalog has no such part or was not thinned.
     static func thinning(_ bom: BOM) throws(Unreadable) -> String {
         guard bom.variables["EXTENDED_METADATA"] != nil else { return "" }
         let metadata = try bom.block(named: "EXTENDED_METADATA")
@@ -278,15 +278,15 @@ extension AssetCatalog {
         /// header (`tree`, u32 version, u32 root node, u32 block size, u32 path count...); a node
         /// is u16 isLeaf, u16 count, u32 forward, u32 backward, then `count` (u32 value, u32 key)
         /// block ids, big-endian (libbom's `bom_tree`, `bom_tree_entry`). The walk goes down
-        /// through entry 0 to the first leaf, then forward (0 ends) along the leaves. A node seen
-        /// twice is a loop, and there are no more entries than blocks: both are Unreadable.
+        /// through entry 0 to the first leaf (whatever a branch's count: libbom has it one less
+        /// than its children), then forward (0 ends) along the leaves. A node seen twice is a
+        /// loop, and there are no more entries than blocks: both are Unreadable.
         func tree(named name: String) throws(Unreadable) -> [(key: Field, value: Field)] {
             let header = try block(named: name)
             guard header.bytes.starts(with: "tree".utf8) else { throw Unreadable("\(name) is not a B-tree") }
             var seen = Set<UInt32>()
             var node = try visit(header.u32BE(at: 8), &seen, name)
             while try node.u16BE(at: 0) == 0 {
-                guard try node.u16BE(at: 2) > 0 else { throw Unreadable("a branch of \(name) without entries") }
                 node = try visit(node.u32BE(at: 12), &seen, name)
             }
             var entries: [(key: Field, value: Field)] = []

@@ -138,7 +138,7 @@ struct BOMBuilder {
 
     /// A B-tree of `entries`: its header's block id and its leaves' block ids. The leaves are
     /// linked forward and backward; more than one go under a branch node whose entries are
-    /// (leaf, the leaf's last key).
+    /// (leaf, the leaf's last key), its count one less than its leaves (libbom's `bom_tree_entry`).
     mutating func addTree(_ entries: [(key: [UInt8], value: [UInt8])], leafCapacity: Int) -> (UInt32, [UInt32]) {
         let ids = entries.map { (key: add($0.key), value: add($0.value)) }
         let chunks = stride(from: 0, to: max(ids.count, 1), by: leafCapacity).map { Array(ids[$0 ..< min($0 + leafCapacity, ids.count)]) }
@@ -151,15 +151,18 @@ struct BOMBuilder {
         }
         var root = leaves[0]
         if leaves.count > 1 {
-            root = add(node(leaf: false, zip(leaves, chunks).map { ($0, $1.last?.key ?? 0) }, forward: 0, backward: 0))
+            let pairs = zip(leaves, chunks).map { (value: $0, key: $1.last?.key ?? 0) }
+            root = add(node(leaf: false, pairs, count: pairs.count - 1, forward: 0, backward: 0))
         }
         let header = Array("tree".utf8) + be32(1) + be32(root) + be32(4096) + be32(UInt32(entries.count)) + [0]
         return (add(header), leaves)
     }
 
-    /// u16 isLeaf, u16 count, u32 forward, u32 backward, then (u32 value, u32 key) pairs.
-    func node(leaf: Bool, _ pairs: [(value: UInt32, key: UInt32)], forward: UInt32, backward: UInt32) -> [UInt8] {
-        be16(leaf ? 1 : 0) + be16(UInt16(pairs.count)) + be32(forward) + be32(backward)
+    /// u16 isLeaf, u16 count (that of the pairs, unless given), u32 forward, u32 backward, then
+    /// (u32 value, u32 key) pairs.
+    func node(leaf: Bool, _ pairs: [(value: UInt32, key: UInt32)], count: Int? = nil, forward: UInt32,
+              backward: UInt32) -> [UInt8] {
+        be16(leaf ? 1 : 0) + be16(UInt16(count ?? pairs.count)) + be32(forward) + be32(backward)
             + pairs.flatMap { be32($0.value) + be32($0.key) }
     }
 
