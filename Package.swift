@@ -93,13 +93,16 @@ let package = Package(
             name: "ProxyBundleCoreTests",
             dependencies: ["ProxyBundleCore"]
         ),
+        // Not part of the product: writes compiled asset catalogs for the unit and mount tests.
+        .target(name: "CatalogWriter", path: "Tests/CatalogWriter"),
         .testTarget(
             name: "ProxyBundleResourcesTests",
-            dependencies: ["ProxyBundleResources", "ProxyBundleCore"]
+            dependencies: ["ProxyBundleResources", "ProxyBundleCore", "CatalogWriter"]
         ),
         .testTarget(
             name: "MountTests",
-            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "ProxyBundleResources", "CSyscalls"]
+            dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "ProxyBundleResources", "CSyscalls",
+                           "CatalogWriter"]
         ),
     ]
 )
