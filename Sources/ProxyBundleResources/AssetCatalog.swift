@@ -5,9 +5,10 @@
 /// An `Assets.car` is a BOM file (a store of numbered blocks, with named variables) whose
 /// variables hold the catalog's parts: `KEYFORMAT`, `FACETKEYS`, `RENDITIONS` (B-trees),
 /// `APPEARANCEKEYS` (Xcode 11 on), `EXTENDED_METADATA`. Only the keys are read; no image data.
-/// The layout is from public descriptions: Timac, "Reverse engineering the .car file format"
-/// (2018); "A Deep Dive into Apple's .car File Format" (dbg.re); the headers of xcbuild's
-/// libbom and libcar. Every offset and length is checked: a file this does not understand is
+/// The layout is that of the headers of xcbuild's libbom (`bom_format.h`) and libcar
+/// (`car_format.h`), which Timac's "Reverse engineering the .car file format" (2018) and "A
+/// Deep Dive into Apple's .car File Format" (dbg.re) also describe, checked against catalogs
+/// of Xcode 6 to 26. Every offset and length is checked: a file this does not understand is
 /// `Unreadable`, never a catalog without the name.
 public struct AssetCatalog: Sendable {
     /// Every asset's name (images, colours, data, icons), in byte order.
@@ -192,7 +193,8 @@ extension AssetCatalog {
     /// values in every rendition key. The order differs from file to file; an attribute it lacks
     /// (thinned catalogs have no idiom) is 0 in every key.
     struct KeyFormat {
-        /// The attribute IDs read here (libcar's `car_attribute_identifier`; 7 and 13 are Timac's).
+        /// The attribute IDs read here (libcar's `car_attribute_identifier`, which lacks 7 and 13:
+        /// appearance and localization, in every catalog of Xcode 12 on that we read).
         enum Attribute: UInt32 {
             case appearance = 7
             case scale = 12
