@@ -304,29 +304,6 @@ final class AssetCatalogTests: XCTestCase {
         }
     }
 
-    // MARK: real catalogs
-
-    /// Every `.car` in the directory `PROXYBUNDLE_CATALOGS` names reads (none is committed:
-    /// they are other people's). Prints what each holds.
-    func testRealCatalogs() throws {
-        guard let directory = ProcessInfo.processInfo.environment["PROXYBUNDLE_CATALOGS"] else {
-            throw XCTSkip("PROXYBUNDLE_CATALOGS names no directory of Assets.car files")
-        }
-        let files = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".car") }.sorted()
-        XCTAssertFalse(files.isEmpty)
-        for file in files {
-            let data = try XCTUnwrap(FileManager.default.contents(atPath: directory + "/" + file))
-            let catalog = try AssetCatalog(bytes: [UInt8](data))
-            let renditions = catalog.names.flatMap { catalog.renditions(named: $0) }
-            print("\(file): \(catalog.names.count) names, \(renditions.count) renditions, thinned \(catalog.thinned)",
-                  "scales \(Set(renditions.map(\.scale)).sorted()) idioms \(Set(renditions.map(\.idiom)).sorted())",
-                  "appearances \(catalog.appearances.sorted { $0.key < $1.key }.map(\.value))")
-            for name in catalog.names.prefix(4) {
-                print("  \(name): \(catalog.renditions(named: name).map(\.description).joined(separator: "; "))")
-            }
-        }
-    }
-
     // MARK: helpers
 
     /// Where the block the variable names starts.
