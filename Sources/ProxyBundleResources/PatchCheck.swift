@@ -3,99 +3,53 @@ import Glibc
 #endif
 import ProxyBundleCore
 
-/// Something a patch holds that never takes effect.
-public struct Finding: Equatable, Sendable {
-    public enum Kind: String, Sendable {
-        /// An image variant, where some devices load a variant of a layer below instead.
-        case image
-        /// A localized file that a global file of the same name always beats.
-        case localized
-        /// A whiteout with nothing below it to hide.
-        case whiteout
-        /// A name that differs only in letter case from one below it: both show.
-        case letterCase = "case"
-    }
-
-    public var kind: Kind
-    /// The layer holding it (an index of the tree's layers) and its path there.
-    public var layer: Int
-    public var path: String
-    /// What shows or loads instead, and its layer (none for a whiteout).
-    public var other: String?
-    public var otherLayer: Int?
-    /// The devices that load `other` (for an image).
-    public var devices: [Device] = []
-
-    /// The finding in words, `role(layer)` naming a layer.
-    public func text(_ role: (Int) -> String) -> String {
-        let place = "\(path) (\(role(layer)))"
-        let from = otherLayer.map(role) ?? "?"
-        switch kind {
-        case .image:
-            let which = Set(devices) == Set(Device.all) ? "every device" : Finding.describe(devices) + " devices"
-            return "\(place): on \(which), \(other ?? "?") from \(from) loads instead"
-        case .localized:
-            return "\(place): never loads, the global \(other ?? "?") from \(from) always comes first"
-        case .whiteout:
-            return "\(place): a whiteout that hides nothing below it"
-        case .letterCase:
-            return "\(place): differs only in letter case from \(other ?? "?") from \(from); both show, nothing is replaced"
-        }
-    }
-
-    /// `scale 3`, `scale 1 phone tall`, `scale 2 pad`... for a set of devices.
-    static func describe(_ devices: [Device]) -> String {
-        var words: [String] = []
-        for scale in 1...3 {
-            func talls(_ idiom: Device.Idiom) -> Set<Bool> {
-                Set(devices.filter { $0.scale == scale && $0.idiom == idiom }.map(\.tall))
-            }
-            func suffix(_ talls: Set<Bool>) -> String {
-                talls.count == 2 ? "" : talls.contains(true) ? " tall" : " not tall"
-            }
-            let phone = talls(.phone), pad = talls(.pad)
-            if phone == pad {
-                if !phone.isEmpty { words.append("scale \(scale)\(suffix(phone))") }
-                continue
-            }
-            if !phone.isEmpty { words.append("scale \(scale) phone\(suffix(phone))") }
-            if !pad.isEmpty { words.append("scale \(scale) pad\(suffix(pad))") }
-        }
-        return words.joined(separator: ", ")
-    }
-}
-
-/// Finds what the layers above the main bundle hold that never takes effect: image variants
-/// some devices pass over for a lower layer's, localized files a global one beats, whiteouts
-/// that hide nothing, and names that differ from one below only in letter case.
+/// Finds what the layers above the main bundle hold that never takes effect, or that changes
+/// more than it seems to, by the lookup rules of `ResourceBundle` over the merged layers: image
+/// variants and generic files some devices pass over, localized files a global one or another
+/// spelling of the language beats, global files over localized ones, whiteouts that hide nothing
+/// or move languages to another localization, loose images the asset catalog serves, source
+/// files the app never loads, and names that differ from one below only in letter case.
 ///
 ///     let tree = try LayeredTree(paths: ["/srv/hotfix", "/opt/MyApp/Resources"])
 ///     for finding in PatchCheck(tree: tree).findings() { print(finding.text { "layer \($0)" }) }
 public final class PatchCheck {
     public let tree: LayeredTree
+    /// The devices whose lookups are checked (`Device.checked` unless told otherwise).
+    public let devices: [Device]
+    /// The main bundle, over the merged layers.
+    let bundle: ResourceBundle
+    /// The layers below the patch being checked, merged, and the main bundle over them.
+    var below: (tree: LayeredTree, bundle: ResourceBundle)?
     /// The merged listing of each directory looked at, by name, kept: the layer of each name,
     /// and an image's variants, are looked up there rather than each by a walk from the root.
     private var listings: [String: [String: LayeredTree.Listed]] = [:]
 
-    public init(tree: LayeredTree) {
+    public init(tree: LayeredTree, devices: [Device] = Device.checked) {
         self.tree = tree
+        self.devices = devices
+        bundle = ResourceBundle(tree: tree)
     }
 
-    /// The findings of every layer but the last (the main bundle), top first, in path order.
+    /// The findings of every layer but the last (the main bundle), top first, in path order;
+    /// first, an asset catalog this reader does not understand.
     public func findings() -> [Finding] {
-        (0 ..< max(0, tree.layers.count - 1)).flatMap { findings(in: $0) }
+        [unreadableCatalog()].compactMap { $0 } + (0 ..< max(0, tree.layers.count - 1)).flatMap { findings(in: $0) }
     }
 
-    /// The findings of layer `index`.
+    /// The findings of layer `index`, in byte order of their paths.
     public func findings(in index: Int) -> [Finding] {
-        let below = index + 1 < tree.layers.count ? try? LayeredTree(layers: Array(tree.layers[(index + 1)...])) : nil
+        below = index + 1 < tree.layers.count ? (try? LayeredTree(layers: Array(tree.layers[(index + 1)...]))).map {
+            ($0, ResourceBundle(tree: $0))
+        } : nil
         var found: [Finding] = []
-        walk(index, "", below: below, into: &found)
-        return found
+        walk(index, "", into: &found)
+        return found.enumerated().sorted { a, b in
+            a.element.path == b.element.path ? a.offset < b.offset : ResourcePath.byteOrder(a.element.path, b.element.path)
+        }.map(\.element)
     }
 
     /// Checks directory `path` of layer `index` and those in it.
-    private func walk(_ index: Int, _ path: String, below: LayeredTree?, into found: inout [Finding]) {
+    private func walk(_ index: Int, _ path: String, into found: inout [Finding]) {
         let layer = tree.layers[index]
         guard let list = try? layer.entries(LayerPath(path)) else { return }
         var images: [String: [String]] = [:]  // base.type: the variants this layer shows
@@ -103,100 +57,84 @@ public final class PatchCheck {
         for (bytes, entry) in list.entries.map({ (list.name($0), $0) }) {
             guard let name = String(validating: bytes, as: UTF8.self) else { continue }
             let full = ResourcePath.join(path, name)
-            if name.hasPrefix(".wh..wh.") {
-                if name == ".wh..wh..opq", below?.names(in: path).isEmpty ?? true {
-                    found.append(Finding(kind: .whiteout, layer: index, path: full))
+            if let hidden = hiddenNames(name, bytes: bytes, entry: entry, in: path, layer: layer) {
+                if hidden.isEmpty {
+                    if !name.hasPrefix(".wh..wh.") || bytes == Whiteout.opaqueMarker { found.append(Finding(kind: .whiteout, layer: index, path: full)) }
+                } else if let moved = movedLanguages(by: full, hiding: hidden, in: path, layer: index) {
+                    found.append(moved)
                 }
                 continue
             }
-            if let hidden = Whiteout.hiddenName(bytes).flatMap({ String(validating: $0, as: UTF8.self) }) {
-                if !(below?.exists(ResourcePath.join(path, hidden)) ?? false) {
-                    found.append(Finding(kind: .whiteout, layer: index, path: full))
-                }
-                continue
-            }
-            if entry.type == UInt8(DT_CHR), let st = try? layer.attributes(LayerPath(full)), Whiteout.isDevice(st) {
-                if !(below?.exists(full) ?? false) { found.append(Finding(kind: .whiteout, layer: index, path: full)) }
-                continue
-            }
+            let listed = shown(path)[name]
             if entry.type == UInt8(DT_DIR) {
-                guard let listed = shown(path)[name], listed.kind == .directory,
+                guard let listed, listed.kind == .directory,
                       listed.layer == index || tree.layers(at: full).contains(index) else { continue }  // hidden from above
                 if listed.layer == index { names.append(name) }
-                walk(index, full, below: below, into: &found)
+                if let source = sourceOnly(full, layer: index) {
+                    found.append(source)
+                    continue
+                }
+                if let moved = newLocalization(full, layer: index) { found.append(moved) }
+                walk(index, full, into: &found)
                 continue
             }
-            guard shown(path)[name]?.layer == index else { continue }  // a layer above replaces it
+            guard listed?.layer == index else { continue }  // a layer above replaces it
             names.append(name)
+            if let source = sourceOnly(full, layer: index) {
+                found.append(source)
+                continue
+            }
             let image = ImageName(name)
             if ImageName.types.contains(image.type.lowercased()) && name.contains(".") {
                 images[image.base + "." + image.type, default: []].append(full)
-            } else if let finding = localized(full, layer: index) {
-                found.append(finding)
+            } else {
+                found += fileFindings(full, layer: index)
             }
         }
-        if let below { found += differentCase(names, in: path, layer: index, below: below) }
+        if let below { found += differentCase(names, in: path, layer: index, below: below.tree) }
         for (family, variants) in images.sorted(by: { $0.key < $1.key }) {
-            found += passedOver(ImageName(family), in: path, variants: variants.sorted(), layer: index)
+            found += imageFindings(ImageName(family), in: path, variants: variants.sorted(), layer: index)
         }
     }
 
-    /// The locations an image or a file of directory `path` is looked for in, in order: the
-    /// directory itself, after the global one when it is in a `.lproj` directory.
-    private func locations(of path: String) -> (global: String, own: String)? {
-        let names = ResourcePath.names(path)
-        guard let lproj = names.firstIndex(where: { $0.hasSuffix(".lproj") }) else { return nil }
-        return ((names[..<lproj] + names[(lproj + 1)...]).joined(separator: "/"), path)
-    }
-
-    /// A localized file at `path` that a global file of its name beats.
-    private func localized(_ path: String, layer: Int) -> Finding? {
-        let (directory, name) = ResourcePath.split(path)
-        guard let (global, _) = locations(of: directory) else { return nil }
-        let other = ResourcePath.join(global, name)
-        guard tree.kind(of: other) == .file else { return nil }
-        return Finding(kind: .localized, layer: layer, path: path, other: other, otherLayer: tree.layer(of: other))
-    }
-
-    /// For an image family a layer touches (`variants`, its files there), the devices that
-    /// load a lower layer's file instead, one finding per such file.
-    private func passedOver(_ image: ImageName, in directory: String, variants: [String], layer: Int) -> [Finding] {
-        let places = locations(of: directory).map { [$0.global, $0.own] } ?? [directory]
-        var loaded: [String: [Device]] = [:]
-        var layers: [String: Int] = [:]
-        for device in Device.all {
-            guard let (path, from) = load(image, for: device, from: places), from > layer else { continue }
-            loaded[path, default: []].append(device)
-            layers[path] = from
+    /// For a whiteout entry of this layer, the names it hides below (empty: none); nil when the
+    /// entry is no whiteout.
+    private func hiddenNames(_ name: String, bytes: [UInt8], entry: EntryList.Entry, in path: String,
+                             layer: Layer) -> [String]? {
+        let belowNames = below?.tree.names(in: path) ?? []
+        if bytes == Whiteout.opaqueMarker { return belowNames }
+        if name.hasPrefix(".wh..wh.") { return [] }
+        if let hidden = Whiteout.hiddenName(bytes).flatMap({ String(validating: $0, as: UTF8.self) }) {
+            return (below?.tree.exists(ResourcePath.join(path, hidden)) ?? false) ? [hidden] : []
         }
-        return loaded.sorted { $0.key < $1.key }.map { path, devices in
-            Finding(kind: .image, layer: layer, path: variants.joined(separator: ", "), other: path,
-                    otherLayer: layers[path], devices: devices)
-        }
-    }
-
-    /// The file `device` loads for `image`, and its layer: in the first of `places` with any
-    /// of its candidates, the first.
-    private func load(_ image: ImageName, for device: Device, from places: [String]) -> (String, Int)? {
-        let candidates = image.candidates(for: device)
-        for place in places {
-            let listing = shown(place)
-            for candidate in candidates {
-                guard let listed = listing[candidate] else { continue }
-                let path = ResourcePath.join(place, candidate)
-                if listed.kind == .file || listed.kind == .other && tree.kind(of: path) == .file { return (path, listed.layer) }
-            }
+        let full = ResourcePath.join(path, name)
+        if entry.type == UInt8(DT_CHR), let st = try? layer.attributes(LayerPath(full)), Whiteout.isDevice(st) {
+            return (below?.tree.exists(full) ?? false) ? [name] : []
         }
         return nil
     }
 
+    /// The findings of a non-image file this layer shows at `path`.
+    private func fileFindings(_ path: String, layer: Int) -> [Finding] {
+        if let beaten = localized(path, layer: layer) { return [beaten] }
+        return [unreachable(path, layer: layer), overridesLocalized(path, layer: layer)].compactMap { $0 }
+            + deviceTwins(path, layer: layer)
+    }
+
     /// The merged listing of `directory`, by name.
-    private func shown(_ directory: String) -> [String: LayeredTree.Listed] {
+    func shown(_ directory: String) -> [String: LayeredTree.Listed] {
         if let known = listings[directory] { return known }
         var byName: [String: LayeredTree.Listed] = [:]
         for entry in tree.entries(in: directory) { byName[entry.name] = entry }
         listings[directory] = byName
         return byName
+    }
+
+    /// `path` relative to the main bundle's resources directory; nil when it is outside it.
+    func resourcePath(_ path: String) -> String? {
+        let resources = bundle.resources
+        if resources.isEmpty { return path }
+        return path.hasPrefix(resources + "/") ? String(path.dropFirst(resources.count + 1)) : nil
     }
 
     /// Names of this layer in `directory` that differ only in letter case from one the layers

@@ -19,6 +19,8 @@ public final class ResourceBundle {
     /// framework): its language choice is followed (see `searchList(preferred:main:)`).
     public let main: ResourceBundle?
     private var searchLists: [[String]: LanguageSearchList] = [:]
+    private var catalogRead = false
+    private var catalogResult: Result<AssetCatalog, AssetCatalog.Unreadable>? = nil
     private var directories: [DirectoryKey: ResourceDirectory] = [:]
 
     public init(tree: ResourceTree, path: String = "", main: ResourceBundle? = nil) {
@@ -41,6 +43,30 @@ public final class ResourceBundle {
         }
         let plist = infoFiles.first { tree.kind(of: $0) == .file }.flatMap { tree.contents(of: $0, limit: 1 << 20) }
         info = plist.map { BundleInfo(plist: $0) } ?? BundleInfo()
+    }
+
+    /// The compiled asset catalog of the resources directory (`Assets.car`), read once: nil
+    /// when there is none, a failure when this reader does not understand it.
+    public var catalog: Result<AssetCatalog, AssetCatalog.Unreadable>? {
+        if !catalogRead {
+            catalogRead = true
+            let path = ResourcePath.join(resources, "Assets.car")
+            if tree.kind(of: path) == .file, let bytes = tree.contents(of: path, limit: 512 << 20) {
+                catalogResult = Result { () throws(AssetCatalog.Unreadable) in try AssetCatalog(bytes: bytes) }
+            }
+        }
+        return catalogResult
+    }
+
+    /// The catalog's rendition of the image `query` asks for, when the catalog serves it:
+    /// `UIImage(named:)` looks there before any loose file. A name that names a variant
+    /// (`icon@2x`) or a type other than an image's is not looked for there.
+    public func catalogRendition(for query: ResourceQuery) -> AssetCatalog.Rendition? {
+        guard let device = query.image, case .success(let catalog)? = catalog else { return nil }
+        let (subdirectory, fileName) = query.place
+        let image = ImageName(fileName)
+        guard !image.hasVariant, ImageName.types.contains(image.type.lowercased()) else { return nil }
+        return catalog.rendition(named: ResourcePath.join(subdirectory, image.base), scale: device.scale, idiom: device.idiom)
     }
 
     /// The search list for `preferred` languages (computed once per list).
@@ -81,11 +107,16 @@ public final class ResourceBundle {
         }
     }
 
-    /// Every name `query` tries, in order: the locations outside, the names inside.
+    /// Every name `query` tries, in order: for an image, the asset catalog first; then the
+    /// locations outside, the names inside.
     public func candidates(for query: ResourceQuery) -> [Candidate] {
         let (subdirectory, _) = query.place
         let names = query.fileNames
-        return locations(subdirectory: subdirectory, languages: searchList(preferred: query.preferred).languages)
+        var first: [Candidate] = []
+        if query.image != nil, catalog != nil {
+            first = [Candidate(path: ResourcePath.join(resources, "Assets.car"), exists: catalogRendition(for: query) != nil)]
+        }
+        return first + locations(subdirectory: subdirectory, languages: searchList(preferred: query.preferred).languages)
             .flatMap { location in
                 let directory = self.directory(location, idiom: query.product)
                 return names.map { name in

@@ -79,7 +79,11 @@ public struct Device: Hashable, Sendable, CustomStringConvertible {
         self.tall = tall
     }
 
-    /// Every device `proxybundle check` considers: scale 1, 2, 3 × phone, pad × tall or not.
+    /// The devices `proxybundle check` considers unless told otherwise: those current iOS
+    /// versions run on, scale 2 and 3, phone and pad.
+    public static let checked: [Device] = [2, 3].flatMap { scale in Idiom.allCases.map { Device(scale: scale, idiom: $0) } }
+
+    /// Every device: scale 1, 2, 3 × phone, pad × tall or not.
     public static let all: [Device] = [1, 2, 3].flatMap { scale in
         Idiom.allCases.flatMap { idiom in [false, true].map { Device(scale: scale, idiom: idiom, tall: $0) } }
     }

@@ -10,22 +10,59 @@ struct CheckCommand: ParsableCommand {
         commandName: "check",
         abstract: "Find what the substitution and the patches of a mount hold that will never take effect.",
         discussion: """
-            Prints one finding per line, naming the file and its layer: an image variant some \
-            devices (scale 1, 2, 3; phone, pad; tall or not) pass over for a lower layer's \
-            variant; a localized file (en.lproj/F) a global F always beats; a whiteout that \
-            hides nothing; a name that differs only in letter case from one below it (both \
-            show). Exit status 1 when something is found, 0 when nothing is. The layers are \
+            Prints one finding per line, naming the file and its layer, by CoreFoundation's and \
+            UIImage's lookup rules (see `resolve`): an image variant some devices pass over for \
+            a lower layer's variant; a loose image the asset catalog (Assets.car) serves \
+            instead; a generic file a ~ipad or ~iphone twin below replaces on that idiom; a \
+            localized file (en.lproj/F) a global F always beats, or that another spelling of \
+            its language (en.lproj over English.lproj) always beats; a global file added over \
+            localized copies, which every language then gets; a whiteout, or a new .lproj, that \
+            moves languages to other files (which, from what to what); a whiteout that hides \
+            nothing; a source file (.xib, .storyboard, .xcassets, .xcstrings) the app never \
+            loads; a name that differs only in letter case from one below it (both show). \
+            Devices checked: scale 2 and 3, phone and pad (what current iOS versions run on), \
+            unless --scales and --idioms say otherwise; languages: every localization of the \
+            bundle. Exit status 1 when something is found, 0 when nothing is. The layers are \
             read as they are on disk (what the mount shows after an invalidation).
-            Example:
+            Examples:
               proxybundle check /mnt/myapp
+              proxybundle check /mnt/myapp --scales 1,2,3 --idioms pad
             """
     )
 
     @Argument(help: "The mountpoint of a proxybundle mount.")
     var mountpoint: String
 
+    @Option(help: "The device scales to check, separated by commas (1, 2, 3); default 2,3.")
+    var scales: String = "2,3"
+
+    @Option(help: "The device idioms to check, separated by commas (phone, pad); default phone,pad.")
+    var idioms: String = "phone,pad"
+
     @Flag(help: "Print JSON instead of text.")
     var json = false
+
+    func validate() throws {
+        _ = try devices()
+    }
+
+    /// The devices of --scales and --idioms.
+    func devices() throws -> [Device] {
+        let scales = try scales.split(separator: ",", omittingEmptySubsequences: false).map { word in
+            guard let scale = Int(String(word).trimmedOfSpaces), (1...3).contains(scale) else {
+                throw ValidationError("--scales takes 1, 2 or 3 separated by commas, not '\(word)'")
+            }
+            return scale
+        }
+        let idioms = try idioms.split(separator: ",", omittingEmptySubsequences: false).map { word in
+            guard let idiom = Device.Idiom(rawValue: String(word).trimmedOfSpaces) else {
+                throw ValidationError("--idioms takes phone or pad separated by commas, not '\(word)'")
+            }
+            return idiom
+        }
+        let devices = scales.flatMap { scale in idioms.map { Device(scale: scale, idiom: $0) } }
+        return devices.enumerated().filter { !devices.prefix($0.offset).contains($0.element) }.map(\.element)
+    }
 
     func run() throws {
         let mountpoint = RawPath(argument: self.mountpoint)
@@ -47,7 +84,8 @@ struct CheckCommand: ParsableCommand {
         } catch let error as ResourceError {
             throw Failure("cannot merge the layers of \(mountpoint): \(Paths.describe(error.code))")
         }
-        let findings = PatchCheck(tree: tree).findings()
+        let devices = try devices()
+        let findings = PatchCheck(tree: tree, devices: devices).findings()
         // a patch is named with its path (there may be several); the substitution and the
         // main bundle by their role
         let name = { (index: Int) -> String in roles[index].role == "patch" ? "patch \(roles[index].path.description)" : roles[index].role }
@@ -61,11 +99,13 @@ struct CheckCommand: ParsableCommand {
                     ("other", finding.other.map(JSON.string) ?? "null"),
                     ("other_role", finding.otherLayer.map { JSON.string(roles[$0].role) } ?? "null"),
                     ("devices", "[" + finding.devices.map { JSON.string($0.description) }.joined(separator: ",") + "]"),
-                    ("text", JSON.string(finding.text(name))),
+                    ("languages", "[" + finding.languages.map(JSON.string).joined(separator: ",") + "]"),
+                    ("detail", finding.detail.map(JSON.string) ?? "null"),
+                    ("text", JSON.string(finding.text(checked: devices, name))),
                 ])
             }.joined(separator: ",") + "]")
         } else {
-            for finding in findings { print(finding.text(name)) }
+            for finding in findings { print(finding.text(checked: devices, name)) }
         }
         if !findings.isEmpty { throw ExitCode(1) }
     }

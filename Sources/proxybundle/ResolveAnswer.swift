@@ -85,7 +85,8 @@ struct Answer {
         }
         if let found {
             let layer = place.serving(found).map { "\t" + String(decoding: WhichCommand.words($0), as: UTF8.self) } ?? ""
-            lines.append(place.shown(found) + layer)
+            let rendition = rendition.map { "\trendition " + $0.description } ?? ""
+            lines.append(place.shown(found) + rendition + layer)
         }
         return lines.joined(separator: "\n")
     }
@@ -104,8 +105,15 @@ struct Answer {
         return name + "languages " + list.languages.joined(separator: ", ") + " (\(against); \(region))"
     }
 
+    /// The catalog's rendition, when the answer is the asset catalog.
+    var rendition: AssetCatalog.Rendition? {
+        guard let from, let found, found == ResourcePath.join(from.resources, "Assets.car") else { return nil }
+        return from.catalogRendition(for: query)
+    }
+
     func json(candidates: Bool) -> String {
         var fields: [(String, String)] = [("path", found.map { JSON.string(place.shown($0)) } ?? "null")]
+        if let rendition { fields.append(("rendition", JSON.string(rendition.description))) }
         if let found, let first = place.serving(found)?.places.first {
             fields.append(("role", JSON.string(first.role)))
             fields.append(("backing_path", JSON.string(String(decoding: first.path, as: UTF8.self))))

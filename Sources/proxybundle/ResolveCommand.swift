@@ -107,6 +107,9 @@ struct ResolveCommand: ParsableCommand {
         var tried: [(bundle: ResourceBundle, candidates: [ResourceBundle.Candidate])] = []
         var found: (bundle: ResourceBundle, path: String)? = nil
         for bundle in place.bundle.searched(nested: allBundles) where found == nil {
+            if image, case .failure(let error)? = bundle.catalog {
+                Failure("\(place.shown(ResourcePath.join(bundle.resources, "Assets.car"))): \(error); loose files only").report()
+            }
             tried.append((bundle, bundle.candidates(for: query)))
             found = bundle.resolve(query).map { (bundle, $0) }
         }

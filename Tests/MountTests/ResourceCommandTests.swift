@@ -1,3 +1,4 @@
+import CatalogWriter
 import Foundation
 import ProxyBundleCore
 import ProxyBundleResources
@@ -101,6 +102,29 @@ final class ResourceCommandTests: XCTestCase {
             """, "the first language's, and none of the others' once it has some")
     }
 
+    /// UIImage(named:) asks the asset catalog first: resolve answers it with the rendition, and
+    /// check names the patch's loose copy of an image the catalog serves.
+    func testTheAssetCatalogAnswersBeforeLooseImages() throws {
+        try Data(CatalogWriter().add(name: "Images/icon", scale: 3, idiom: 0).bytes())
+            .write(to: URL(fileURLWithPath: fx.inMain("Assets.car")))
+        try fx.start()
+        let three = try proxybundle(["resolve", fx.mountpoint, "Images/icon", "--image", "--scale", "3"])
+        XCTAssertEqual(three.output, "Assets.car\trendition scale 3, universal, appearance 0\tmain \(fx.main)/Assets.car\n")
+        let two = try proxybundle(["resolve", fx.mountpoint, "Images/icon", "--image", "--scale", "2", "--json"])
+        XCTAssertTrue(two.output.hasPrefix("{\"path\":\"Images/icon@2x.png\",\"role\":\"substitution\""), two.output)
+        let found = try proxybundle(["check", fx.mountpoint, "--scales", "3"])
+        XCTAssertEqual(found.output, """
+            Images/icon@2x.png (substitution): never loads on every device, Assets.car from main has it \
+            (Images/icon; scale 3 phone: scale 3, universal, appearance 0; scale 3 pad: scale 3, universal, appearance 0)
+
+            """)
+        try Disk.write(fx.substitution + "/Assets.car", "not a catalog")  // an updater's change, then told
+        XCTAssertEqual(try proxybundle(["invalidate", fx.mountpoint]).status, 0)
+        let unreadable = try proxybundle(["resolve", fx.mountpoint, "Images/icon", "--image", "--scale", "3"])
+        XCTAssertEqual(unreadable.output, "Images/icon@3x.png\tmain \(fx.main)/Images/icon@3x.png\n")
+        XCTAssertTrue(unreadable.error.hasPrefix("proxybundle: Assets.car: unreadable asset catalog"), unreadable.error)
+    }
+
     func testResolveOnAPlainDirectoryAndItsCandidates() throws {
         let plain = try proxybundle(["resolve", fx.main, "Images/icon.png", "--image", "--scale", "2"])
         XCTAssertEqual(plain.status, 0, plain.error)
@@ -156,10 +180,21 @@ final class ResourceCommandTests: XCTestCase {
         let found = try proxybundle(["check", fx.mountpoint])
         XCTAssertEqual(found.status, 1, found.error)
         XCTAssertEqual(found.output, """
+            Images/icon@2x.png (substitution): on scale 3 devices, Images/icon@3x.png from main loads instead
+
+            """, "scale 2 and 3 by default")
+        let every = try proxybundle(["check", fx.mountpoint, "--scales", "1,2,3", "--idioms", "pad,phone"])
+        XCTAssertEqual(every.output, """
             Images/icon@2x.png (substitution): on scale 1 devices, Images/icon.png from main loads instead
             Images/icon@2x.png (substitution): on scale 3 devices, Images/icon@3x.png from main loads instead
 
             """)
+        XCTAssertEqual(try proxybundle(["check", fx.mountpoint, "--scales", "2", "--idioms", "pad"]).status, 0)
+        for bad in [["--scales", "4"], ["--scales", "2,,3"], ["--idioms", "tv"]] {
+            let refused = try proxybundle(["check", fx.mountpoint] + bad)
+            XCTAssertEqual(refused.status, 64, "\(bad)")
+            XCTAssertEqual(refused.error.filter { $0 == "\n" }.count, 1, refused.error)
+        }
         // fixed through the mount: the other variants copied up as they are
         for variant in ["icon.png", "icon@3x.png"] {
             let copy = try Spawn.run("/bin/cp", [fx.inMain("Images/" + variant), fx.inMount("Images/" + variant)])
@@ -180,7 +215,7 @@ final class ResourceCommandTests: XCTestCase {
         let found = try proxybundle(["check", fx.mountpoint])
         XCTAssertEqual(found.status, 1, found.error)
         let lines = found.output.split(separator: "\n").map(String.init)
-        XCTAssertEqual(lines.count, 5, found.output)
+        XCTAssertEqual(lines.count, 4, found.output)
         // the substitution's config.json (the example patch's) is the upper of the two names
         XCTAssertTrue(lines.contains("config.json (substitution): differs only in letter case from CONFIG.JSON from patch \(hotfix); both show, nothing is replaced"), found.output)
         XCTAssertTrue(lines.contains("Images/.wh.never-there.png (patch \(hotfix)): a whiteout that hides nothing below it"), found.output)

@@ -1,3 +1,4 @@
+import CatalogWriter
 import Foundation
 import ProxyBundleResources
 import XCTest
@@ -188,5 +189,34 @@ final class ResourceRuleTests: BundleTestCase {
         XCTAssertNil(b.resolve(ResourceQuery(name: "../a.txt", subdirectory: "Sub")))
         XCTAssertNil(b.resolve(ResourceQuery(name: "a.txt", subdirectory: "Sub/../..")))
         XCTAssertEqual(b.resolve(ResourceQuery(name: "b.txt", subdirectory: "Sub")), "Sub/b.txt")
+    }
+
+    func testTheAssetCatalogComesBeforeLooseImages() throws {
+        let root = try tree(["icon@2x.png": "", "icon@3x.png": "", "Images/logo.png": ""])
+        try write(CatalogWriter().add(name: "icon", scale: 2, idiom: 1).add(name: "Images/logo", scale: 0, idiom: 0).bytes(),
+                  to: root + "/Assets.car")
+        let b = ResourceBundle(tree: try DirectoryTree(path: root))
+        let phone = ResourceQuery(name: "icon", image: Device(scale: 2, idiom: .phone))
+        XCTAssertEqual(b.resolve(phone), "Assets.car")
+        XCTAssertEqual(b.catalogRendition(for: phone), AssetCatalog.Rendition(scale: 2, idiom: 1))
+        XCTAssertEqual(b.candidates(for: phone).first, ResourceBundle.Candidate(path: "Assets.car", exists: true))
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon", image: Device(scale: 2, idiom: .pad))), "icon@2x.png",
+                       "the catalog has no pad or universal 2x icon: loose files")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon@3x", image: Device(scale: 3))), "icon@3x.png",
+                       "a variant's name is not looked for in the catalog")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/logo", image: Device(scale: 3, idiom: .pad))), "Assets.car")
+        XCTAssertNil(b.resolve(ResourceQuery(name: "icon", type: "png")),
+                       "a plain resource query never answers the catalog (and here finds no icon.png)")
+    }
+
+    func testAnUnreadableCatalogLeavesLooseImagesAndSaysSo() throws {
+        let root = try tree(["icon@2x.png": ""])
+        try write(Array("BOMStore".utf8) + [0, 0, 0, 1], to: root + "/Assets.car")
+        let b = ResourceBundle(tree: try DirectoryTree(path: root))
+        guard case .failure(let error)? = b.catalog else { return XCTFail("the catalog read as \(String(describing: b.catalog))") }
+        XCTAssertTrue(error.description.hasPrefix("unreadable asset catalog"), error.description)
+        let query = ResourceQuery(name: "icon", image: Device(scale: 2))
+        XCTAssertEqual(b.resolve(query), "icon@2x.png")
+        XCTAssertEqual(b.candidates(for: query).first, ResourceBundle.Candidate(path: "Assets.car", exists: false))
     }
 }
