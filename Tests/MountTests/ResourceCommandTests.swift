@@ -169,6 +169,9 @@ final class ResourceCommandTests: XCTestCase {
         for (arguments, expected) in cases {
             let result = try proxybundle(arguments)
             XCTAssertNotEqual(result.status, 0, "\(arguments)")
+            if !expected.contains("No such") && !expected.contains("Not a directory") {
+                XCTAssertEqual(result.status, 64, "a usage error: \(arguments)")
+            }
             XCTAssertEqual(result.error.filter { $0 == "\n" }.count, 1, "\(arguments): \(result.error)")
             XCTAssertTrue(result.error.localizedCaseInsensitiveContains(expected), "\(arguments): \(result.error)")
         }
