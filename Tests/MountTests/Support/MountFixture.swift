@@ -133,6 +133,15 @@ final class MountFixture {
         return result
     }
 
+    /// The number `.stats` gives for `key`; throws when the key is missing or not a number,
+    /// so a renamed or dropped figure fails the test instead of passing for any value.
+    func figure(_ key: String) throws -> Int {
+        let stats = try stats()
+        guard let text = stats[key] else { throw TestFailure(".stats has no \(key): \(stats)") }
+        guard let value = Int(text) else { throw TestFailure(".stats \(key) is not a number: \(text)") }
+        return value
+    }
+
     // MARK: building layers
 
     /// Processor time of the daemon (all its threads), in clock ticks.
