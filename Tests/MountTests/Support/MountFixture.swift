@@ -52,6 +52,10 @@ final class MountFixture {
         return ["-o", "transport=\(transport)"]
     }
 
+    /// How long a command may take on a daemon that does not answer: the README promises it
+    /// gives up within 2 s; the rest is a margin for starting the command on a busy machine.
+    static let commandPatience: Double = 3
+
     /// Mounts in the foreground as a child process and waits until the mount answers.
     func start(_ extra: [String] = []) throws {
         mainChecksum = try TreeChecksum.of(main)
