@@ -78,6 +78,7 @@ extension FuseServer {
         let readers = listingReaders.figures
         let listed = listings.figures
         let transport = Transport.figures
+        let prefetched = prefetcher.figures
         // the main bundle and the substitution first, as before there were patches
         let stack = overlay.layers
         let about: [(key: String, path: RawPath)] = [("main", stack.main.path), ("substitution", stack.substitution.path)]
@@ -117,8 +118,9 @@ extension FuseServer {
             "lookups: \(readers.lookups)",
             "listing_users: \(readers.users.joined(separator: ","))",
             "walkers: \(readers.walkers.joined(separator: ","))",
-            "directories_read_ahead: \(prefetcher.figures.directories)",
-            "files_read_ahead: \(prefetcher.figures.files)",
+            "directories_read_ahead: \(prefetched.directories)",
+            "files_read_ahead: \(prefetched.files)",
+            "read_ahead_pending: \(prefetched.pending)",
             "materializing: " + (overlay.copiesInProgress.map { "\($0.path) (\($0.entries) entries, \($0.bytes) bytes so far)" }
                 .joined(separator: "; ").nonEmpty ?? "none"),
             "directory_opens: \(listed.opens)",

@@ -25,6 +25,8 @@ final class Prefetcher: @unchecked Sendable {
     /// The order each recent reader was last seen opening files in (the read-ahead thread's).
     private var orders: [(thread: pid_t, order: FileOrder.Order)] = []
     private var filesRead: UInt64 = 0
+    /// Requests the read-ahead thread has taken and not finished (0 or 1).
+    private var working = 0
     /// The directories whose files were read ahead lately, most recent last: a file found in
     /// the page cache there may be one read ahead, which tells nothing of the rest.
     private var readAheadIn: [NodeID] = []
@@ -103,11 +105,12 @@ final class Prefetcher: @unchecked Sendable {
         pthread_cond_signal(&condition)
     }
 
-    /// Directories and files read ahead so far, for `.stats`.
-    var figures: (directories: UInt64, files: UInt64) {
+    /// Directories and files read ahead so far, and the requests waiting or in progress
+    /// (none once the thread has done all it was asked), for `.stats`.
+    var figures: (directories: UInt64, files: UInt64, pending: Int) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
-        return (count, filesRead)
+        return (count, filesRead, pending.count + fileRequests.count + working)
     }
 
     private func run() {
@@ -116,13 +119,12 @@ final class Prefetcher: @unchecked Sendable {
         while true {
             pthread_mutex_lock(&mutex)
             while pending.isEmpty && fileRequests.isEmpty { pthread_cond_wait(&condition, &mutex) }
+            working = 1
             if let file = fileRequests.popLast() {
                 pthread_mutex_unlock(&mutex)
-                // its name now (a path built for one open in eight, not for each)
-                guard let place = overlay.place(of: file.node), place.parent == file.parent else { continue }
-                let previous = file.previous.flatMap { overlay.place(of: $0) }.flatMap { $0.parent == file.parent ? $0.name : nil }
-                let read = readFilesAhead(after: place.name, previous: previous, in: file.parent, thread: file.thread)
+                let read = readFilesAhead(for: file)
                 pthread_mutex_lock(&mutex)
+                working = 0
                 filesRead += UInt64(read)
                 if read > 0 && readAheadIn.last != file.parent {
                     readAheadIn.removeAll { $0 == file.parent }
@@ -136,7 +138,19 @@ final class Prefetcher: @unchecked Sendable {
             count += 1
             pthread_mutex_unlock(&mutex)
             overlay.warmSubdirectory(next.name, of: next.parent)
+            pthread_mutex_lock(&mutex)
+            working = 0
+            pthread_mutex_unlock(&mutex)
         }
+    }
+
+    /// Reads ahead the files after the one `file` asks for, if it is still where it was
+    /// opened; returns how many.
+    private func readFilesAhead(for file: (thread: pid_t, parent: NodeID, node: NodeID, previous: NodeID?)) -> Int {
+        // its name now (a path built for one open in eight, not for each)
+        guard let place = overlay.place(of: file.node), place.parent == file.parent else { return 0 }
+        let previous = file.previous.flatMap { overlay.place(of: $0) }.flatMap { $0.parent == file.parent ? $0.name : nil }
+        return readFilesAhead(after: place.name, previous: previous, in: file.parent, thread: file.thread)
     }
 
     /// Reads ahead the files that follow `name` in `parent`, in the order `thread` opens them

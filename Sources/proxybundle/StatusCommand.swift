@@ -24,13 +24,16 @@ struct StatusCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        var mounts = RunningMount.all()
+        // one mount asked once: asking all first waited twice for a daemon that does not answer
+        var mounts: [RunningMount] = []
         if let mountpoint {
             let path = RawPath(argument: mountpoint)
             guard let mount = RunningMount.at(Paths.absolute(path)) else {
                 throw Failure("\(path) is not a proxybundle mount")
             }
             mounts = [mount]
+        } else {
+            mounts = RunningMount.all()
         }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)

@@ -11,7 +11,6 @@ final class DirectoryReadingTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    private func figure(_ key: String) throws -> Int { Int(try fx.stats()[key] ?? "") ?? -1 }
 
     /// `count` names in `dir`, split across the layers, some shadowed.
     private func makeDirectory(_ dir: String, count: Int) throws -> Set<String> {
@@ -47,12 +46,12 @@ final class DirectoryReadingTests: XCTestCase {
             XCTAssertEqual(walk.status, 0, walk.error)
             XCTAssertEqual(walk.output.split(separator: "\n").count, 1 + 20 + 100)
         }
-        XCTAssertEqual(try figure("directory_opens"), 1)
-        let taken = try figure("listings_taken")
+        XCTAssertEqual(try fx.figure("directory_opens"), 1)
+        let taken = try fx.figure("listings_taken")
         XCTAssertGreaterThanOrEqual(taken, 21)
         let again = try Spawn.run("/usr/bin/find", [fx.inMount("tree"), "-printf", "%s\\n"])
         XCTAssertEqual(again.status, 0, again.error)
-        XCTAssertEqual(try figure("listings_taken"), taken, "a cached walk takes no listing")
+        XCTAssertEqual(try fx.figure("listings_taken"), taken, "a cached walk takes no listing")
     }
 
     /// Two readers of one directory, interleaved, one of them seeking back, and a file
@@ -105,12 +104,12 @@ final class DirectoryReadingTests: XCTestCase {
             open.append(dir)
             seen.append(read(dir, limit: 250))
         }
-        let taken = try figure("listings_taken")
+        let taken = try fx.figure("listings_taken")
         for d in 0..<70 {
             seen[d] += read(open[d])
             XCTAssertEqual(seen[d].count, 400, "d\(d)")
             XCTAssertEqual(Set(seen[d]), expected[d], "d\(d)")
         }
-        XCTAssertGreaterThan(try figure("listings_taken"), taken, "listings taken again")
+        XCTAssertGreaterThan(try fx.figure("listings_taken"), taken, "listings taken again")
     }
 }

@@ -35,7 +35,6 @@ final class ListingAttributesTests: XCTestCase {
 
     override func tearDown() { fx?.tearDown() }
 
-    private func figure(_ key: String) throws -> Int { Int(try fx.stats()[key] ?? "") ?? -1 }
 
     /// `find DIR -printf '%s %f'` through the mount, as name → size.
     private func findSizes(_ relative: String) throws -> [String: Int] {
@@ -53,12 +52,12 @@ final class ListingAttributesTests: XCTestCase {
     /// kernel) without a node for most of them; the inode numbers listed are those a later
     /// stat reports.
     func testAListingNobodyStatsCarriesNoAttributesPastItsFirstBatch() throws {
-        let before = try figure("cached_nodes")
+        let before = try fx.figure("cached_nodes")
         let listed = try Spawn.run("/bin/ls", ["-f1", fx.inMount("big")])
         XCTAssertEqual(listed.status, 0, listed.error)
         XCTAssertEqual(Set(listed.output.split(separator: "\n").map(String.init)), Set(sizes.keys).union([".", ".."]))
         XCTAssertEqual(try fx.stats()["listing_users"], "", "ls -f is not known to stat what it lists")
-        let nodes = try figure("cached_nodes") - before
+        let nodes = try fx.figure("cached_nodes") - before
         XCTAssertGreaterThan(nodes, 0, "the first batch carries attributes")
         XCTAssertLessThan(nodes, 500, "nodes made by listing \(sizes.count) entries")
         let inodes = try inodeNumbers("big")
@@ -93,14 +92,14 @@ final class ListingAttributesTests: XCTestCase {
         XCTAssertEqual(try fx.stats()["listing_users"], "find")
         let listed = try Spawn.run("/bin/ls", ["-f1", fx.inMount("big")])
         XCTAssertEqual(listed.status, 0, listed.error)
-        var before = try figure("lookups")
+        var before = try fx.figure("lookups")
         XCTAssertEqual(try findSizes("big"), sizes)
-        XCTAssertGreaterThan(try figure("lookups") - before, 1_000, "LOOKUP requests after ls -f, once")
-        before = try figure("lookups")
-        let taken = try figure("listings_taken")
+        XCTAssertGreaterThan(try fx.figure("lookups") - before, 1_000, "LOOKUP requests after ls -f, once")
+        before = try fx.figure("lookups")
+        let taken = try fx.figure("listings_taken")
         XCTAssertEqual(try findSizes("big"), sizes)
-        XCTAssertLessThanOrEqual(try figure("lookups") - before, 2, "LOOKUP requests afterwards")
-        XCTAssertGreaterThan(try figure("listings_taken"), taken, "the names-only listing was dropped by the lookups")
+        XCTAssertLessThanOrEqual(try fx.figure("lookups") - before, 2, "LOOKUP requests afterwards")
+        XCTAssertGreaterThan(try fx.figure("listings_taken"), taken, "the names-only listing was dropped by the lookups")
     }
 
     /// The kernel keeps a listing given with names alone: listing the directory again never
@@ -109,29 +108,29 @@ final class ListingAttributesTests: XCTestCase {
     func testAListingWithNamesAloneIsListedAgainByTheKernelAlone() throws {
         let first = try Spawn.run("/bin/ls", ["-f1", fx.inMount("big")])
         XCTAssertEqual(first.status, 0, first.error)
-        let taken = try figure("listings_taken")
+        let taken = try fx.figure("listings_taken")
         for _ in 0..<3 {
             let again = try Spawn.run("/bin/ls", ["-f1", fx.inMount("big")])
             XCTAssertEqual(again.status, 0, again.error)
             XCTAssertEqual(again.output, first.output)
         }
-        XCTAssertEqual(try figure("listings_taken"), taken, "listings taken by the repeated ls -f")
+        XCTAssertEqual(try fx.figure("listings_taken"), taken, "listings taken by the repeated ls -f")
         XCTAssertEqual(try fx.stats()["listing_users"], "", "ls -f is still not known to stat what it lists")
     }
 
     /// A program not known yet that reads a whole listing before it stats an entry (`find`,
     /// through fts) costs LOOKUPs, but sees the same attributes; afterwards it is known.
     func testAProgramNotKnownYetSeesTheSameAttributes() throws {
-        let before = try figure("lookups")
+        let before = try fx.figure("lookups")
         XCTAssertEqual(try findSizes("big"), sizes)
-        XCTAssertGreaterThan(try figure("lookups") - before, 1_000, "LOOKUP requests")
+        XCTAssertGreaterThan(try fx.figure("lookups") - before, 1_000, "LOOKUP requests")
         XCTAssertEqual(try fx.stats()["listing_users"], "find")
     }
 
     /// `ls -l` stats each entry as it reads the listing: after the first batch's sample, it
     /// is known, and the rest of the listing carries attributes.
     func testAProgramThatStatsAsItListsIsKnownWithinTheListing() throws {
-        let before = try figure("lookups")
+        let before = try fx.figure("lookups")
         let listed = try Spawn.run("/bin/ls", ["-l", "--time-style=+", fx.inMount("big")])
         XCTAssertEqual(listed.status, 0, listed.error)
         var seen: [String: Int] = [:]
@@ -140,7 +139,7 @@ final class ListingAttributesTests: XCTestCase {
             if fields.count >= 6, let size = Int(fields[4]) { seen[String(fields[fields.count - 1])] = size }
         }
         XCTAssertEqual(seen, sizes)
-        XCTAssertLessThanOrEqual(try figure("lookups") - before, 3, "LOOKUP requests")
+        XCTAssertLessThanOrEqual(try fx.figure("lookups") - before, 3, "LOOKUP requests")
         XCTAssertEqual(try fx.stats()["listing_users"], "ls")
     }
 }

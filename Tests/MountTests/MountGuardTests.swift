@@ -88,10 +88,16 @@ final class MountGuardTests: XCTestCase {
         try Disk.write(fx.inMain("file"), "main")
         let holder = open(fx.substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         XCTAssertEqual(flock(holder, LOCK_EX | LOCK_NB), 0)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { close(holder) }
+        let release = Release()
+        let asked = Date()
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { release.close(holder) }
         let waited = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        let returned = Date()
         XCTAssertEqual(waited.status, 0, waited.error)
         mounted.append(fx.mountpoint)
+        let released = try XCTUnwrap(release.date, "the mount returned before the lock was let go")
+        XCTAssertGreaterThanOrEqual(returned.timeIntervalSince(asked), released.timeIntervalSince(asked),
+                                    "the mount took at least the time the lock was held")
         XCTAssertEqual(try Disk.read(fx.inMount("file")), "main")
         XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
 
@@ -205,4 +211,19 @@ final class MountGuardTests: XCTestCase {
         let relative = try shell("cd \"$M\" && \"$B\" which \"\(name)\" | cmp - <(printf 'substitution %s/caf\\351.txt\\n' \"$S\")")
         XCTAssertEqual(relative.status, 0, relative.output + relative.error)
     }
+}
+
+/// When a descriptor was closed (its lock let go), for a test to compare with.
+private final class Release: @unchecked Sendable {
+    private let lock = NSLock()
+    private var closed: Date?
+
+    func close(_ fd: Int32) {
+        lock.withLock {
+            closed = Date()  // just before: the lock is let go no earlier
+            _ = Glibc.close(fd)
+        }
+    }
+
+    var date: Date? { lock.withLock { closed } }
 }

@@ -62,18 +62,33 @@ final class RandomOperationsTests: XCTestCase {
     /// pressure), so nodes are forgotten and looked up again between and during steps: hard
     /// links found again by separate names must stay one file, copied-up files must keep their
     /// inode numbers, and a node must stay reachable through its other names.
+    /// Each seed's mount must show nodes the kernel forgot (`forgotten_nodes`) before it ends.
     func testRandomOperationsWhileTheKernelForgetsNodes() throws {
         let stop = Locked(false)
+        let drops = Locked((done: 0, failed: Set<String>()))
         let evictor = Thread {
             while !stop.withLock({ $0 }) {
-                let fd = open("/proc/sys/vm/drop_caches", O_WRONLY)
-                if fd >= 0 { _ = write(fd, "2", 1); close(fd) }
+                let error = RandomOperationsTests.dropKernelCaches()
+                drops.withLock {
+                    if error == 0 { $0.done += 1 } else { $0.failed.insert(String(cString: strerror(error))) }
+                }
                 usleep(20_000)
             }
         }
         evictor.start()
         defer { stop.withLock { $0 = true } }
-        try runSeeds([1, 2, 3, 0xfeed_f00d])
+        try runSeeds([1, 2, 3, 0xfeed_f00d], forgetting: true)
+        let (done, failed) = drops.withLock { ($0.done, $0.failed) }
+        XCTAssertEqual(failed, [], "writes to drop_caches failed")
+        XCTAssertGreaterThan(done, 0, "caches were dropped")
+    }
+
+    /// Drops the kernel's unused dentries and inodes; 0 or the errno.
+    static func dropKernelCaches() -> Int32 {
+        let fd = open("/proc/sys/vm/drop_caches", O_WRONLY)
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        return write(fd, "2", 1) == 1 ? 0 : errno
     }
 
     /// The same with two patches between the substitution and the main bundle (generated from
@@ -83,7 +98,9 @@ final class RandomOperationsTests: XCTestCase {
         try runSeeds([1, 2, 0x57ac_0003], patches: 2)
     }
 
-    private func runSeeds(_ defaultSeeds: [UInt64], patches: Int = 0) throws {
+    /// `forgetting`: the kernel is dropping its caches meanwhile, and each seed's mount must
+    /// show nodes it forgot.
+    private func runSeeds(_ defaultSeeds: [UInt64], patches: Int = 0, forgetting: Bool = false) throws {
         let environment = ProcessInfo.processInfo.environment
         let seeds = environment["RANDOM_OPS_SEEDS"].map(RandomOperationsTests.parseSeeds) ?? defaultSeeds
         let steps = environment["RANDOM_OPS_STEPS"].flatMap { Int($0) } ?? RandomOperationsTests.defaultSteps
@@ -99,7 +116,10 @@ final class RandomOperationsTests: XCTestCase {
                                     ignoreDirectoryMtimes: environment["RANDOM_OPS_IGNORE_DIRECTORY_MTIMES"] == "1",
                                     ignorePattern: environment["RANDOM_OPS_IGNORE"],
                                     skipped: Set((environment["RANDOM_OPS_SKIP"] ?? "").split(separator: ",").map(String.init)))
-            let outcome = try run.generated(steps: steps)
+            let outcome = try run.generated(steps: steps, forgetting: forgetting)
+            if forgetting {
+                XCTAssertGreaterThan(outcome.forgottenNodes ?? 0, 0, "seed 0x\(String(seed, radix: 16)): the kernel forgot no node")
+            }
             var summary = "seed 0x\(String(seed, radix: 16)): \(outcome.steps.count) step(s)"
             if !outcome.accepted.isEmpty {
                 summary += ", accepted differences: "
@@ -400,6 +420,17 @@ private final class RandomSession {
         fx.tearDown()
     }
 
+    /// `forgotten_nodes` once above 0, or after 10 s, while the kernel's caches are dropped.
+    func forgottenNodes() throws -> Int {
+        let deadline = Date().addingTimeInterval(10)
+        var forgotten = try fx.figure("forgotten_nodes")
+        while forgotten == 0 && Date() < deadline {
+            usleep(20_000)
+            forgotten = try fx.figure("forgotten_nodes")
+        }
+        return forgotten
+    }
+
     func walk(_ root: String) throws -> [String: OverlayTree.Entry] {
         try OverlayTree.walk(root, recentFrom: since)
     }
@@ -428,6 +459,8 @@ private struct RandomOutcome {
     var steps: [RandomStep] = []
     var accepted: [String] = []
     var failure: String?
+    /// `forgotten_nodes` at the end, when asked for.
+    var forgottenNodes: Int?
 }
 
 private struct RandomRun {
@@ -467,8 +500,9 @@ private struct RandomRun {
         main = text
     }
 
-    /// Operations drawn from the seed, each chosen from the tree as it is after the last one.
-    func generated(steps: Int) throws -> RandomOutcome {
+    /// Operations drawn from the seed, each chosen from the tree as it is after the last one;
+    /// with `forgetting`, then waits (up to 10 s) for the kernel to have forgotten nodes.
+    func generated(steps: Int, forgetting: Bool = false) throws -> RandomOutcome {
         let session = try RandomSession(seed: seed, patches: patches, testName: testName)
         defer { session.close() }
         var planner = RandomPlanner(seed: seed, skipped: skipped)
@@ -481,6 +515,7 @@ private struct RandomRun {
                 break
             }
         }
+        if forgetting { outcome.forgottenNodes = try session.forgottenNodes() }
         return outcome
     }
 

@@ -254,7 +254,7 @@ final class UringTransportTests: XCTestCase {
             let took = Date().timeIntervalSince(started)
             XCTAssertEqual(result.status, command.status, "\(command.arguments): \(result.output) \(result.error)")
             XCTAssertTrue((result.output + result.error).contains(command.says), "\(command.arguments): \(result.output) \(result.error)")
-            XCTAssertLessThan(took, 10, "\(command.arguments) took \(took) s")
+            XCTAssertLessThan(took, MountFixture.commandPatience, "\(command.arguments) took \(took) s")
         }
         let unmount = try Spawn.run(MountFixture.binary, ["unmount", fx.mountpoint], seconds: 20)
         XCTAssertEqual(unmount.status, 0, unmount.error)

@@ -1,4 +1,4 @@
-import ProxyBundleCore
+@testable import ProxyBundleCore
 import XCTest
 
 #if canImport(Glibc)
@@ -6,6 +6,11 @@ import Glibc
 #endif
 
 /// Nothing in a layer may lead the overlay outside it: symlinks are shown, never followed.
+/// Each refusal has its own errno, the one the kernel gives for the same walk when it follows
+/// no symlink (`openat2` with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or `O_NOFOLLOW` on the
+/// last component): ELOOP for a symlink on the way or opened, ENOTDIR for a name below a
+/// symlink the overlay shows as one. RESOLVE_BENEATH alone would give EXDEV for a symlink
+/// leading out, but the overlay follows none, also none that stays inside. EIO is never right.
 final class ContainmentTests: OverlayTestCase {
     private let secret = "SECRET sentinel outside both layers"
 
@@ -27,8 +32,8 @@ final class ContainmentTests: OverlayTestCase {
         XCTAssertEqual(try overlay.readLink(entry.node), n(target), "readLink is verbatim", file: file, line: line)
         assertErrno(ENOTDIR, try overlay.lookup(parent: entry.node, name: n("sentinel")), file: file, line: line)
         assertErrno(ENOTDIR, try overlay.listDirectory(entry.node), file: file, line: line)
-        XCTAssertThrowsError(try overlay.openFile(entry.node, flags: O_RDONLY), "opening a symlink must not open its target",
-                             file: file, line: line)
+        assertErrno(ELOOP, try overlay.openFile(entry.node, flags: O_RDONLY), "opening a symlink must not open its target",
+                    file: file, line: line)
     }
 
     // MARK: symlinks in either layer
@@ -107,23 +112,16 @@ final class ContainmentTests: OverlayTestCase {
         try rename(.patch, "res", "res.moved")
         try symlink(.patch, "res", to: outsideRoot)
 
-        XCTAssertThrowsError(try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
-        do {
-            let listing = try overlay.listDirectory(res.node)
-            XCTAssertNil(item(listing, "sentinel"), "listing shows the outside directory")
-        } catch {}
-        do {
-            let st = try overlay.attributes(of: a.node)
-            XCTAssertNotEqual(st.st_ino, try lstatOf(.outside, "a").st_ino, "attributes of the outside file")
-        } catch {}
-        do {
-            let content = try readContent(overlay, a.node)
-            XCTAssertNotEqual(content, "outside a", "read the outside file")
-        } catch {}
-        do {
-            let value = try overlay.extendedAttribute(a.node, name: n("user.secret"))
-            XCTFail("read an attribute through the symlink: \(value)")
-        } catch {}
+        // the directory is now the main bundle's alone, which has no "sentinel"
+        assertErrno(ENOENT, try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
+        XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), ["a"], "only the main bundle's res is listed")
+        // the node's path in the substitution goes through the symlink
+        assertErrno(ELOOP, try overlay.attributes(of: a.node), "attributes of the outside file")
+        assertErrno(ELOOP, try readContent(overlay, a.node), "read the outside file")
+        // read beside the descriptor kept for the moved directory (Linux 6.13), the node's own
+        // file is asked, which has no such attribute; else the path, through the symlink
+        assertErrno(Sys.hasAttributeCallsAt ? ENODATA : ELOOP, try overlay.extendedAttribute(a.node, name: n("user.secret")),
+                    "read an attribute through the symlink")
     }
 
     func testMainDirectorySwappedForSymlinkAfterLookup() throws {
@@ -133,15 +131,10 @@ final class ContainmentTests: OverlayTestCase {
         let a = try lookup(overlay, "res/a")
         try rename(.main, "res", "res.moved")
         try symlink(.main, "res", to: outsideRoot)
-        XCTAssertThrowsError(try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
-        do {
-            let listing = try overlay.listDirectory(res.node)
-            XCTAssertNil(item(listing, "sentinel"), "listing shows the outside directory")
-        } catch {}
-        do {
-            let content = try readContent(overlay, a.node)
-            XCTAssertNotEqual(content, "outside a", "read the outside file")
-        } catch {}
+        // neither layer has a directory res any more
+        assertErrno(ENOENT, try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
+        XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), [], "listing shows the outside directory")
+        assertErrno(ELOOP, try readContent(overlay, a.node), "read the outside file")
     }
 
     func testFileSwappedForSymlinkAfterLookupIsNotFollowed() throws {
@@ -160,30 +153,28 @@ final class ContainmentTests: OverlayTestCase {
             assertErrno(ESTALE, try overlay.attributes(of: node))
             XCTAssertEqual(fileType(try lookup(overlay, node == f.node ? "f" : "dir/g").attributes), S_IFLNK,
                            "the name's new node is the symlink's own")
-            XCTAssertThrowsError(try overlay.openFile(node, flags: O_RDONLY), "opened the sentinel")
+            assertErrno(ESTALE, try overlay.openFile(node, flags: O_RDONLY), "opened the sentinel")
             // the old node is detached by the new lookup: stale, and never the sentinel's value
-            XCTAssertThrowsError(try overlay.extendedAttribute(node, name: n("user.secret")), "read the sentinel's xattr")
+            assertErrno(ESTALE, try overlay.extendedAttribute(node, name: n("user.secret")), "read the sentinel's xattr")
         }
     }
 
     /// The kernel never sends a name containing "/" or NUL, but the core must not walk such a
-    /// name (through a symlink, out of the layer) nor truncate it.
+    /// name (through a symlink, out of the layer) nor truncate it: such a name is invalid,
+    /// refused before any walk.
     func testNameWithSlashDoesNotWalkThroughASymlink() throws {
         try symlink(.patch, "out", to: outsideRoot)
         try symlink(.main, "mout", to: outsideRoot)
         let overlay = try makeOverlay()
         for name in ["out/sentinel", "mout/sentinel"] {
-            do {
-                let entry = try overlay.lookup(parent: rootNodeID, name: n(name))
-                XCTFail("lookup of \(name) succeeded: mode \(String(entry.attributes.st_mode, radix: 8)), size \(entry.attributes.st_size) (the sentinel is \(secret.utf8.count) bytes)")
-            } catch {}
+            assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: n(name)), "lookup of \(name)")
         }
     }
 
     func testNameWithNULIsNotTruncated() throws {
         try write(.main, "a", "a")
         let overlay = try makeOverlay()
-        XCTAssertThrowsError(try overlay.lookup(parent: rootNodeID, name: [0x61, 0x00, 0x62]), "\"a\\0b\" resolved to \"a\"")
+        assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: [0x61, 0x00, 0x62]), "\"a\\0b\" resolved to \"a\"")
     }
 
     func testLayerRootGivenAsSymlinkIsAccepted() throws {

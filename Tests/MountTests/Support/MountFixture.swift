@@ -52,6 +52,10 @@ final class MountFixture {
         return ["-o", "transport=\(transport)"]
     }
 
+    /// How long a command may take on a daemon that does not answer: the README promises it
+    /// gives up within 2 s; the rest is a margin for starting the command on a busy machine.
+    static let commandPatience: Double = 3
+
     /// Mounts in the foreground as a child process and waits until the mount answers.
     func start(_ extra: [String] = []) throws {
         mainChecksum = try TreeChecksum.of(main)
@@ -131,6 +135,15 @@ final class MountFixture {
             if parts.count == 2 { result[parts[0]] = parts[1] }
         }
         return result
+    }
+
+    /// The number `.stats` gives for `key`; throws when the key is missing or not a number,
+    /// so a renamed or dropped figure fails the test instead of passing for any value.
+    func figure(_ key: String) throws -> Int {
+        let stats = try stats()
+        guard let text = stats[key] else { throw TestFailure(".stats has no \(key): \(stats)") }
+        guard let value = Int(text) else { throw TestFailure(".stats \(key) is not a number: \(text)") }
+        return value
     }
 
     // MARK: building layers
