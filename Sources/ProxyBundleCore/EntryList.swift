@@ -10,31 +10,38 @@ public struct EntryList: Sendable {
         /// The inode number: in the layer's file system for a layer's entries, as the mount
         /// reports it for a merged listing.
         public var inode: UInt64
-        /// Where the name starts in the buffer, and its length in bytes (at most 255).
+        /// Where the name starts in the buffer.
         let start: UInt32
-        public let length: UInt8
         /// The layer the entry was read from: in a merged listing, the highest layer that has
         /// the name (no layer above it has the name or a whiteout for it).
-        public var layer: UInt8
-        /// A `d_type` value.
-        public var type: UInt8
-        private var flags: UInt8
+        public var layer: UInt16
+        /// The name's length in bytes (at most 255).
+        public let length: UInt8
+        /// The `d_type` (its low four bits) and the flags (the high ones), in one byte so that
+        /// an entry stays 16 bytes.
+        private var typeAndFlags: UInt8
 
-        init(start: UInt32, length: UInt8, type: UInt8, inode: UInt64, layer: UInt8) {
+        init(start: UInt32, length: UInt8, type: UInt8, inode: UInt64, layer: UInt16) {
             self.inode = inode
             self.start = start
             self.length = length
-            self.type = type
             self.layer = layer
-            self.flags = 0
+            self.typeAndFlags = type & Self.typeMask
         }
 
-        private static let whiteoutDeviceFlag: UInt8 = 1
+        private static let typeMask: UInt8 = 0x0F
+        private static let whiteoutDeviceFlag: UInt8 = 0x80
+
+        /// A `d_type` value.
+        public var type: UInt8 {
+            get { typeAndFlags & Self.typeMask }
+            set { typeAndFlags = typeAndFlags & ~Self.typeMask | newValue & Self.typeMask }
+        }
 
         /// Whether a layer's entry is a whiteout device (character device 0/0).
         var isWhiteoutDevice: Bool {
-            get { flags & Self.whiteoutDeviceFlag != 0 }
-            set { flags = newValue ? flags | Self.whiteoutDeviceFlag : flags & ~Self.whiteoutDeviceFlag }
+            get { typeAndFlags & Self.whiteoutDeviceFlag != 0 }
+            set { typeAndFlags = newValue ? typeAndFlags | Self.whiteoutDeviceFlag : typeAndFlags & ~Self.whiteoutDeviceFlag }
         }
     }
 
@@ -63,7 +70,7 @@ public struct EntryList: Sendable {
         bytes.append(contentsOf: name)
         bytes.append(0)
         entries.append(Entry(start: start, length: length, type: type, inode: inode,
-                             layer: UInt8(truncatingIfNeeded: layer)))
+                             layer: UInt16(truncatingIfNeeded: layer)))
     }
 
     mutating func append(_ name: [UInt8], type: UInt8, inode: UInt64, layer: Int = 0) {

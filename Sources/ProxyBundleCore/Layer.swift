@@ -10,9 +10,9 @@ public final class Layer: Sendable {
     /// The root every access resolves beneath: for a read-only layer, where the daemon may,
     /// the root of a detached read-only, noatime copy of its mount (see `init`).
     public let rootFD: Int32
-    /// The root as opened at `path` (the same descriptor as `rootFD` without a copy): what
-    /// /proc names with the path, for `canonicalPath` and `proxybundle which`.
-    let openedFD: Int32
+    /// Where the root was when the layer was opened, with every symlink resolved (nil if it
+    /// could not be told): the layer's directory for the checks that keep layers apart.
+    public let canonicalPath: RawPath?
     public let device: UInt64
     /// The root directory's inode number: with `device`, which directory the layer is.
     public let inode: UInt64
@@ -63,9 +63,11 @@ public final class Layer: Sendable {
         }
         device = UInt64(st.st_dev)
         inode = UInt64(st.st_ino)
-        openedFD = fd
+        canonicalPath = Layer.path(of: fd)
         let attributes = preservesAccessTimes ? pb_MOUNT_ATTR_RDONLY | pb_MOUNT_ATTR_NOATIME : accessTimes.mountAttributes
         let clone = attributes != 0 ? pb_clone_mount(fd, attributes) : -1
+        // one descriptor a layer, so that thousands of layers fit the open-file limit
+        if clone >= 0 { Sys.close(fd) }
         rootFD = clone >= 0 ? clone : fd
     }
 
@@ -75,8 +77,7 @@ public final class Layer: Sendable {
     }
 
     deinit {
-        if rootFD != openedFD { Sys.close(rootFD) }
-        Sys.close(openedFD)
+        Sys.close(rootFD)
     }
 
     /// Opens `path` with `flags`, resolving beneath the root without following symlinks.
@@ -196,10 +197,10 @@ public final class Layer: Sendable {
         return result
     }
 
-    /// Where the root is now, with every symlink resolved (nil if it cannot be told).
-    public var canonicalPath: RawPath? {
+    /// The path /proc names for descriptor `fd`: where it is, every symlink resolved.
+    static func path(of fd: Int32) -> RawPath? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/fd/\(openedFD)", &buffer, buffer.count - 1)
+        let length = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }
         return RawPath(bytes: Array(buffer[..<length]))
     }

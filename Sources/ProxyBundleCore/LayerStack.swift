@@ -14,26 +14,37 @@ public final class LayerStack: Sendable {
 
     public let layers: [Layer]
 
-    /// The most layers a mount can have: a layer is numbered by one byte in nodes and listings.
-    public static let limit = 255
+    /// The most layers a mount can have: `LayerList.patchLimit` patches, the substitution and
+    /// the main bundle (a layer is numbered by two bytes in nodes and listings).
+    public static let limit = LayerList.patchLimit + 2
 
     /// E2BIG past `limit` layers; EINVAL when a directory is given twice, or one layer lies
     /// inside another (a change in one would change the other behind the daemon's back).
     public init(substitution: Layer, patches: [Layer] = [], main: Layer) throws(Errno) {
-        guard patches.count + 2 <= LayerStack.limit else { throw Errno(E2BIG) }
+        guard patches.count <= LayerList.patchLimit else { throw Errno(E2BIG) }
         layers = [substitution] + patches + [main]
         try LayerStack.checkApart(layers)
     }
 
+    /// The same directory is one file system's inode, whatever path it was reached by; a
+    /// layer inside another is told by their canonical paths.
     private static func checkApart(_ layers: [Layer]) throws(Errno) {
-        let paths = layers.map(\.canonicalPath)
-        for (i, one) in layers.enumerated() {
-            for (j, other) in layers.enumerated() where j > i {
-                if one.device == other.device && one.inode == other.inode { throw Errno.invalid }
-                guard let a = paths[i], let b = paths[j] else { continue }
-                if a.isBelow(b) || b.isBelow(a) { throw Errno.invalid }
-            }
+        struct Directory: Hashable { var device: UInt64, inode: UInt64 }
+        var seen = Set<Directory>()
+        for layer in layers where !seen.insert(Directory(device: layer.device, inode: layer.inode)).inserted {
+            throw Errno.invalid
         }
+        let paths = layers.compactMap(\.canonicalPath)
+        if paths.count == layers.count, LayerList.problem(paths) != nil { throw Errno.invalid }
+    }
+
+    /// Raises this process's open-file limit to its hard limit: a mount holds a descriptor
+    /// per layer, and thousands of layers pass the usual soft limit (1,024) by far.
+    public static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     public var count: Int { layers.count }
@@ -78,14 +89,40 @@ public final class LayerStack: Sendable {
 /// `top` down to `bottom` that has it (a layer between them may lack it, none has another
 /// kind of entry or a whiteout there). A non-directory lives in one layer: `bottom == top`.
 public struct Placement: Equatable, Sendable {
-    public var top: UInt8
-    public var bottom: UInt8
-    public var isDirectory: Bool
+    /// `top` and `bottom` in 15 bits each, little-endian, and `isDirectory` in the last bit:
+    /// four bytes without alignment, so that a node stays 64 bytes with room for 32,767 layers.
+    private var packed: (UInt8, UInt8, UInt8, UInt8)
 
     public init(top: Int, bottom: Int, isDirectory: Bool) {
-        self.top = UInt8(truncatingIfNeeded: top)
-        self.bottom = UInt8(truncatingIfNeeded: bottom)
+        packed = (0, 0, 0, 0)
+        self.top = UInt16(truncatingIfNeeded: top)
+        self.bottom = UInt16(truncatingIfNeeded: bottom)
         self.isDirectory = isDirectory
+    }
+
+    public var top: UInt16 {
+        get { UInt16(packed.0) | UInt16(packed.1 & 0x7F) << 8 }
+        set {
+            packed.0 = UInt8(truncatingIfNeeded: newValue)
+            packed.1 = packed.1 & 0x80 | UInt8(truncatingIfNeeded: newValue >> 8) & 0x7F
+        }
+    }
+
+    public var bottom: UInt16 {
+        get { UInt16(packed.2) | UInt16(packed.3 & 0x7F) << 8 }
+        set {
+            packed.2 = UInt8(truncatingIfNeeded: newValue)
+            packed.3 = packed.3 & 0x80 | UInt8(truncatingIfNeeded: newValue >> 8) & 0x7F
+        }
+    }
+
+    public var isDirectory: Bool {
+        get { packed.3 & 0x80 != 0 }
+        set { packed.3 = newValue ? packed.3 | 0x80 : packed.3 & 0x7F }
+    }
+
+    public static func == (a: Placement, b: Placement) -> Bool {
+        a.packed == b.packed
     }
 
     /// A non-directory in `layer`.

@@ -77,7 +77,7 @@ extension Overlay {
                 if try Overlay.whitesOut(name, dirs, unchecked ..< layer) { break }
                 if let above = found {
                     if try isOpaqueDirectory(p, in: dirs[Int(above.placement.bottom)]) { break }
-                    found?.placement.bottom = UInt8(layer)
+                    found?.placement.bottom = UInt16(layer)
                 } else if isDirectory(st) {
                     found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true), attributes: shown(st))
                 } else {

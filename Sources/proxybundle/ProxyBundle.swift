@@ -34,6 +34,7 @@ struct ProxyBundle: ParsableCommand {
     static func main() {
         // paths are bytes: the arguments as text that keeps every byte (see RawArguments)
         let arguments = RawArguments.all
+        LayerStack.raiseOpenFileLimit()  // the daemon, which, check and status open every layer
         if arguments.count > 1 && arguments[1] == DaemonImage.marker {
             Glibc.exit(DaemonImage.serve(Array(arguments.dropFirst(2))))
         }

@@ -16,7 +16,7 @@ final class EntryListTests: OverlayTestCase {
         }
         XCTAssertEqual(list.entries.map(list.name), names)
         XCTAssertEqual(list.entries.map(\.inode), Array(0 ..< UInt64(names.count)))
-        XCTAssertEqual(list.entries.map(\.layer), names.indices.map { UInt8($0 % 2 == 0 ? 0 : 1) })
+        XCTAssertEqual(list.entries.map(\.layer), names.indices.map { UInt16($0 % 2 == 0 ? 0 : 1) })
         list.withNames { buffer in
             for (entry, name) in zip(list.entries, names) {
                 XCTAssertEqual(strlen(buffer.cString(entry)), name.count)

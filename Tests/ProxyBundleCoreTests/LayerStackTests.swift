@@ -21,6 +21,44 @@ final class LayerStackTests: OverlayTestCase {
                     "a layer holding the others")
     }
 
+    /// A list of layers is checked in one sort, told by position: the same directory, one
+    /// inside another (not merely sharing a prefix of its name), the later position first.
+    func testALayerListNamesItsFirstProblemByPosition() {
+        func problem(_ paths: [String]) -> LayerList.Problem? { LayerList.problem(paths.map { RawPath($0) }) }
+        XCTAssertNil(problem(["/a", "/b", "/a-b", "/ab/c", "/b2"]))
+        XCTAssertEqual(problem(["/a", "/b", "/a"]), .same(0, 2))
+        XCTAssertEqual(problem(["/x/y", "/a", "/x"]), .inside(0, 2))
+        XCTAssertEqual(problem(["/x", "/a", "/x/y/z"]), .inside(2, 0))
+        XCTAssertEqual(problem(["/p", "/q", "/q/r", "/p"]), .inside(2, 1), "the problem whose later layer comes first")
+        XCTAssertEqual(problem(["/a", "/a-b", "/a/c"]), .inside(2, 0), "a descendant sorted apart from its ancestor by name")
+        XCTAssertEqual(problem(["/", "/a"]), .inside(1, 0))
+        let many = (0..<10_000).map { "/layers/\($0)" }
+        XCTAssertNil(problem(many))
+        XCTAssertEqual(problem(many + ["/layers/42/inner"]), .inside(10_000, 42))
+    }
+
+    /// Far more than 255 layers stack (a layer is numbered by two bytes); past the limit, E2BIG.
+    func testThousandsOfLayersStackAndTheLimitHolds() throws {
+        let base = try makeTemporaryDirectory("many")
+        var patches: [Layer] = []
+        for index in 0..<300 {
+            let path = base + "/\(index)"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            XCTAssertTrue(FileManager.default.createFile(atPath: path + "/only\(index)", contents: Data("\(index)".utf8)))
+            XCTAssertTrue(FileManager.default.createFile(atPath: path + "/shared", contents: Data("\(index)".utf8)))
+            patches.append(try Layer(path: path))
+        }
+        let overlay = try Overlay(main: Layer(path: mainRoot), patches: patches, substitution: Layer(path: patchRoot),
+                                  writable: false, cachesLookups: true)
+        XCTAssertEqual(try readContent(overlay, try lookup(overlay, "only299").node), "299", "the 300th patch's own file")
+        XCTAssertEqual(try readContent(overlay, try lookup(overlay, "shared").node), "0", "the first patch wins")
+        XCTAssertEqual(try overlay.listDirectory(rootNodeID).named.filter { $0.0.starts(with: Array("only".utf8)) }.count, 300)
+        XCTAssertEqual(LayerStack.limit, LayerList.patchLimit + 2)
+        let one = try Layer(path: base + "/0")
+        let tooMany = Array(repeating: one, count: LayerList.patchLimit + 1)
+        assertErrno(E2BIG, try LayerStack(substitution: Layer(path: patchRoot), patches: tooMany, main: Layer(path: mainRoot)))
+    }
+
     /// The main bundle's file system shows its own numbers; each other one gets a tag of its own
     /// in the top bits, kept when more are added.
     func testInodeTagsAreOnePerFileSystemAndKept() throws {

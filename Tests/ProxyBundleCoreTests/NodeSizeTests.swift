@@ -8,6 +8,16 @@ final class NodeSizeTests: XCTestCase {
         XCTAssertLessThanOrEqual(MemoryLayout<NodeTable.Node>.stride, 64)
     }
 
+    /// A listing's entry stays 16 bytes with a two-byte layer number (its type and flags share
+    /// a byte).
+    func testAListingEntryStaysSixteenBytes() {
+        XCTAssertEqual(MemoryLayout<EntryList.Entry>.stride, 16)
+        var list = EntryList()
+        list.append(Array("name".utf8), type: UInt8(DT_DIR), inode: 7, layer: 10_001)
+        XCTAssertEqual(list.entries.first?.layer, 10_001)
+        XCTAssertEqual(list.entries.first?.type, UInt8(DT_DIR))
+    }
+
     /// Names of up to 31 bytes live in the node; longer ones keep every byte too.
     func testNamesKeepTheirBytesAtEveryLength() {
         for length in [0, 1, 8, 23, 30, 31, 32, 33, 255] {
