@@ -112,6 +112,11 @@ public func readBytes(_ path: RawPath, error: inout Int32) -> [UInt8]? {
     let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
     guard fd >= 0 else { error = errno; return nil }
     defer { close(fd) }
+    return readAll(fd, error: &error)
+}
+
+/// Everything left to read from `fd` (a file, a pipe, standard input), or nil with `error` set.
+public func readAll(_ fd: Int32, error: inout Int32) -> [UInt8]? {
     var data: [UInt8] = []
     var chunk = [UInt8](repeating: 0, count: 65536)
     while true {

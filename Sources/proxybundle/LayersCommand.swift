@@ -30,8 +30,13 @@ struct LayersCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("The new patches, highest priority first (with --set).", valueName: "dir"))
     var directories: [String] = []
 
+    @Option(name: .customLong("patches-from"), help: ArgumentHelp(
+        "With --set, more patches, one directory a line, after any DIR (- for standard input).", valueName: "file"))
+    var patchesFrom: String?
+
     func validate() throws {
         if !set && !directories.isEmpty { throw ValidationError("give --set to replace the patches with \(directories[0])") }
+        if !set && patchesFrom != nil { throw ValidationError("--patches-from goes with --set") }
     }
 
     func run() throws {
@@ -51,7 +56,9 @@ struct LayersCommand: ParsableCommand {
     /// Checks the new patches as `mount` checks its own, then writes them to `.layers`.
     private func replace(_ mount: RunningMount) throws(Failure) {
         guard let substitution = mount.substitution else { throw mount.unreachable }
-        let arguments = directories.map(RawPath.init(argument:))
+        let arguments = try directories.map(RawPath.init(argument:)) + (patchesFrom.map { list throws(Failure) in
+            try PatchList.read(RawPath(argument: list))
+        } ?? [])
         var paths: [RawPath] = []
         for argument in arguments { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
         try MountPlan.checkPatches(zip(arguments, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,

@@ -14,7 +14,8 @@ struct MountCommand: ParsableCommand {
             order given (the first wins), MAIN. A name in a layer wins over the same name in \
             every layer below; directory listings are merged. In a layer, `.wh.NAME` hides NAME \
             of the layers below and `.wh..wh..opq` hides all of their entries of its directory. \
-            MAIN and the patches are never modified.
+            MAIN and the patches are never modified. Up to \(LayerList.patchLimit) patches: \
+            --patches-from (or -o patches-from=) takes a list of them, one directory a line.
 
             Without --foreground the command returns once the mount answers and the daemon \
             keeps running detached.
@@ -42,6 +43,11 @@ struct MountCommand: ParsableCommand {
         "A read-only patch layer between the substitution and MAIN; repeat for more, highest priority first.",
         valueName: "dir"))
     var patch: [String] = []
+
+    @Option(name: .customLong("patches-from"), help: ArgumentHelp(
+        "More patches, one directory a line, after any --patch (- for standard input); up to \(LayerList.patchLimit) patches in all.",
+        valueName: "file"))
+    var patchesFrom: String?
 
     @Flag(name: .long, help: "Stay attached and log to stderr instead of running detached.")
     var foreground = false
@@ -75,9 +81,12 @@ struct MountCommand: ParsableCommand {
         if let substitution, let option = parsed.substitution, Paths.absolute(substitution) != Paths.absolute(option) {
             throw Failure("--substitution \(substitution) and -o substitution=\(option) disagree; give one")
         }
+        var patches = patch.map(RawPath.init(argument:)) + parsed.patches
+        for list in [patchesFrom.map(RawPath.init(argument:)), parsed.patchesFrom].compactMap({ $0 }) {
+            patches += try PatchList.read(list)
+        }
         let plan = try MountPlan(main: RawPath(argument: main), mountpoint: RawPath(argument: mountpoint),
-                                 substitution: substitution,
-                                 patches: patch.map(RawPath.init(argument:)) + parsed.patches, options: parsed)
+                                 substitution: substitution, patches: patches, options: parsed)
         let logFile = logFile.map { Paths.absolute(RawPath(argument: $0)) }
         if let logFile { try LogDestination.checkWritable(logFile) }
         var destination: LogDestination = logFile.map { .file($0) } ?? .standardError

@@ -13,6 +13,9 @@ struct MountOptions {
     /// `patches=DIR1:DIR2` (a `:` in a path written `\:`), highest priority first; a later
     /// `patches=` replaces an earlier one.
     var patches: [RawPath] = []
+    /// `patches-from=FILE`: a file of patches, one a line, after those of `patches=` (for
+    /// fstab, where an option string holds only a few); read by `mount`, not here.
+    var patchesFrom: RawPath?
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
     var readOnly = false
@@ -39,6 +42,7 @@ struct MountOptions {
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
+                      "patches-from",
                       "nocache", "ro", "acl", "noacl", "watch", "nowatch", "transport"]
 
     static let help = """
@@ -51,7 +55,8 @@ struct MountOptions {
         in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
         default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
-        highest priority first, after any --patch; a ':' in a path written '\\:'), transport=auto|uring|device (how \
+        highest priority first, after any --patch; a ':' in a path written '\\:'), patches-from=FILE (more \
+        patches, one directory a line, after those; as --patches-from), transport=auto|uring|device (how \
         requests travel: FUSE over io_uring where the kernel offers it, the default; io_uring or refuse to mount; \
         /dev/fuse only). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
@@ -86,6 +91,7 @@ struct MountOptions {
             if chosen == .uring, let reason = Transport.unavailableReason { throw Failure("transport=uring: \(reason)") }
             transport = chosen
         case ("patches", let v?): patches = MountOptions.splitPatches(v).map(RawPath.init(argument:))
+        case ("patches-from", let v?): patchesFrom = RawPath(argument: v)
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
         case ("rw", nil): readOnly = false

@@ -48,25 +48,32 @@ struct MountPlan {
     }
 
     /// Each patch must be a layer of its own: not the same directory as another layer, not
-    /// inside one nor holding one, and apart from the mountpoint.
+    /// inside one nor holding one (`LayerList`), and apart from the mountpoint. A refusal names
+    /// the patch by its position, highest priority first, and as given.
     static func checkPatches(_ patches: [(argument: RawPath, path: RawPath)], main: RawPath, mountpoint: RawPath,
                              substitution: RawPath) throws(Failure) {
-        let inside = { (path: RawPath, ancestor: RawPath) in path.isInside(ancestor) }
-        var others: [(name: ByteText, path: RawPath)] = [("the main bundle", main), ("the substitution directory", substitution)]
-        for patch in patches {
-            let name: ByteText = "patch \(patch.argument)"
-            for other in others {
-                if patch.path == other.path { throw Failure("\(name) is the same directory as \(other.name)") }
-                if inside(patch.path, other.path) { throw Failure("\(name) is inside \(other.name) \(other.path)") }
-                if inside(other.path, patch.path) { throw Failure("\(other.name) \(other.path) is inside \(name)") }
+        guard patches.count <= LayerList.patchLimit else {
+            throw Failure("\(patches.count) patches are more than a mount takes (\(LayerList.patchLimit))")
+        }
+        func name(_ index: Int) -> ByteText {
+            switch index {
+            case 0: return "the main bundle \(main)"
+            case 1: return "the substitution directory \(substitution)"
+            default: return "patch \(index - 1) (\(patches[index - 2].argument))"
             }
-            if inside(patch.path, mountpoint) {
-                throw Failure("\(name) is inside the mountpoint \(mountpoint); the mount would hide it")
+        }
+        switch LayerList.problem([main, substitution] + patches.map(\.path)) {
+        case .same(let first, let second)?: throw Failure("\(name(second)) is the same directory as \(name(first))")
+        case .inside(let inner, let outer)?: throw Failure("\(name(inner)) is inside \(name(outer))")
+        case nil: break
+        }
+        for (index, patch) in patches.enumerated() {
+            if patch.path.isInside(mountpoint) {
+                throw Failure("\(name(index + 2)) is inside the mountpoint \(mountpoint); the mount would hide it")
             }
-            if inside(mountpoint, patch.path) {
-                throw Failure("mountpoint \(mountpoint) is inside \(name); the mount would contain itself")
+            if mountpoint.isInside(patch.path) {
+                throw Failure("mountpoint \(mountpoint) is inside \(name(index + 2)); the mount would contain itself")
             }
-            others.append((name, patch.path))
         }
     }
 
