@@ -195,6 +195,66 @@ final class StackedPatchesTests: XCTestCase {
         try assertSameTree(fx.mountpoint, kernel)
     }
 
+    /// 400 layers, near overlayfs' own limit of 500 lower layers: the substitution, 398 patches
+    /// (three generated with every kind of entry, the rest each shadowing, adding, whiting out
+    /// and now and then making a directory opaque) and the main bundle, compared with kernel
+    /// overlayfs entry by entry, before and after changes through the mount.
+    func testFourHundredLayersMatchKernelOverlayfs() throws {
+        var generator = OverlayScenario.Generator(seed: 0x400_0001)
+        let tree = try generator.buildMain(fx.main + "/g")
+        let many = (0..<398).map { fx.root + "/many/\($0)" }
+        for (index, layer) in many.enumerated().reversed() {
+            try Disk.mkdir(layer)
+            if index < 3 {
+                try generator.buildPatch(layer + "/g", over: tree)
+                continue
+            }
+            try Disk.write(layer + "/own-\(index)", "\(index)")
+            try Disk.write(layer + "/shared/\(index % 7)", "\(index)")
+            if index % 11 == 0 { try Disk.whiteout(layer, "own-\(index + 1)") }
+            if index % 50 == 0 {
+                try Disk.mkdir(layer + "/shared")
+                try Disk.opaque(layer + "/shared")
+            }
+        }
+        try Disk.write(fx.substitution + "/own-5", "the substitution's")
+        let kernel = try kernelOfMany(many, at: "kernel")
+        defer { Unmounter.force(kernel) }
+        try start(many)
+        try assertSameTree(fx.mountpoint, kernel)
+        Unmounter.force(kernel)
+
+        let since = Int(Date().timeIntervalSince1970) - 2
+        XCTAssertEqual(unlink(fx.inMount("own-200")), 0)
+        try Disk.write(fx.inMount("shared/3"), "rewritten")
+        XCTAssertEqual(rename(fx.inMount("shared"), fx.inMount("shared-renamed")), 0, "merged from 50 layers, moved whole")
+        XCTAssertEqual(mkdir(fx.inMount("made"), 0o755), 0)
+        _ = fx.stop()
+        let after = try kernelOfMany(many, at: "kernel-after")
+        defer { Unmounter.force(after) }
+        try start(many)
+        try assertSameTree(fx.mountpoint, after, since: since)
+    }
+
+    /// The kernel's read-only overlay of the substitution, `many` and the main bundle: named
+    /// relative to the directory of their copies (a symlink there for the main bundle), since 400
+    /// absolute paths would not fit the page a mount's options may take.
+    private func kernelOfMany(_ many: [String], at name: String) throws -> String {
+        let scratch = fx.root + "/" + name + "-converted"
+        let lowers = try KernelOverlay.convertedStack([fx.substitution] + many + [fx.main], scratch: scratch)
+        try Disk.symlink(scratch + "/main", to: fx.main)
+        let relative = lowers.dropLast().map { String($0.dropFirst(scratch.count + 1)) } + ["main"]
+        let mountpoint = fx.root + "/" + name
+        try Disk.mkdir(mountpoint)
+        let previous = FileManager.default.currentDirectoryPath
+        guard chdir(scratch) == 0 else { throw TestFailure("chdir \(scratch)") }
+        defer { _ = chdir(previous) }
+        guard Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), "lowerdir=" + relative.joined(separator: ":")) == 0 else {
+            throw TestFailure("mount -t overlay of 400 layers: \(String(cString: strerror(errno)))")
+        }
+        return mountpoint
+    }
+
     // MARK: changes through the mount
 
     /// The same changes on proxybundle and on a writable kernel overlay of the same patches and
