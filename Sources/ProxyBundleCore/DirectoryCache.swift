@@ -18,13 +18,19 @@ final class DirectoryDescriptors: Sendable {
     /// Held so the roots' descriptors stay open while in use.
     private let layers: LayerStack
 
-    init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, knowsNames: Bool = false) throws(Errno) {
+    /// Opens the directory at `path` in each layer of `placement`, or, where the parent's names
+    /// tell which layers hold it (`holding`), in those and the substitution only: with thousands
+    /// of layers, the others would each cost a failed open.
+    init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, knowsNames: Bool = false,
+         holding: [UInt16]? = nil) throws(Errno) {
         self.placement = placement
         self.layers = layers
         known = knowsNames ? KnownNames() : nil
         isRoot = path.isRoot
         var opened = [Int32](repeating: -1, count: layers.count)
-        for index in layers.indices(of: placement) {
+        let range = layers.indices(of: placement)
+        let tried = holding.map { held in (range.contains(0) ? [0] : []) + held.map(Int.init).filter { $0 > 0 && range.contains($0) } }
+        for index in tried ?? Array(range) {
             if path.isRoot {
                 opened[index] = layers[index].rootFD
                 continue
@@ -39,6 +45,7 @@ final class DirectoryDescriptors: Sendable {
             }
         }
         descriptors = opened
+        present = opened.indices.filter { opened[$0] >= 0 }
     }
 
     deinit {
@@ -52,7 +59,7 @@ final class DirectoryDescriptors: Sendable {
     }
 
     /// The layers that have the directory, top first.
-    var present: [Int] { descriptors.indices.filter { descriptors[$0] >= 0 } }
+    let present: [Int]
 
     /// Whether the top and bottom layers of the placement had the directory when it was opened
     /// (a concurrent change or one behind the daemon's back may have taken it away).
@@ -95,9 +102,18 @@ final class DirectoryCache: Sendable {
         self.nodes = nodes
         self.knowsNames = knowsNames
     }
-    /// Directories kept: 512 descriptors at most (two layers: 256 directories), well below the
-    /// usual limit of 1,024 open files.
+    /// Directories kept: about 512 descriptors (directories in two layers: 256 of them), well
+    /// below the usual limit of 1,024 open files; counted by the layers the directory just
+    /// opened is in.
     static func limit(layers: Int) -> Int { max(16, 512 / max(1, layers)) }
+
+    /// The layers that hold the directory at `location`, where the names of its parent were
+    /// read (see `KnownNames`); nil when they were not.
+    private func holding(_ location: NodeTable.Location) -> [UInt16]? {
+        guard let name = location.path.bytes.split(separator: UInt8(ascii: "/")).last,
+              let parent = entries.withLock({ $0[location.parent] }) else { return nil }
+        return parent.known?.layers(holding: Array(name))?.entries
+    }
 
     /// The descriptors of directory node `id` at `location` (fresh), opened if needed.
     /// `located` is the node table's version before `location` was computed: if names
@@ -108,7 +124,8 @@ final class DirectoryCache: Sendable {
                      layers: LayerStack) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
-                                              knowsNames: knowsNames && nodes.version == located)
+                                              knowsNames: knowsNames && nodes.version == located,
+                                              holding: holding(location))
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
         guard nodes.version == located, opened.isComplete else { return opened }
@@ -116,7 +133,7 @@ final class DirectoryCache: Sendable {
         // checked again under the lock that `removeAll` takes, after a change bumped the version
         let kept = entries.withLock { entries -> Bool in
             guard nodes.version == located else { return false }
-            if entries.count >= DirectoryCache.limit(layers: layers.count) { entries.removeAll(keepingCapacity: true) }
+            if entries.count >= DirectoryCache.limit(layers: opened.present.count) { entries.removeAll(keepingCapacity: true) }
             entries[id] = opened
             return true
         }

@@ -2,59 +2,101 @@
 import Glibc
 #endif
 
-/// The names one directory holds in its layers, read once enough names were looked for there
-/// in vain: a name not among them is then missing without a system call (a build's header
-/// search, an app probing for optional resources).
+/// The names one directory holds in its layers, and which layers hold each, read once enough
+/// names were looked for there in vain (a build's header search, an app probing for optional
+/// resources), or at the first lookup where the directory is in many layers (a mod manager's
+/// stack): a missing name is then missing without a system call, and a name is looked for only
+/// in the layers that hold it, or a whiteout file for it, whatever the number of layers.
 ///
-/// Kept as hashes: a collision only costs the system calls. Names made through the mount are
-/// added; names removed stay, and are only looked for again. Like every cached answer, what
-/// the layers gain behind the daemon's back shows after an invalidation, which drops the
-/// directory descriptors and these with them.
+/// Kept as hashes: a collision only costs the system calls. The substitution (layer 0), the one
+/// layer the daemon changes, is always looked in too (its names here only answer misses): a
+/// whiteout made there through the mount would not show here. Names made through the mount are
+/// added. Like every cached answer, what the layers gain behind the daemon's back shows after
+/// an invalidation, which drops the directory descriptors and these with them.
 final class KnownNames: Sendable {
     /// Misses in one directory before its names are read: reading them costs about as much as
     /// a few lookups per hundred entries, so a directory that is missed in pays back quickly.
     static let missesBeforeReading = 16
+    /// In this many layers or more, a directory's names are read at its first lookup: each
+    /// lookup would otherwise look in every one of them.
+    static let manyLayers = 8
+
+    /// Where the names of a directory are: by a name's hash, the layers with an entry of that
+    /// name, and those with a whiteout file for it, top first.
+    struct Presence {
+        var entries: [Int: [UInt16]] = [:]
+        var whiteouts: [Int: [UInt16]] = [:]
+    }
 
     private struct State {
         var misses = 0
         /// nil until read; never read when unreadable.
-        var hashes: Set<Int>? = nil
+        var presence: Presence? = nil
     }
     private let state = Locked(State())
 
     /// False only when the names were read and `name` is not among them.
     func mayHave(_ name: [UInt8]) -> Bool {
         let hash = KnownNames.hash(name)
-        return state.withLock { $0.hashes?.contains(hash) ?? true }
+        return state.withLock { s in s.presence.map { $0.entries[hash] != nil } ?? true }
+    }
+
+    /// The layers that hold `name`, and those that hold a whiteout file for it, top first;
+    /// nil when the names were not read.
+    func layers(holding name: [UInt8]) -> (entries: [UInt16], whiteouts: [UInt16])? {
+        let hash = KnownNames.hash(name)
+        return state.withLock { s in s.presence.map { ($0.entries[hash] ?? [], $0.whiteouts[hash] ?? []) } }
+    }
+
+    /// Reads the names of the directory open as `dirs` at its first lookup when it is in many
+    /// layers.
+    func lookingUp(_ dirs: DirectoryDescriptors) {
+        state.withLock { s in
+            guard s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers else { return }
+            s.misses = 1
+            s.presence = KnownNames.read(dirs)
+        }
     }
 
     /// A name looked for in vain in the directory open as `dirs`; on the last miss allowed,
     /// the names of every layer it has are read.
     func missed(_ dirs: DirectoryDescriptors) {
         state.withLock { s in
-            guard s.hashes == nil, s.misses < KnownNames.missesBeforeReading else { return }
+            guard s.presence == nil, s.misses < KnownNames.missesBeforeReading else { return }
             s.misses += 1
             guard s.misses == KnownNames.missesBeforeReading else { return }
-            var hashes = Set<Int>()
-            for layer in dirs.present {
-                guard (try? KnownNames.read(dirs[layer], into: &hashes)) != nil else { return }
-            }
-            s.hashes = hashes
+            s.presence = KnownNames.read(dirs)
         }
     }
 
     /// A name made in the directory through the mount.
     func added(_ name: [UInt8]) {
         let hash = KnownNames.hash(name)
-        state.withLock { s in _ = s.hashes?.insert(hash) }
+        state.withLock { s in
+            if s.presence?.entries[hash]?.first != 0 { s.presence?.entries[hash, default: []].insert(0, at: 0) }
+        }
     }
 
-    /// Adds the hashes of the names in the directory open (O_PATH) as `fd`.
-    private static func read(_ fd: Int32, into hashes: inout Set<Int>) throws(Errno) {
+    /// Where the names of each layer that has the directory are; nil when one cannot be read.
+    private static func read(_ dirs: DirectoryDescriptors) -> Presence? {
+        var presence = Presence()
+        for layer in dirs.present {
+            guard (try? read(dirs[layer], layer: UInt16(layer), into: &presence)) != nil else { return nil }
+        }
+        return presence
+    }
+
+    /// Adds the names in the directory open (O_PATH) as `fd`, of layer `layer`.
+    private static func read(_ fd: Int32, layer: UInt16, into presence: inout Presence) throws(Errno) {
         let dir = try Sys.check { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         try Sys.readDirectory(dir) { entry, _ in
             Sys.withName(entry) { name, length in
-                _ = hashes.insert(hash(UnsafeRawBufferPointer(start: name, count: length)))
+                let bytes = UnsafeRawBufferPointer(start: name, count: length)
+                if let hidden = Whiteout.hiddenName(bytes) {
+                    presence.whiteouts[hash(hidden), default: []].append(layer)
+                } else {
+                    presence.entries[hash(bytes), default: []].append(layer)
+                }
             }
         }
     }

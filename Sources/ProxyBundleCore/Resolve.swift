@@ -58,15 +58,21 @@ extension Overlay {
     /// or a whiteout there. One `fstatat` per layer that has the directory; a look for a
     /// whiteout file or an opaque directory only once a layer below has the name.
     func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors, layers: Range<Int>? = nil) throws(Errno) -> Resolved {
-        if layers == nil, let known = dirs.known, !known.mayHave(name) { throw Errno.noEntry }
+        if layers == nil, let known = dirs.known {
+            known.lookingUp(dirs)
+            if !known.mayHave(name) { throw Errno.noEntry }
+        }
         let searched = layers ?? dirs.placement.layers
+        // where the directory's names were read: the layers that hold the name, and the
+        // substitution (see `KnownNames`)
+        let holding = dirs.known?.layers(holding: name)
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
             var found: Resolved? = nil
             var anyEntry = false
             // layers passed since the entry last taken (its own included), whose `.wh.` files
             // would hide what lies below them
             var unchecked = searched.lowerBound
-            for layer in searched {
+            for layer in Overlay.candidates(searched, holding?.entries) {
                 let fd = dirs[layer]
                 guard fd >= 0, let st = try absentAsNil({ () throws(Errno) -> stat in try Sys.lstatat(fd, p) }) else {
                     continue
@@ -74,7 +80,7 @@ extension Overlay {
                 anyEntry = true
                 if Whiteout.isDevice(st) { break }
                 if found != nil && !isDirectory(st) { break }
-                if try Overlay.whitesOut(name, dirs, unchecked ..< layer) { break }
+                if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
                 if let above = found {
                     if try isOpaqueDirectory(p, in: dirs[Int(above.placement.bottom)]) { break }
                     found?.placement.bottom = UInt16(layer)
@@ -94,8 +100,23 @@ extension Overlay {
         }
     }
 
-    /// Whether a layer of `range` that has the directory holds a whiteout file for `name`.
-    private static func whitesOut(_ name: [UInt8], _ dirs: DirectoryDescriptors, _ range: Range<Int>) throws(Errno) -> Bool {
+    /// The layers of `searched` to look in, top first: all of them, or, where the directory's
+    /// names were read, the substitution and those that hold the name.
+    private static func candidates(_ searched: Range<Int>, _ holding: [UInt16]?) -> [Int] {
+        guard let holding else { return Array(searched) }
+        let below = holding.lazy.map(Int.init).filter { $0 > 0 && searched.contains($0) }
+        return (searched.contains(0) ? [0] : []) + below
+    }
+
+    /// Whether a layer of `range` that has the directory holds a whiteout file for `name`:
+    /// the substitution looked at, and the others too unless the directory's names say which
+    /// (`whiteouts`).
+    private static func whitesOut(_ name: [UInt8], _ dirs: DirectoryDescriptors, _ range: Range<Int>,
+                                  _ whiteouts: [UInt16]?) throws(Errno) -> Bool {
+        if let whiteouts {
+            if range.contains(0), dirs[0] >= 0, try Whiteout.fileExists(hiding: name, in: dirs[0]) { return true }
+            return whiteouts.contains { $0 > 0 && range.contains(Int($0)) }
+        }
         for layer in range where dirs[layer] >= 0 {
             if try Whiteout.fileExists(hiding: name, in: dirs[layer]) { return true }
         }

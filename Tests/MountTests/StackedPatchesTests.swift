@@ -221,6 +221,11 @@ final class StackedPatchesTests: XCTestCase {
         let kernel = try kernelOfMany(many, at: "kernel")
         defer { Unmounter.force(kernel) }
         try start(many)
+        // names looked up before any listing: each found, or not, in the layers that hold it
+        let names = (0..<400).map { "own-\($0)" } + (0..<8).map { "shared/\($0)" } + ["g", "missing"]
+        func found(_ root: String) -> [String] { names.filter { Disk.lstat(root + "/" + $0) != nil } }
+        XCTAssertEqual(found(fx.mountpoint), found(kernel))
+        XCTAssertEqual(found(kernel).count, 395 - 36 + 7 + 1, "own-3 to own-397 but the 36 whited out, shared/0-6, g")
         try assertSameTree(fx.mountpoint, kernel)
         Unmounter.force(kernel)
 
