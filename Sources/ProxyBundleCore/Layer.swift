@@ -13,6 +13,10 @@ public final class Layer: Sendable {
     /// Where the root was when the layer was opened, with every symlink resolved (nil if it
     /// could not be told): the layer's directory for the checks that keep layers apart.
     public let canonicalPath: RawPath?
+    /// The root as opened at `path`, kept beside a read-only copy only where asked
+    /// (`keepsPath`): for the main bundle, which a mount may cover, `proxybundle which` finds
+    /// the covered directory through this descriptor in /proc. Else -1: one descriptor a layer.
+    let pathFD: Int32
     public let device: UInt64
     /// The root directory's inode number: with `device`, which directory the layer is.
     public let inode: UInt64
@@ -49,7 +53,8 @@ public final class Layer: Sendable {
     /// daemon's O_NOATIME). A writable layer with `accessTimes` is reached through a detached
     /// copy of its mount given those options, for the same reason. Elsewhere the root is used
     /// as it is.
-    public init(path: RawPath, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = []) throws(Errno) {
+    public init(path: RawPath, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = [],
+                keepsPath: Bool = false) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
         self.accessTimes = accessTimes
         self.path = path
@@ -67,7 +72,8 @@ public final class Layer: Sendable {
         let attributes = preservesAccessTimes ? pb_MOUNT_ATTR_RDONLY | pb_MOUNT_ATTR_NOATIME : accessTimes.mountAttributes
         let clone = attributes != 0 ? pb_clone_mount(fd, attributes) : -1
         // one descriptor a layer, so that thousands of layers fit the open-file limit
-        if clone >= 0 { Sys.close(fd) }
+        pathFD = clone >= 0 && keepsPath ? fd : -1
+        if clone >= 0 && !keepsPath { Sys.close(fd) }
         rootFD = clone >= 0 ? clone : fd
     }
 
@@ -78,6 +84,7 @@ public final class Layer: Sendable {
 
     deinit {
         Sys.close(rootFD)
+        if pathFD >= 0 { Sys.close(pathFD) }
     }
 
     /// Opens `path` with `flags`, resolving beneath the root without following symlinks.

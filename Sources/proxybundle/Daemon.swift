@@ -58,7 +58,8 @@ enum Daemon {
         let overlay: Overlay
         do {
             // reading the main bundle and the patches leaves their access times alone
-            let main = try Layer(path: plan.main, preservesAccessTimes: true)
+            // the main bundle's own descriptor stays open: `which` finds it when the mount covers it
+            let main = try Layer(path: plan.main, preservesAccessTimes: true, keepsPath: true)
             var patches: [Layer] = []
             for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true)) }
             // and the substitution is reached with the mount's access-time options
