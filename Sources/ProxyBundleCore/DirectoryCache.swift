@@ -15,6 +15,9 @@ final class DirectoryDescriptors: Sendable {
     let isRoot: Bool
     /// The directory's names once read (kept descriptors only), to answer misses without a system call.
     let known: KnownNames?
+    /// Whether the directory was opened only in the layers its parent's names said hold it:
+    /// then the others need not be looked in at all (see `init`).
+    let isFiltered: Bool
     /// Held so the roots' descriptors stay open while in use.
     private let layers: LayerStack
 
@@ -27,6 +30,7 @@ final class DirectoryDescriptors: Sendable {
         self.layers = layers
         known = knowsNames ? KnownNames() : nil
         isRoot = path.isRoot
+        isFiltered = holding != nil
         var opened = [Int32](repeating: -1, count: layers.count)
         let range = layers.indices(of: placement)
         let tried = holding.map { held in (range.contains(0) ? [0] : []) + held.map(Int.init).filter { $0 > 0 && range.contains($0) } }

@@ -52,7 +52,7 @@ extension Overlay {
         var list = EntryList()
         list.append([0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino))
         list.append([0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode))
-        try mergeEntries(location.path, location.placement, into: &list)
+        try mergeEntries(location.path, directories, into: &list)
         if let absent = nodes.absentNames(in: node) {
             // a name remembered as missing (the kernel may remember it too) is not listed until
             // an invalidation, though a layer gained it behind the daemon's back: a listing
@@ -85,6 +85,29 @@ extension Overlay {
         for index in stack.indices(of: placement) {
             read.append(try absentAsNil { () throws(Errno) -> EntryList in try stack[index].entries(path) } ?? EntryList())
         }
+        merge(read, placement, into: &list)
+    }
+
+    /// The same for the directory open as `directories`, read by its path like every read (a
+    /// directory moved away behind the daemon's back is never followed); where the directory
+    /// was opened in the layers its parent's names said hold it, in those only: with thousands
+    /// of layers, the others would cost a failed open each. What was read tells the
+    /// directory's names, by layer, to its lookups.
+    private func mergeEntries(_ path: LayerPath, _ directories: DirectoryDescriptors, into list: inout EntryList) throws(Errno) {
+        let stack = layers
+        var read: [EntryList] = []
+        for index in stack.indices(of: directories.placement) {
+            read.append(directories.isFiltered && directories[index] < 0 ? EntryList() : try absentAsNil { () throws(Errno) -> EntryList in
+                try stack[index].entries(path)
+            } ?? EntryList())
+        }
+        directories.known?.learn(read, first: Int(directories.placement.top), present: directories.present.count)
+        merge(read, directories.placement, into: &list)
+    }
+
+    /// Merges `read`, the entries of each layer of `placement` top first, into `list`.
+    private func merge(_ read: [EntryList], _ placement: Placement, into list: inout EntryList) {
+        let stack = layers
         let numbers = shownInodes()
         list.reserve(read.reduce(0) { $0 + $1.entries.count }, nameBytes: read.reduce(0) { $0 + $1.nameBytes })
         // names shown or whited out by the layers merged so far: none below shows them

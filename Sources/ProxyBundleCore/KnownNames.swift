@@ -58,6 +58,29 @@ final class KnownNames: Sendable {
         }
     }
 
+    /// The entries of each layer from `first` down, read for a listing of a directory in
+    /// `present` layers: when that is many, its names need not be read again.
+    func learn(_ read: [EntryList], first: Int, present: Int) {
+        guard present >= KnownNames.manyLayers, state.withLock({ $0.presence == nil }) else { return }
+        var presence = Presence()
+        for (offset, list) in read.enumerated() {
+            let layer = UInt16(first + offset)
+            list.withNames { names in
+                for entry in list.entries {
+                    let name = UnsafeRawBufferPointer(start: names.cString(entry), count: Int(entry.length))
+                    if let hidden = Whiteout.hiddenName(name) {
+                        presence.whiteouts[KnownNames.hash(hidden), default: []].append(layer)
+                    } else {
+                        presence.entries[KnownNames.hash(name), default: []].append(layer)
+                    }
+                }
+            }
+        }
+        state.withLock { s in
+            if s.presence == nil { s.presence = presence }
+        }
+    }
+
     /// A name looked for in vain in the directory open as `dirs`; on the last miss allowed,
     /// the names of every layer it has are read.
     func missed(_ dirs: DirectoryDescriptors) {
