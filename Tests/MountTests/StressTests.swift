@@ -107,13 +107,13 @@ final class StressTests: XCTestCase {
     func testAHungDaemonFailsTheRunAndIsTornDown() throws {
         var mountpoint = ""
         let started = Date()
-        let problems = try run(seed: 5, seconds: 1, strict: false, tolerate: [], hangMargin: 3) { fx in
+        let problems = try run(seed: 5, seconds: 3, strict: false, tolerate: [], hangMargin: 3) { fx in
             mountpoint = fx.mountpoint
-            usleep(300_000)
+            StressTests.waitUntilServing(fx)
             kill(fx.daemon, SIGSTOP)
         }
         print("what a hang reports:\n" + problems.joined(separator: "\n").prefix(3000))
-        XCTAssertTrue(problems.first?.contains("worker(s) still running 4 s after the start") == true, "\(problems)")
+        XCTAssertTrue(problems.first?.contains("worker(s) still running 6 s after the start") == true, "\(problems)")
         XCTAssertLessThan(Date().timeIntervalSince(started), 20)
         XCTAssertNil(MountTable.current().mount(at: mountpoint), "still mounted")
     }
@@ -123,9 +123,9 @@ final class StressTests: XCTestCase {
     /// request in flight holds cannot finish exiting (known, see docs/MERGED-VIEW.md), and the workers
     /// would hang instead until the connection is aborted.
     func testADeadDaemonFailsTheRun() throws {
-        let problems = try run(seed: 6, seconds: 1, strict: false, tolerate: [], hangMargin: 10,
+        let problems = try run(seed: 6, seconds: 3, strict: false, tolerate: [], hangMargin: 10,
                                workerArguments: ["--invalidate-percent", "0"]) { fx in
-            usleep(300_000)
+            StressTests.waitUntilServing(fx)
             kill(fx.daemon, SIGKILL)
         }
         XCTAssertTrue(problems.first?.contains("the daemon exited with status 137 during the run") == true, "\(problems)")
@@ -269,6 +269,18 @@ final class StressTests: XCTestCase {
     }
 
     // MARK: helpers
+
+    /// Returns once the workers' calls have changed the substitution on disk (read without
+    /// going through the mount), so that a stop or kill lands during the run, not before it.
+    /// (A walk that fails because a name went away under it counts as a change.)
+    static func waitUntilServing(_ fx: MountFixture) {
+        guard let before = try? TreeChecksum.of(fx.substitution) else { return }
+        let deadline = Date().addingTimeInterval(10)
+        while (try? TreeChecksum.of(fx.substitution)) == before {
+            guard Date() < deadline else { return XCTFail("the workers changed nothing in the substitution within 10 s") }
+            usleep(1_000)
+        }
+    }
 
     /// How many `.wh.NAME` and `.wh..wh..opq` files the substitution holds (the work directory aside).
     static func whiteouts(in root: String) throws -> (whiteouts: Int, opaque: Int) {
