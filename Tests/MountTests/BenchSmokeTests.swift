@@ -107,7 +107,7 @@ final class BenchSmokeTests: XCTestCase {
     func testEachTransportGetsAColumn() throws {
         let path = "/sys/module/fuse/parameters/enable_uring"
         guard let before = try? String(contentsOfFile: path, encoding: .utf8) else {
-            throw XCTSkip("this kernel has no FUSE over io_uring")
+            throw MachineSkip.noUring(path)
         }
         let results = out + "/results"
         let run = try bench(["--quick", "--only", "proxybundle", "--transports", "device,uring", "--rounds", "1",

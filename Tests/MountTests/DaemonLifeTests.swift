@@ -361,36 +361,6 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertFalse(fx.isMounted)
     }
 
-    /// Detached without a log file, the daemon logs to syslog (/dev/log, made here when the
-    /// machine has no syslog daemon).
-    func testDetachedDaemonLogsToSyslog() throws {
-        guard Disk.lstatError("/dev/log") == ENOENT else { throw XCTSkip("/dev/log exists; not replacing the system's syslog") }
-        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        XCTAssertGreaterThanOrEqual(socket, 0)
-        defer { close(socket); unlink("/dev/log") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in "/dev/log".utf8.enumerated() { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        XCTAssertEqual(bound, 0)
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        try mountDetached()
-        var messages: [String] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while !messages.contains(where: { $0.contains("mounted \(fx.main)") }) {
-            let count = recv(socket, &buffer, buffer.count, 0)
-            guard count > 0 else { break }
-            messages.append(String(decoding: buffer[..<count], as: UTF8.self))
-        }
-        XCTAssertTrue(messages.contains { $0.contains("proxybundle[") && $0.contains("mounted \(fx.main)") }, "\(messages)")
-        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
-    }
-
     /// Options that mount(8) passes along are accepted; unknown ones are still refused by name.
     func testMountCommandOptionsAreAcceptedUnknownOnesRefused() throws {
         try mountDetached(["-o", "rw,defaults,noauto,_netdev,x-gvfs-hide,comment=x"])

@@ -134,7 +134,7 @@ final class HostileInputTests: XCTestCase {
         let kernel = fx.root + "/kernel"
         try Disk.mkdir(kernel)
         guard Glibc.mount("overlay", kernel, "overlay", UInt(MS_RDONLY), "lowerdir=\(fx.inPatch("d")):\(fx.inMain("d"))") == 0 else {
-            throw XCTSkip("kernel overlayfs unavailable: errno \(errno)")
+            throw MachineSkip.overlayfs(errno, options: "lowerdir=\(fx.inPatch("d")):\(fx.inMain("d"))")
         }
         binds.append(kernel)
         let theirs = Raw.list(kernel).filter { !$0.starts(with: Array(".wh.".utf8)) }

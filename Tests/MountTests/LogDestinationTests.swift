@@ -17,11 +17,31 @@ final class LogDestinationTests: XCTestCase {
         try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
     }
 
+    /// What the daemon says of an unreachable /dev/log: refused (a socket nobody reads) on
+    /// every machine, and missing where the machine has none (only there can it be missing).
+    private func unreachableStates() -> [(reason: String, listening: Bool?)] {
+        [("Connection refused", false)] + (DevLog.isMissing ? [("No such file or directory", nil)] : [])
+    }
+
+    /// Runs `body` with /dev/log as `listening` says (nil: left missing), then unmounts.
+    private func withDevLog(_ listening: Bool?, _ body: () throws -> Void) throws {
+        let devLog = try listening.map { try DevLog(in: fx.root, listening: $0) }
+        defer {
+            _ = try? proxybundle(["unmount", fx.mountpoint])
+            devLog?.remove()
+        }
+        try body()
+    }
+
     /// Without a syslog daemon the log goes to a file under the state directory, said once on
     /// stderr; before, it vanished without a word.
     func testWithoutSyslogTheLogGoesToAFileAndStatusSaysWhere() throws {
-        guard Disk.lstatError("/dev/log") == ENOENT else { throw XCTSkip("/dev/log exists: syslog is reachable here") }
-        let state = fx.root + "/state"
+        for (index, state) in unreachableStates().enumerated() {
+            try withDevLog(state.listening) { try checkFallbackLog(reason: state.reason, state: fx.root + "/state\(index)") }
+        }
+    }
+
+    private func checkFallbackLog(reason: String, state: String) throws {
         let mount = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution],
                                     environment: ["XDG_STATE_HOME=\(state)"])
         XCTAssertEqual(mount.status, 0, mount.error)
@@ -29,7 +49,7 @@ final class LogDestinationTests: XCTestCase {
         XCTAssertEqual(files.count, 1, "\(files)")
         let log = state + "/proxybundle/" + (files.first ?? "")
         XCTAssertTrue(log.hasSuffix(".log") && files.first?.hasPrefix("mnt-") == true, log)
-        XCTAssertEqual(mount.error, "proxybundle: syslog is not reachable (/dev/log: No such file or directory); "
+        XCTAssertEqual(mount.error, "proxybundle: syslog is not reachable (/dev/log: \(reason)); "
                        + "the log goes to \(log)\n")
         let status = try proxybundle(["status", fx.mountpoint])
         XCTAssertTrue(status.output.contains("\n  log: \(log)\n"), status.output)
@@ -41,16 +61,40 @@ final class LogDestinationTests: XCTestCase {
 
     /// A log that cannot go anywhere does not stop the mount: it says so, and logs nothing.
     func testAnUnwritableFallbackLogDoesNotStopTheMount() throws {
-        guard Disk.lstatError("/dev/log") == ENOENT else { throw XCTSkip("/dev/log exists: syslog is reachable here") }
         try Disk.write(fx.root + "/state", "a file where the state directory would be")
-        let mount = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution],
-                                    environment: ["XDG_STATE_HOME=\(fx.root)/state"])
+        for state in unreachableStates() {
+            try withDevLog(state.listening) {
+                let mount = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution],
+                                            environment: ["XDG_STATE_HOME=\(fx.root)/state"])
+                XCTAssertEqual(mount.status, 0, mount.error)
+                XCTAssertTrue(mount.error.hasPrefix("proxybundle: syslog is not reachable (/dev/log: \(state.reason)) and "
+                                                    + "cannot create log directory \(fx.root)/state/proxybundle: Not a directory"),
+                              mount.error)
+                XCTAssertTrue(mount.error.hasSuffix(": the daemon logs nothing (give --log-file)\n"), mount.error)
+                XCTAssertTrue(fx.isMounted)
+            }
+        }
+    }
+
+    /// With syslog listening, a detached daemon (and `--syslog` in the foreground) logs there,
+    /// and says nothing of a fallback.
+    func testWithSyslogListeningTheLogGoesThere() throws {
+        let devLog = try DevLog(in: fx.root, listening: true)
+        defer { devLog.remove() }
+        let mount = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
         XCTAssertEqual(mount.status, 0, mount.error)
-        XCTAssertTrue(mount.error.hasPrefix("proxybundle: syslog is not reachable (/dev/log: No such file or directory) and "
-                                            + "cannot create log directory \(fx.root)/state/proxybundle: Not a directory"),
-                      mount.error)
-        XCTAssertTrue(mount.error.hasSuffix(": the daemon logs nothing (give --log-file)\n"), mount.error)
-        XCTAssertTrue(fx.isMounted)
+        XCTAssertEqual(mount.error, "", "nothing said of a fallback")
+        XCTAssertTrue(try proxybundle(["status", fx.mountpoint]).output.contains("\n  log: syslog\n"))
+        let mounted = devLog.receive { $0.contains("mounted \(fx.main)") }
+        XCTAssertTrue(mounted.contains { $0.contains("proxybundle[") && $0.contains("mounted \(fx.main)") }, "\(mounted)")
+        XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
+        XCTAssertTrue(devLog.receive { $0.contains("unmounted \(fx.mountpoint)") }.contains { $0.contains("unmounted \(fx.mountpoint)") })
+
+        try fx.start(["--syslog"])
+        XCTAssertTrue(try proxybundle(["status", fx.mountpoint]).output.contains("\n  log: syslog\n"))
+        let foreground = devLog.receive { $0.contains("mounted \(fx.main)") }
+        XCTAssertTrue(foreground.contains { $0.contains("proxybundle[\(fx.daemon)]") }, "\(foreground)")
+        XCTAssertFalse(fx.log.contains("mounted \(fx.main)"), "--syslog: nothing on stderr: \(fx.log)")
     }
 
     func testStatusNamesALogFileAndStandardError() throws {

@@ -426,8 +426,7 @@ enum KernelOverlay {
         try Disk.mkdir(mountpoint)
         let options = "lowerdir=" + lowers.joined(separator: ":")
         guard Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), options) == 0 else {
-            let code = errno
-            throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(code)))")
+            throw MachineSkip.overlayfs(errno, options: options)
         }
     }
 
@@ -472,7 +471,7 @@ enum KernelOverlay {
         for directory in [mountpoint, upper, work] where Disk.lstat(directory) == nil { try Disk.mkdir(directory) }
         let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work)" + extra
         guard Glibc.mount("overlay", mountpoint, "overlay", flags, options) == 0 else {
-            throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(errno)))")
+            throw MachineSkip.overlayfs(errno, options: options)
         }
     }
 

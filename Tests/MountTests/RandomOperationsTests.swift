@@ -405,8 +405,7 @@ private final class RandomSession {
             let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work),"
                 + "redirect_dir=on,index=off,metacopy=off"
             guard Glibc.mount("overlay", kernel, "overlay", 0, options) == 0 else {
-                let code = errno
-                throw XCTSkip("kernel overlayfs unavailable: mount -t overlay -o \(options): \(String(cString: strerror(code)))")
+                throw MachineSkip.overlayfs(errno, options: options)
             }
             try fx.start(patchDirectories.flatMap { ["--patch", $0] })
         } catch {

@@ -18,12 +18,12 @@ import XCTest
 /// hashes, symlink targets).
 ///
 /// The daemon finds a node's entry by its path, so a call on a node whose name another process
-/// has just renamed over can reach the entry now at that path: it answers ESTALE (the name
-/// leads elsewhere), ELOOP (the entry there is now a symlink, which it never follows) or EINVAL
-/// (readlink of what is no longer a symlink). A local file system would have served the
-/// original inode. Those three are counted and printed, and are failures only with
-/// `STRESS_STRICT=1`. When such a reply carries another file type for the node, the kernel
-/// marks its inode bad and answers EIO: that is always a failure.
+/// has just renamed over can reach the entry now at that path (`pathRace` says which answers
+/// that explains, and why). A local file system would have served the original inode. Those
+/// answers are counted and printed; they must stay rare (at most `pathRacesPerCall` of all
+/// calls, about a hundred times what a run sees) and are failures with `STRESS_STRICT=1`. When
+/// such a reply carries another file type for the node, the kernel marks its inode bad and
+/// answers EIO: that is always a failure.
 ///
 /// Environment: `STRESS_SEEDS=1,0x2a` (one run of 8 workers per seed; worker i of seed s gets
 /// seed s * 256 + i), `STRESS_SECONDS=10` (per run), `STRESS_STRICT=1`, and
@@ -32,8 +32,33 @@ import XCTest
 final class StressTests: XCTestCase {
     static let workers = 8
     static let hangMargin = 60.0
-    /// Errnos of path-based races (see above), tolerated unless STRESS_STRICT=1.
-    static let pathRaceErrnos: Set<String> = ["ESTALE", "ELOOP", "EINVAL"]
+    /// At most this share of a run's calls may end in a path race (see `pathRace`): a run of
+    /// STRESS_SEEDS=1,...,9 saw two in 900,000 (readdir EINVAL, mkdir ESTALE); a daemon answering one
+    /// of these for lack of a race would exceed it at once.
+    static let pathRacesPerCall = 1.0 / 1000
+
+    /// Whether a call of `op` (the worker's operation name) that failed with `code` is a
+    /// path race, tolerated unless STRESS_STRICT=1. Each can reach every operation that takes
+    /// a path below the mount; `invalidate` opens `.invalidate`, a control file at the root
+    /// that no rename touches, so none of them is legitimate there.
+    static func pathRace(_ op: String, _ code: String) -> Bool {
+        guard op != "invalidate" else { return false }
+        switch code {
+        // the kernel follows a symlink met on a path (in its middle, or at its end for calls
+        // that follow one) by asking the daemon for its target; the daemon reads the link at
+        // the node's path, and when a rename has put another kind of entry there, readlink's
+        // answer is EINVAL ("not a symlink")
+        case "EINVAL": return true
+        // the daemon walks a node's path in a layer without following symlinks (O_NOFOLLOW,
+        // RESOLVE_NO_SYMLINKS): a symlink renamed onto a component since the kernel's lookup
+        // makes that walk fail with ELOOP
+        case "ELOOP": return true
+        // an entry of another kind now at the node's path is answered with ESTALE; the kernel
+        // looks the name up again once, and passes a second ESTALE (a second race) on
+        case "ESTALE": return true
+        default: return false
+        }
+    }
 
     func testEightProcessesRacingKeepTheMountAliveAndConsistent() throws {
         let environment = ProcessInfo.processInfo.environment
@@ -82,13 +107,13 @@ final class StressTests: XCTestCase {
     func testAHungDaemonFailsTheRunAndIsTornDown() throws {
         var mountpoint = ""
         let started = Date()
-        let problems = try run(seed: 5, seconds: 1, strict: false, tolerate: [], hangMargin: 3) { fx in
+        let problems = try run(seed: 5, seconds: 3, strict: false, tolerate: [], hangMargin: 3) { fx in
             mountpoint = fx.mountpoint
-            usleep(300_000)
+            StressTests.waitUntilServing(fx)
             kill(fx.daemon, SIGSTOP)
         }
         print("what a hang reports:\n" + problems.joined(separator: "\n").prefix(3000))
-        XCTAssertTrue(problems.first?.contains("worker(s) still running 4 s after the start") == true, "\(problems)")
+        XCTAssertTrue(problems.first?.contains("worker(s) still running 6 s after the start") == true, "\(problems)")
         XCTAssertLessThan(Date().timeIntervalSince(started), 20)
         XCTAssertNil(MountTable.current().mount(at: mountpoint), "still mounted")
     }
@@ -98,9 +123,9 @@ final class StressTests: XCTestCase {
     /// request in flight holds cannot finish exiting (known, see docs/MERGED-VIEW.md), and the workers
     /// would hang instead until the connection is aborted.
     func testADeadDaemonFailsTheRun() throws {
-        let problems = try run(seed: 6, seconds: 1, strict: false, tolerate: [], hangMargin: 10,
+        let problems = try run(seed: 6, seconds: 3, strict: false, tolerate: [], hangMargin: 10,
                                workerArguments: ["--invalidate-percent", "0"]) { fx in
-            usleep(300_000)
+            StressTests.waitUntilServing(fx)
             kill(fx.daemon, SIGKILL)
         }
         XCTAssertTrue(problems.first?.contains("the daemon exited with status 137 during the run") == true, "\(problems)")
@@ -167,6 +192,7 @@ final class StressTests: XCTestCase {
         var totals: [String: [String: Int]] = [:]
         var steps = 0
         var tolerated: [String] = []
+        var races: [String] = []
         for worker in workers {
             let text = (try? String(contentsOfFile: worker.output, encoding: .utf8)) ?? ""
             for line in text.split(separator: "\n") {
@@ -178,9 +204,11 @@ final class StressTests: XCTestCase {
                     }
                 } else if words.first == "steps", words.count >= 2 {
                     steps += Int(words[1]) ?? 0
-                } else if words.first == "UNEXPECTED" {
+                } else if words.first == "UNEXPECTED", words.count >= 3 {
                     let code = words.last ?? ""
-                    if (!strict && StressTests.pathRaceErrnos.contains(code)) || tolerate.contains(code) {
+                    if !strict, StressTests.pathRace(words[1], code) {
+                        races.append("worker seed \(worker.seed): \(line)")
+                    } else if tolerate.contains(code) {
                         tolerated.append("worker seed \(worker.seed): \(line)")
                     } else {
                         problems.append("worker seed \(worker.seed): \(line)")
@@ -196,9 +224,15 @@ final class StressTests: XCTestCase {
         for (op, results) in totals.sorted(by: { $0.key < $1.key }) {
             print("  \(op): " + results.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
         }
+        if !races.isEmpty {
+            print("  \(races.count) path race(s), failures with STRESS_STRICT=1:\n    " + races.prefix(20).joined(separator: "\n    "))
+        }
+        if Double(races.count) > Double(max(steps, 1)) * StressTests.pathRacesPerCall {
+            problems.append("\(races.count) path races in \(steps) calls, more than one in "
+                            + "\(Int(1 / StressTests.pathRacesPerCall)): " + races.prefix(20).joined(separator: "\n"))
+        }
         if !tolerated.isEmpty {
-            print("  \(tolerated.count) answer(s) tolerated (path races unless STRESS_STRICT=1, and STRESS_TOLERATE):\n    "
-                  + tolerated.prefix(20).joined(separator: "\n    "))
+            print("  \(tolerated.count) answer(s) tolerated by STRESS_TOLERATE:\n    " + tolerated.prefix(20).joined(separator: "\n    "))
         }
         guard problems.isEmpty else { return problems + [StressTests.warnings(in: fx.log)] }
         guard fx.isMounted else { return ["the mount is gone after the run; daemon log:\n" + String(fx.log.suffix(4000))] }
@@ -235,6 +269,18 @@ final class StressTests: XCTestCase {
     }
 
     // MARK: helpers
+
+    /// Returns once the workers' calls have changed the substitution on disk (read without
+    /// going through the mount), so that a stop or kill lands during the run, not before it.
+    /// (A walk that fails because a name went away under it counts as a change.)
+    static func waitUntilServing(_ fx: MountFixture) {
+        guard let before = try? TreeChecksum.of(fx.substitution) else { return }
+        let deadline = Date().addingTimeInterval(10)
+        while (try? TreeChecksum.of(fx.substitution)) == before {
+            guard Date() < deadline else { return XCTFail("the workers changed nothing in the substitution within 10 s") }
+            usleep(1_000)
+        }
+    }
 
     /// How many `.wh.NAME` and `.wh..wh..opq` files the substitution holds (the work directory aside).
     static func whiteouts(in root: String) throws -> (whiteouts: Int, opaque: Int) {

@@ -13,7 +13,7 @@ final class UringTransportTests: XCTestCase {
 
     override func setUpWithError() throws {
         savedSwitch = UringSwitch.value
-        guard savedSwitch != nil else { throw XCTSkip("this kernel has no FUSE over io_uring (\(UringSwitch.path))") }
+        guard savedSwitch != nil else { throw MachineSkip.noUring() }
         fx = try MountFixture(name)
     }
 

@@ -7,24 +7,33 @@ import Glibc
 #endif
 
 /// The built binary installed as /usr/local/bin/proxybundle for mount.fuse3 to run as the
-/// helper of `fuse.proxybundle` (skipped where another installation is there).
+/// helper of `fuse.proxybundle` (mount(8) runs helpers with a fixed PATH, so it must be
+/// there). Where that path is free, a symlink to the built binary is made and removed; where
+/// another installation is there, the built binary is bind-mounted over it for the test's
+/// duration (the installation is never modified, and a bind mount left by a crashed test is
+/// gone at the next boot).
 struct HelperInstall {
     static let path = "/usr/local/bin/proxybundle"
+    private let bound: Bool
 
     init() throws {
         let installed = HelperInstall.path
-        if let existing = try? FileManager.default.destinationOfSymbolicLink(atPath: installed), existing != MountFixture.binary {
-            throw XCTSkip("\(installed) is another installation (\(existing)); not replacing it")
-        }
-        if Disk.lstatError(installed) == 0 && (try? FileManager.default.destinationOfSymbolicLink(atPath: installed)) == nil {
-            throw XCTSkip("\(installed) is installed; not replacing it")
-        }
         try FileManager.default.createDirectory(atPath: "/usr/local/bin", withIntermediateDirectories: true)
-        _ = unlink(installed)
-        guard symlink(MountFixture.binary, installed) == 0 else { throw TestFailure("symlink \(installed): errno \(errno)") }
+        let ours = (try? FileManager.default.destinationOfSymbolicLink(atPath: installed)) == MountFixture.binary
+        bound = Disk.lstatError(installed) == 0 && !ours
+        if bound {
+            guard mount(MountFixture.binary, installed, nil, UInt(MS_BIND), nil) == 0 else {
+                throw TestFailure("bind \(MountFixture.binary) onto \(installed): errno \(errno)")
+            }
+        } else {
+            _ = unlink(installed)
+            guard symlink(MountFixture.binary, installed) == 0 else { throw TestFailure("symlink \(installed): errno \(errno)") }
+        }
     }
 
-    func remove() { unlink(HelperInstall.path) }
+    func remove() {
+        if bound { _ = umount2(HelperInstall.path, Int32(MNT_DETACH)) } else { unlink(HelperInstall.path) }
+    }
 }
 
 extension Probe {
