@@ -129,8 +129,21 @@ final class MountFixture {
 
     /// The `key: value` lines of the mount's `.stats`.
     func stats() throws -> [String: String] {
+        MountFixture.parseStats(try Disk.read(inMount(".stats")))
+    }
+
+    /// `.stats` read again through `fd`, a descriptor of it opened before: no lookup, so no
+    /// wait for a directory lock that a long rename in the root holds.
+    func stats(reading fd: Int32) throws -> [String: String] {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        let count = pread(fd, &buffer, buffer.count, 0)
+        guard count >= 0 else { throw TestFailure("read .stats: \(String(cString: strerror(errno)))") }
+        return MountFixture.parseStats(String(decoding: buffer[..<count], as: UTF8.self))
+    }
+
+    static func parseStats(_ text: String) -> [String: String] {
         var result: [String: String] = [:]
-        for line in try Disk.read(inMount(".stats")).split(separator: "\n") {
+        for line in text.split(separator: "\n") {
             let parts = line.split(separator: ":", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             if parts.count == 2 { result[parts[0]] = parts[1] }
         }
