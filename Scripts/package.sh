@@ -39,13 +39,7 @@ gzip -9n "$stage/usr/share/man/man8/proxybundle.8"
 "$binary" --generate-completion-script fish | install -D -m 644 /dev/stdin "$stage/usr/share/fish/vendor_completions.d/proxybundle.fish"
 install -D -m 644 "$root/README.md" "$stage/usr/share/doc/proxybundle/README.md"
 install -D -m 644 "$root/docs/examples/proxybundle@.service" "$stage/usr/share/doc/proxybundle/examples/proxybundle@.service"
-cat > "$stage/usr/share/doc/proxybundle/copyright" <<COPYRIGHT
-Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
-Upstream-Name: proxybundle
-Files: *
-Copyright: the proxybundle developers
-License: see README.md
-COPYRIGHT
+install -D -m 644 "$root/docs/debian/copyright" "$stage/usr/share/doc/proxybundle/copyright"
 
 mkdir -p "$stage/DEBIAN"
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
