@@ -19,6 +19,10 @@ final class PackageTests: XCTestCase {
         let rendered = try Spawn.run("/usr/bin/man", ["--warnings", "-l", Self.manPage], environment: ["MANWIDTH=100"])
         XCTAssertEqual(rendered.status, 0, rendered.error)
         XCTAssertEqual(rendered.error, "", "warnings rendering the man page")
+        let lines = rendered.output.split(separator: "\n")
+        for line in [lines.first, lines.last].compactMap({ $0 }) {
+            XCTAssertTrue(line.contains("proxybundle") && !line.contains("BSD"), "header or footer: \(line)")
+        }
         let text = try String(contentsOfFile: Self.manPage, encoding: .utf8)
         for section in ["LAYERS AND WHITEOUTS", "CONTROL FILES", "FILES", "EXIT STATUS", "EXAMPLES", "BUGS"] {
             XCTAssertTrue(text.contains(".Sh \(section)"), "no \(section) section")
@@ -63,6 +67,68 @@ final class PackageTests: XCTestCase {
         XCTAssertTrue(fish.output.hasPrefix("resolve"), fish.output + fish.error)
     }
 
+    /// The markdown links of `text` that lead to a file of the repository (no scheme, no anchor).
+    static func relativeLinks(_ text: String) -> [String] {
+        text.components(separatedBy: "](").dropFirst().compactMap { rest in
+            guard let end = rest.firstIndex(of: ")") else { return nil }
+            let link = String(rest[..<end])
+            return link.contains(":") || link.hasPrefix("#") || link.contains(" ") ? nil : link
+        }
+    }
+
+    /// Two runs of Scripts/package.sh give the same bytes; lintian finds nothing but what is
+    /// overridden; the binary ships stripped with its symbols in the dbgsym package, under its
+    /// build id; the package root is 0755 and owned by root; md5sums and the Debian changelog
+    /// are there.
+    func testThePackageIsReproducibleAndLintianClean() throws {
+        let root = NSTemporaryDirectory() + "pb-package-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var debs: [[String]] = []
+        for run in ["a", "b"] {
+            try FileManager.default.createDirectory(atPath: root + "/" + run, withIntermediateDirectories: true)
+            let built = try Spawn.run("/bin/bash", [Self.repository + "/Scripts/package.sh", "--binary", MountFixture.binary,
+                                                    "--output", root + "/" + run], seconds: 300)
+            XCTAssertEqual(built.status, 0, built.error)
+            debs.append(try FileManager.default.contentsOfDirectory(atPath: root + "/" + run).sorted())
+            sleep(1)  // a time taken from the clock would differ
+        }
+        XCTAssertEqual(debs[0], debs[1])
+        XCTAssertEqual(debs[0].count, 2, "\(debs[0])")
+        for name in debs[0] {
+            XCTAssertEqual(Probe.bytes(root + "/a/" + name), Probe.bytes(root + "/b/" + name), "\(name) differs between two builds")
+        }
+        guard let main = debs[0].first(where: { !$0.contains("dbgsym") }), let symbols = debs[0].first(where: { $0.contains("dbgsym") })
+        else { return XCTFail("\(debs[0])") }
+        let listing = try Spawn.run("/usr/bin/dpkg-deb", ["-c", root + "/a/" + main]).output
+        XCTAssertTrue(listing.hasPrefix("drwxr-xr-x root/root"), listing)
+        for path in ["./usr/share/doc/proxybundle/changelog.Debian.gz", "./usr/share/doc/proxybundle/copyright",
+                     "./usr/lib/systemd/system/proxybundle@.service", "./usr/share/lintian/overrides/proxybundle"] {
+            XCTAssertTrue(listing.contains(" " + path + "\n"), "\(path) is not in the package")
+        }
+        XCTAssertFalse(listing.contains("mount.fuse.proxybundle"), "fuse3's mount.fuse serves fuse.proxybundle")
+        let control = try Spawn.run("/usr/bin/dpkg-deb", ["-I", root + "/a/" + main]).output
+        XCTAssertTrue(control.contains("md5sums"), control)
+        XCTAssertFalse(control.contains("@localhost"), control)
+        let unpacked = root + "/unpacked"
+        XCTAssertEqual(try Spawn.run("/usr/bin/dpkg-deb", ["-x", root + "/a/" + main, unpacked]).status, 0)
+        XCTAssertEqual(try Spawn.run("/usr/bin/dpkg-deb", ["-x", root + "/a/" + symbols, unpacked]).status, 0)
+        let sections = try Spawn.run("/usr/bin/readelf", ["-S", "-n", unpacked + "/usr/bin/proxybundle"]).output
+        XCTAssertFalse(sections.contains(".symtab") || sections.contains(".debug_info"), "the binary is not stripped")
+        let id = sections.components(separatedBy: "Build ID: ").last?.prefix(40) ?? ""
+        let debugFile = unpacked + "/usr/lib/debug/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
+        let debugSections = try Spawn.run("/usr/bin/readelf", ["-S", debugFile])
+        XCTAssertTrue(debugSections.output.contains(".debug_info"), debugFile + debugSections.error)
+
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/lintian"), "apt install lintian")
+        let lint = try Spawn.run("/usr/bin/lintian", ["--allow-root", root + "/a/" + main, root + "/a/" + symbols], seconds: 600)
+        // the test's binary links the toolchain's shared Swift runtime; the release one is static
+        let dynamic = ["custom-library-search-path", "missing-dependency-on-libc"]
+        let findings = lint.output.split(separator: "\n").filter { line in
+            (line.hasPrefix("E:") || line.hasPrefix("W:")) && !dynamic.contains { line.contains("proxybundle: \($0) ") }
+        }
+        XCTAssertEqual(findings, [], lint.output + lint.error)
+    }
+
     /// Scripts/package.sh builds a .deb (here of the test's binary); installed, it mounts
     /// through an fstab line, its man page renders, and removing it leaves nothing behind.
     func testTheDebianPackageInstallsMountsAndRemoves() throws {
@@ -79,7 +145,7 @@ final class PackageTests: XCTestCase {
                                                 "--output", fx.root], seconds: 120)
         XCTAssertEqual(built.status, 0, built.error)
         let deb = built.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertEqual(deb, fx.root + "/proxybundle_\(Version.number)_amd64.deb")
+        XCTAssertTrue(deb.hasPrefix(fx.root + "/proxybundle_\(Version.number)-1~deb"), deb)
         let install = try Spawn.run("/usr/bin/dpkg", ["-i", deb], seconds: 120)
         XCTAssertEqual(install.status, 0, install.output + install.error)
         let version = try Spawn.run("/usr/bin/proxybundle", ["--version"])
@@ -88,6 +154,16 @@ final class PackageTests: XCTestCase {
         XCTAssertEqual(man.status, 0, man.error)
         XCTAssertEqual(man.error, "")
         XCTAssertTrue(man.output.contains("LAYERS AND WHITEOUTS"), man.output)
+        // the template unit is installed, not enabled
+        XCTAssertEqual(Disk.lstatError("/usr/lib/systemd/system/proxybundle@.service"), 0)
+        let wants = try Spawn.run("/usr/bin/find", ["/etc/systemd/system", "-name", "proxybundle@*"])
+        XCTAssertEqual(wants.output, "")
+        // every relative link of the installed README leads to a file the package installed
+        let doc = "/usr/share/doc/proxybundle/"
+        let readme = try Disk.read(doc + "README.md")
+        let links = Self.relativeLinks(readme)
+        XCTAssertTrue(links.contains("docs/MERGED-VIEW.md"), "\(links)")
+        for link in links { XCTAssertEqual(Disk.lstatError(doc + link), 0, "the installed README links \(link)") }
 
         // the installed helper serves an fstab line (the directory of the test's own binary
         // is not where mount.fuse3 looks: only the package's /usr/bin copy can answer)
@@ -97,6 +173,9 @@ final class PackageTests: XCTestCase {
         let mounted = try Spawn.run("/bin/mount", ["-a", "-T", fstab], environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
         XCTAssertEqual(mounted.status, 0, mounted.error)
         XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
+        var flags = statvfs()
+        XCTAssertEqual(statvfs(fx.mountpoint, &flags), 0)
+        XCTAssertEqual(flags.f_flag & 6, 6, "fstab mounts are nosuid,nodev (ST_NOSUID|ST_NODEV)")
         XCTAssertEqual(try Disk.read(fx.inMount("Info.plist")), "main")
         let unmounted = try Spawn.run("/usr/bin/proxybundle", ["unmount", fx.mountpoint])
         XCTAssertEqual(unmounted.status, 0, unmounted.error)
