@@ -50,7 +50,7 @@ enum SystemdNotify {
             for _ in 0..<3000 {
                 if Daemon.answers(mountpoint) {
                     let error = send("READY=1\nSTATUS=serving \(mountpoint)", to: socket)
-                    if error != 0 { logger.warning("cannot tell systemd the mount is ready: \(Errno(error))") }
+                    if error != 0 { logger.warning("cannot tell systemd the mount is ready: \(Errno(error).name)") }
                     return
                 }
                 usleep(10_000)

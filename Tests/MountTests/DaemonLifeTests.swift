@@ -358,9 +358,9 @@ final class DaemonLifeTests: XCTestCase {
         let lines = try Disk.read(log).split(separator: "\n")
         XCTAssertTrue(lines.contains { $0.contains("mounted \(fx.main)") }, "\(lines)")
         // each names the operation and the path, as libfuse's -d does
-        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("rmdir /full: Directory not empty") },
+        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("\(fx.mountpoint): rmdir /full: ENOTEMPTY") },
                       "one line for the failed rmdir: \(lines)")
-        XCTAssertTrue(lines.contains { $0.contains("rename /empty: Directory not empty") }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("rename /empty: ENOTEMPTY") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.contains("unmounted") }, "\(lines)")
 
         let bad = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
