@@ -52,7 +52,7 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Stay attached and log to stderr instead of running detached.")
     var foreground = false
 
-    @Option(name: .short, help: ArgumentHelp(MountOptions.help, valueName: "options"))
+    @Option(name: .short, help: ArgumentHelp(MountOptions.help, valueName: "options"), completion: .list(MountOptions.completions))
     var options: [String] = []
 
     @Option(name: .long, help: "Log level: trace, debug, info (the default), notice, warning, error, critical. At debug, one line per failed request; a request that fails with EIO is always a warning.")

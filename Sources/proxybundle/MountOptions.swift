@@ -52,6 +52,13 @@ struct MountOptions {
                       "patches-from", "log_level", "debug",
                       "nocache", "ro", "acl", "noacl", "watch", "nowatch", "transport"]
 
+    /// What `-o` completes to in the shells: every option, `=` after those that take a value.
+    static var completions: [String] {
+        let valued: Set<String> = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution",
+                                   "patches", "patches-from", "log_level", "transport", "fsname"]
+        return (own + passedFlags.sorted() + passedValues.sorted()).map { valued.contains($0) ? $0 + "=" : $0 }
+    }
+
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
         attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \

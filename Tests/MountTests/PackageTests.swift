@@ -65,6 +65,13 @@ final class PackageTests: XCTestCase {
                                  environment: ["HOME=\(dir)"])
         XCTAssertEqual(fish.status, 0, fish.error)
         XCTAssertTrue(fish.output.hasPrefix("resolve"), fish.output + fish.error)
+        // values too: -o's options, --idiom's and --scale's
+        for (line, expected) in [("proxybundle mount /a /b -o ", "entry_timeout="), ("proxybundle remount /b -o ", "ro\t"),
+                                 ("proxybundle resolve /x --idiom ", "phone\t"), ("proxybundle resolve /x --scale ", "3\t")] {
+            let values = try Spawn.run("/usr/bin/fish", ["--no-config", "-c", "source \(dir)/fish; complete -C '\(line)'"],
+                                       environment: ["HOME=\(dir)"])
+            XCTAssertTrue(values.output.split(separator: "\n").contains { $0.hasPrefix(expected) }, line + ": " + values.output)
+        }
     }
 
     /// The markdown links of `text` that lead to a file of the repository (no scheme, no anchor).
