@@ -55,15 +55,33 @@ mkdir -m 755 "$stage" "$debug"
 doc=$stage/usr/share/doc/proxybundle
 
 # the binary stripped, its symbols in the dbgsym package under its build id
-build_id=$(readelf -n "$binary" | sed -n 's/.*Build ID: \([0-9a-f]*\)/\1/p')
-[ -n "$build_id" ] || { echo "package.sh: $binary has no build id (link with --build-id)" >&2; exit 1; }
-symbols=$debug/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug
-mkdir -p "$(dirname "$symbols")" "$stage/usr/bin"
+section() { # FILE NAME: the section's file offset and size, in hex
+  readelf -S -W "$1" | sed -n "s/^ *\[ *[0-9]*\] $2  *[A-Z_]*  *[0-9a-f]*  *\([0-9a-f]*\)  *\([0-9a-f]*\) .*/\1 \2/p"
+}
+zero() { dd if=/dev/zero of="$1" bs=1 seek="$2" count="$3" conv=notrunc status=none; }
+id_offset() { local offset size; read -r offset size < <(section "$1" .note.gnu.build-id); echo $((16#$offset + 16)); }
+[ -n "$(section "$binary" .note.gnu.build-id)" ] || { echo "package.sh: $binary has no build id (link with --build-id)" >&2; exit 1; }
+symbols=$work/symbols.debug
 objcopy --only-keep-debug --compress-debug-sections "$binary" "$symbols"
-chmod 644 "$symbols"
-objcopy --strip-all --remove-section=.comment --remove-section=.note.gnu.gold-version \
-  --add-gnu-debuglink="$symbols" "$binary" "$stage/usr/bin/proxybundle"
-chmod 755 "$stage/usr/bin/proxybundle"
+mkdir -p "$stage/usr/bin"
+stripped=$stage/usr/bin/proxybundle
+objcopy --strip-all --remove-section=.comment "$binary" "$stripped"
+# Two compilations of one commit give the same code but differ in the module hashes Swift
+# writes to .swift_modhash (read by debuggers, never at run time), and so in the linker's
+# build id: the section is zeroed, and the build id made the SHA-1 of the stripped binary
+# (its own 20 bytes zero), so that one commit's package is the same bytes every time.
+if [ -n "$(section "$stripped" .swift_modhash)" ]; then
+  read -r offset size < <(section "$stripped" .swift_modhash)
+  zero "$stripped" $((16#$offset)) $((16#$size))
+fi
+zero "$stripped" "$(id_offset "$stripped")" 20
+build_id=$(sha1sum "$stripped" | cut -c1-40)
+for file in "$stripped" "$symbols"; do
+  printf "$(sed 's/../\\x&/g' <<<"$build_id")" | dd of="$file" bs=1 seek="$(id_offset "$file")" conv=notrunc status=none
+done
+chmod 755 "$stripped"
+install -D -m 644 "$symbols" "$debug/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug"
+rm "$symbols"
 
 install -D -m 644 "$root/docs/proxybundle.8" "$stage/usr/share/man/man8/proxybundle.8"
 gzip -9n "$stage/usr/share/man/man8/proxybundle.8"
