@@ -190,7 +190,7 @@ layer_of() {
   fi
 }
 
-# the control files at the root (.invalidate, .stats, .layers) are reached by name, never listed
+# the control files at the root (.invalidate, .stats, .layers, .remount) are reached by name, never listed
 find "$mnt" -mindepth 1 -printf '%P\0' > "$work/listing.raw" || die "listing the mount with find failed"
 entries=()
 mapfile -d '' -t entries < <(LC_ALL=C sort -z "$work/listing.raw")
@@ -272,7 +272,7 @@ printf 'dropped in by an updater\n' > "$sub/Dropped.txt"
 printf '\n' > "$mnt/.invalidate" || die "writing $mnt/.invalidate failed"
 [ "$(cat -- "$mnt/Dropped.txt")" = "dropped in by an updater" ] || die "$mnt/Dropped.txt not visible after .invalidate"
 info "echo > $mnt/.invalidate showed $sub/Dropped.txt as $mnt/Dropped.txt"
-info "the control files .invalidate, .stats and .layers are reached by name, never listed; the layers:"
+info "the control files .invalidate, .stats, .layers and .remount are reached by name, never listed; the layers:"
 sed 's/^/      /' -- "$mnt/.layers"
 rm -f -- "$sub/Dropped.txt"
 printf '\n' > "$mnt/.invalidate" || die "writing $mnt/.invalidate failed"

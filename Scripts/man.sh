@@ -22,5 +22,11 @@ awk '
   END { if (literal) print ".Ed" }
 ' "$generated" > docs/proxybundle.8.tmp
 cat docs/man/sections.mdoc >> docs/proxybundle.8.tmp
+# the header and footer name the program and its release, not the generator's default (BSD)
+version=$(sed -n 's/.*static let number = "\(.*\)"/\1/p' Sources/ProxyBundleCore/Version.swift)
+[ -n "$version" ] || { echo "man.sh: no version in Sources/ProxyBundleCore/Version.swift" >&2; exit 1; }
+# (groff 1.22 puts its default operating system, BSD, before the volume's name in the header)
+sed -i -e "s/^\.Os\$/.Os proxybundle $version/" \
+  -e 's/^\.Dt /.ds doc-volume-operating-system proxybundle\n.Dt /' docs/proxybundle.8.tmp
 mv docs/proxybundle.8.tmp docs/proxybundle.8
 echo "wrote docs/proxybundle.8"

@@ -1,22 +1,33 @@
 #!/usr/bin/env bash
-# Builds proxybundle_VERSION_amd64.deb from the static release executable: the binary in
-# /usr/bin, mount.fuse.proxybundle (what `mount -t fuse.proxybundle` runs), the man page,
-# bash, zsh and fish completions, the README and an example systemd unit. Installed with
-# `apt install ./proxybundle_VERSION_amd64.deb`, it needs no Swift toolchain.
-#   Scripts/package.sh [--binary PATH] [--output DIR]
+# Builds proxybundle_VERSION-REV~debN_amd64.deb from the static release executable, stripped,
+# and proxybundle-dbgsym_..._amd64.deb with its symbols (/usr/lib/debug/.build-id/...), as
+# Debian's own packages split them. The package: the binary in /usr/bin, the man page, bash,
+# zsh and fish completions, the systemd template unit (installed, not enabled), the README
+# with the docs it links to, the copyright file, the Debian changelog. Installed with
+# `apt install ./proxybundle_..._amd64.deb`, it needs no Swift toolchain.
+# Reproducible: two runs on one commit give the same bytes. Every file's time is
+# SOURCE_DATE_EPOCH (the commit's time unless set), owners are root, dpkg-deb sorts entries.
+#   Scripts/package.sh [--binary PATH] [--output DIR] [--revision N]
 #     --binary PATH   package this executable instead of building the static release one
-#     --output DIR    where the .deb goes (default: the current directory)
+#     --output DIR    where the .debs go (default: the current directory)
+#     --revision N    the Debian revision (default 1)
+# DEBFULLNAME and DEBEMAIL name the maintainer (Debian's usual variables).
 set -euo pipefail
+umask 022
 root=$(cd "$(dirname "$0")/.." && pwd -P)
-binary="" output=$PWD
+binary="" output=$PWD revision=1
 while [ $# -gt 0 ]; do
   case $1 in
     --binary) binary=$2; shift 2 ;;
     --output) output=$2; shift 2 ;;
+    --revision) revision=$2; shift 2 ;;
     *) echo "package.sh: unknown argument $1 (see the header of Scripts/package.sh)" >&2; exit 64 ;;
   esac
 done
-command -v dpkg-deb >/dev/null || { echo "package.sh: dpkg-deb is missing (Debian's dpkg package)" >&2; exit 1; }
+for tool in dpkg-deb objcopy readelf; do
+  command -v $tool >/dev/null || { echo "package.sh: $tool is missing (Debian's dpkg and binutils packages)" >&2; exit 1; }
+done
+maintainer="${DEBFULLNAME:-proxybundle developers} <${DEBEMAIL:-proxybundle@users.noreply.github.com}>"
 
 if [ -z "$binary" ]; then
   [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
@@ -24,40 +35,91 @@ if [ -z "$binary" ]; then
   binary=$root/.build/release/proxybundle
 fi
 [ -x "$binary" ] || { echo "package.sh: $binary is not an executable" >&2; exit 1; }
-version=$("$binary" --version | sed -n '1s/^proxybundle \([^ ]*\) .*/\1/p')
-[ -n "$version" ] || { echo "package.sh: $binary --version names no version" >&2; exit 1; }
+upstream=$("$binary" --version | sed -n '1s/^proxybundle \([^ ]*\) .*/\1/p')
+commit=$("$binary" --version | sed -n '1s/.*(commit \([^)]*\)).*/\1/p')
+[ -n "$upstream" ] || { echo "package.sh: $binary --version names no version" >&2; exit 1; }
+# the distribution this is built on and for: glibc's NSS modules must match (README, Install)
+. /etc/os-release
+codename=${VERSION_CODENAME:?package.sh: /etc/os-release names no VERSION_CODENAME}
+version="$upstream-$revision~deb${VERSION_ID%%.*}"
+if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+  SOURCE_DATE_EPOCH=$(git -C "$root" log -1 --format=%ct 2>/dev/null) \
+    || { echo "package.sh: not a git checkout: set SOURCE_DATE_EPOCH" >&2; exit 1; }
+fi
+export SOURCE_DATE_EPOCH
 
-stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
-install -D -m 755 "$binary" "$stage/usr/bin/proxybundle"
-mkdir -p "$stage/usr/sbin"
-ln -s mount.fuse3 "$stage/usr/sbin/mount.fuse.proxybundle"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+stage=$work/proxybundle debug=$work/dbgsym
+mkdir -m 755 "$stage" "$debug"
+doc=$stage/usr/share/doc/proxybundle
+
+# the binary stripped, its symbols in the dbgsym package under its build id
+section() { # FILE NAME: the section's file offset and size, in hex
+  readelf -S -W "$1" | sed -n "s/^ *\[ *[0-9]*\] $2  *[A-Z_]*  *[0-9a-f]*  *\([0-9a-f]*\)  *\([0-9a-f]*\) .*/\1 \2/p"
+}
+zero() { dd if=/dev/zero of="$1" bs=1 seek="$2" count="$3" conv=notrunc status=none; }
+id_offset() { local offset size; read -r offset size < <(section "$1" .note.gnu.build-id); echo $((16#$offset + 16)); }
+[ -n "$(section "$binary" .note.gnu.build-id)" ] || { echo "package.sh: $binary has no build id (link with --build-id)" >&2; exit 1; }
+symbols=$work/symbols.debug
+objcopy --only-keep-debug --compress-debug-sections "$binary" "$symbols"
+mkdir -p "$stage/usr/bin"
+stripped=$stage/usr/bin/proxybundle
+objcopy --strip-all --remove-section=.comment "$binary" "$stripped"
+# Two compilations of one commit give the same code but differ in the module hashes Swift
+# writes to .swift_modhash (read by debuggers, never at run time), and so in the linker's
+# build id: the section is zeroed, and the build id made the SHA-1 of the stripped binary
+# (its own 20 bytes zero), so that one commit's package is the same bytes every time.
+if [ -n "$(section "$stripped" .swift_modhash)" ]; then
+  read -r offset size < <(section "$stripped" .swift_modhash)
+  zero "$stripped" $((16#$offset)) $((16#$size))
+fi
+zero "$stripped" "$(id_offset "$stripped")" 20
+build_id=$(sha1sum "$stripped" | cut -c1-40)
+for file in "$stripped" "$symbols"; do
+  printf "$(sed 's/../\\x&/g' <<<"$build_id")" | dd of="$file" bs=1 seek="$(id_offset "$file")" conv=notrunc status=none
+done
+chmod 755 "$stripped"
+install -D -m 644 "$symbols" "$debug/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug"
+rm "$symbols"
+
 install -D -m 644 "$root/docs/proxybundle.8" "$stage/usr/share/man/man8/proxybundle.8"
 gzip -9n "$stage/usr/share/man/man8/proxybundle.8"
-"$binary" --generate-completion-script bash | install -D -m 644 /dev/stdin "$stage/usr/share/bash-completion/completions/proxybundle"
+"$binary" --generate-completion-script bash | sed "1{/^#!/d}" | install -D -m 644 /dev/stdin "$stage/usr/share/bash-completion/completions/proxybundle"
 "$binary" --generate-completion-script zsh | install -D -m 644 /dev/stdin "$stage/usr/share/zsh/vendor-completions/_proxybundle"
 "$binary" --generate-completion-script fish | install -D -m 644 /dev/stdin "$stage/usr/share/fish/vendor_completions.d/proxybundle.fish"
-install -D -m 644 "$root/README.md" "$stage/usr/share/doc/proxybundle/README.md"
-install -D -m 644 "$root/docs/examples/proxybundle@.service" "$stage/usr/share/doc/proxybundle/examples/proxybundle@.service"
-cat > "$stage/usr/share/doc/proxybundle/copyright" <<COPYRIGHT
-Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
-Upstream-Name: proxybundle
-Files: *
-Copyright: the proxybundle developers
-License: see README.md
-COPYRIGHT
+install -D -m 644 "$root/docs/systemd/proxybundle@.service" "$stage/usr/lib/systemd/system/proxybundle@.service"
+# the README and what it links to, at the same relative paths; LICENSE is the copyright file
+install -D -m 644 "$root/README.md" "$doc/README.md"
+sed -i 's|(LICENSE)|(copyright)|; s|(docs/debian/copyright)|(copyright)|' "$doc/README.md"
+for file in docs/MERGED-VIEW.md docs/DESIGN.md docs/BENCHMARKS.md docs/bench-chart.svg docs/proxybundle.8 \
+            Examples/README.md; do
+  install -D -m 644 "$root/$file" "$doc/$file"
+done
+install -D -m 644 "$root/docs/debian/copyright" "$doc/copyright"
+install -D -m 644 "$root/docs/debian/lintian-overrides" "$stage/usr/share/lintian/overrides/proxybundle"
+date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
+printf '%s\n' "proxybundle ($version) $codename; urgency=medium" "" \
+  "  * Upstream release $upstream, built from commit ${commit:-unknown}." "" \
+  " -- $maintainer  $date" | gzip -9n > "$doc/changelog.Debian.gz"
+chmod 644 "$doc/changelog.Debian.gz"
 
-mkdir -p "$stage/DEBIAN"
-size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
-cat > "$stage/DEBIAN/control" <<CONTROL
-Package: proxybundle
-Version: $version
-Architecture: amd64
-Maintainer: proxybundle developers <proxybundle@localhost>
+# the dbgsym package's own doc directory is a link to the main package's, as Debian's are
+mkdir -p "$debug/usr/share/doc"
+ln -s proxybundle "$debug/usr/share/doc/proxybundle-dbgsym"
+
+control() { # DIR PACKAGE: DEBIAN/control (from stdin, after the common fields) and md5sums
+  mkdir -m 755 "$1/DEBIAN"
+  { printf '%s\n' "Package: $2" "Version: $version" "Architecture: amd64" "Maintainer: $maintainer" \
+      "Installed-Size: $(du -sk --apparent-size "$1" | cut -f1)"; cat; } > "$1/DEBIAN/control"
+  (cd "$1" && find usr -type f -print0 | LC_ALL=C sort -z | xargs -0 md5sum) > "$1/DEBIAN/md5sums"
+  chmod 644 "$1/DEBIAN/control" "$1/DEBIAN/md5sums"
+  find "$1" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+}
+control "$stage" proxybundle <<CONTROL
 Depends: fuse3
 Section: admin
 Priority: optional
-Installed-Size: $size
 Homepage: https://github.com/proxybundle/proxybundle
 Description: change an application's resources without rebuilding it
  A FUSE file system that shows a read-only main bundle (an app's resource
@@ -66,7 +128,16 @@ Description: change an application's resources without rebuilding it
  file an app loads for a resource (NSBundle and UIImage rules) and which
  patched files never take effect.
 CONTROL
+control "$debug" proxybundle-dbgsym <<CONTROL
+Depends: proxybundle (= $version)
+Section: debug
+Priority: optional
+Auto-Built-Package: debug-symbols
+Build-Ids: $build_id
+Description: debug symbols for proxybundle
+CONTROL
 
 deb="$output/proxybundle_${version}_amd64.deb"
 dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+dpkg-deb --root-owner-group -Zxz --build "$debug" "$output/proxybundle-dbgsym_${version}_amd64.deb" >/dev/null
 echo "$deb"

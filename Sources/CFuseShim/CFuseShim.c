@@ -1,6 +1,7 @@
 #include "CFuseShim.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 struct fuse_session *pb_session_new(int argc, char **argv,
@@ -27,4 +28,8 @@ int pb_notify_bare(struct fuse_session *se, int code) {
     ssize_t written = write(fuse_session_fd(se), &header, sizeof(header));
     if (written < 0) return -errno;
     return written == (ssize_t)sizeof(header) ? 0 : -EIO;
+}
+
+const char *pb_errno_name(int code) {
+    return strerrorname_np(code);
 }

@@ -166,7 +166,7 @@ public final class FuseServer: Sendable {
         var path = node == 0 ? "" : overlay.displayPath(of: node)
         if let name { path += (path.hasSuffix("/") ? "" : "/") + String(decoding: bytes(name), as: UTF8.self) }
         let subject = path.isEmpty ? "" : " " + path
-        logger.log(level: level, "\(operation)\(subject)\(level == .warning ? " failed" : ""): \(error)")
+        logger.log(level: level, "\(operation)\(subject)\(level == .warning ? " failed" : ""): \(error.name)")
     }
 }
 

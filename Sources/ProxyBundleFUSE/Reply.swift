@@ -86,7 +86,7 @@ extension FuseServer {
         }
         if result != 0 {
             // the request was interrupted or the connection is gone: nothing else to do
-            logger.debug("\(operation): reply not delivered (\(Errno(-result)))")
+            logger.debug("\(operation): reply not delivered (\(Errno(-result).name))")
         }
     }
 }

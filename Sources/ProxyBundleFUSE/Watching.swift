@@ -24,7 +24,7 @@ extension FuseServer {
             pthread_detach(thread)
         } else {
             Unmanaged<FuseServer>.fromOpaque(context).release()
-            logger.warning("cannot start watching the layers: \(Errno.current)")
+            logger.warning("cannot start watching the layers: \(Errno.current.name)")
         }
     }
 
@@ -41,7 +41,7 @@ extension FuseServer {
             do {
                 try invalidate([], automatic: true)
             } catch {
-                logger.warning("automatic invalidation failed: \(error)")
+                logger.warning("automatic invalidation failed: \(error.name)")
             }
         }
     }

@@ -20,6 +20,9 @@ enum Daemon {
             _ = pb_set_parent_death_signal(SIGTERM)
         }
         let ready = getenv(readyVariable).flatMap { Int32(String(cString: $0)) }
+        // systemd's readiness socket: told by the process systemd started (in the foreground:
+        // `mount` exec'd this image in its own pid), never by a detached daemon it does not know
+        let notifySocket = SystemdNotify.takeSocket()
         // the caller's umask is applied by the kernel, or with POSIX ACLs by the daemon (see
         // `Overlay.masked`), never the daemon's own
         umask(0)
@@ -38,6 +41,9 @@ enum Daemon {
             let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.map(\.description).joined(separator: ", "))"
             logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
             if plan.options.watch { session.server.startWatching() }
+            if let notifySocket, ready == nil {
+                SystemdNotify.readyWhenAnswering(plan.mountpoint, socket: notifySocket, logger: logger)
+            }
             if let ready {
                 report(Array("ready".utf8), to: ready)
                 // detached: what libfuse or fusermount3 might still write goes nowhere

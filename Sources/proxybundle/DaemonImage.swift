@@ -56,7 +56,10 @@ enum DaemonImage {
             let plan = try MountPlan(main: RawPath(argument: arguments[0]), mountpoint: RawPath(argument: arguments[1]),
                                      substitution: RawPath(argument: arguments[2]), patches: patches, options: options)
             try destination.bootstrap(level: level)
-            return try Daemon.serve(plan, logger: Logger(label: "proxybundle"))
+            // every line names the mount it is about: several share one syslog
+            var logger = Logger(label: "proxybundle")
+            logger[metadataKey: "mount"] = "\(plan.mountpoint)"
+            return try Daemon.serve(plan, logger: logger)
         } catch {
             error.report()
             return 1

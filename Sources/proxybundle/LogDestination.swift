@@ -87,11 +87,8 @@ enum LogDestination {
     func bootstrap(level: Logger.Level) throws(Failure) {
         switch self {
         case .standardError:
-            LoggingSystem.bootstrap { label in
-                var handler = StreamLogHandler.standardError(label: label)
-                handler.logLevel = level
-                return handler
-            }
+            let sink: LineLogHandler.Sink = LogDestination.standardErrorIsJournal() ? .journal(2) : .file(2)
+            LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: sink) }
         case .file(let path):
             let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644) }
             guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
@@ -102,12 +99,27 @@ enum LogDestination {
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .syslog) }
         }
     }
+
+    /// Whether standard error is systemd's journal stream: `$JOURNAL_STREAM` names its
+    /// device and inode (`DEV:INO`), which a redirection in between would change.
+    static func standardErrorIsJournal() -> Bool {
+        guard let value = getenv("JOURNAL_STREAM").map({ String(cString: $0) }) else { return false }
+        let parts = value.split(separator: ":")
+        var st = stat()
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]), fstat(2, &st) == 0 else { return false }
+        return UInt64(st.st_dev) == device && UInt64(st.st_ino) == inode
+    }
 }
 
-/// One line per message: to a file opened for appending (one write per line, so lines of
-/// concurrent requests never interleave), or to syslog with the matching priority.
+/// One line per message, naming the mount it is about (the logger's `mount` metadata) and
+/// errors by their errno names (`ENOTEMPTY`, see `Errno.name`):
+/// - to a file or a terminal, `2026-11-21T10:04:05 warning /mnt/app: rmdir /d failed: EIO`,
+///   one write per line, so lines of concurrent requests never interleave;
+/// - to the journal's stream (`$JOURNAL_STREAM`), `<4>/mnt/app: ...`: the level as the
+///   journal's priority prefix, and no time (the journal keeps its own);
+/// - to syslog, `/mnt/app: ...` with the level as the priority.
 struct LineLogHandler: LogHandler {
-    enum Sink { case file(Int32), syslog }
+    enum Sink { case file(Int32), journal(Int32), syslog }
 
     var logLevel: Logger.Level
     var metadata: Logger.Metadata = [:]
@@ -127,16 +139,22 @@ struct LineLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         let level = event.level
-        let all = metadata.merging(event.metadata ?? [:]) { $1 }
+        var all = metadata.merging(event.metadata ?? [:]) { $1 }
+        let subject = all.removeValue(forKey: "mount").map { "\($0): " } ?? ""
         let details = all.isEmpty ? "" : " " + all.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let text = "\(event.message)\(details)".split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ")
+        let text = "\(subject)\(event.message)\(details)".split(separator: "\n", omittingEmptySubsequences: false).joined(separator: " ")
         switch sink {
         case .file(let fd):
-            let entry = "\(LineLogHandler.timestamp()) \(level) \(label): \(text)\n"
-            _ = entry.withCString { write(fd, $0, strlen($0)) }
+            LineLogHandler.write("\(LineLogHandler.timestamp()) \(level) \(text)\n", to: fd)
+        case .journal(let fd):
+            LineLogHandler.write("<\(LineLogHandler.priority(level))>\(text)\n", to: fd)
         case .syslog:
-            pb_syslog(LineLogHandler.priority(level), "\(level): \(text)")
+            pb_syslog(LineLogHandler.priority(level), text)
         }
+    }
+
+    private static func write(_ entry: String, to fd: Int32) {
+        _ = entry.withCString { Glibc.write(fd, $0, strlen($0)) }
     }
 
     static func priority(_ level: Logger.Level) -> Int32 {

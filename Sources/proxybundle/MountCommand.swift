@@ -52,11 +52,11 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Stay attached and log to stderr instead of running detached.")
     var foreground = false
 
-    @Option(name: .short, help: ArgumentHelp(MountOptions.help, valueName: "options"))
+    @Option(name: .short, help: ArgumentHelp(MountOptions.help, valueName: "options"), completion: .list(MountOptions.completions))
     var options: [String] = []
 
-    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical. At debug, one line per failed request; a request that fails with EIO is always a warning.")
-    var logLevel: Logger.Level = .info
+    @Option(name: .long, help: "Log level: trace, debug, info (the default), notice, warning, error, critical. At debug, one line per failed request; a request that fails with EIO is always a warning.")
+    var logLevel: Logger.Level?
 
     @Option(name: .long, help: ArgumentHelp("Append the log to this file (default: stderr in the foreground, syslog when detached).", valueName: "file"))
     var logFile: String?
@@ -87,6 +87,11 @@ struct MountCommand: ParsableCommand {
         }
         let plan = try MountPlan(main: RawPath(argument: main), mountpoint: RawPath(argument: mountpoint),
                                  substitution: substitution, patches: patches, options: parsed)
+        if let logLevel, let option = parsed.logLevel, logLevel != option {
+            throw Failure("--log-level \(logLevel.rawValue) and -o \(parsed.debug ? "debug" : "log_level=" + option.rawValue) disagree; give one")
+        }
+        let level = logLevel ?? parsed.logLevel ?? .info
+        let foreground = foreground || parsed.debug
         let logFile = logFile.map { Paths.absolute(RawPath(argument: $0)) }
         if let logFile { try LogDestination.checkWritable(logFile) }
         var destination: LogDestination = logFile.map { .file($0) } ?? .standardError
@@ -94,7 +99,7 @@ struct MountCommand: ParsableCommand {
         if logFile == nil && (syslog || !foreground) {
             (destination, notice) = LogDestination.syslogOrFallback(mountpoint: plan.mountpoint)
         }
-        let daemon = DaemonImage.arguments(plan, options: options, level: logLevel, destination: destination)
+        let daemon = DaemonImage.arguments(plan, options: options, level: level, destination: destination)
         if plan.mountpoint != plan.main, let count = Paths.entryCount(plan.mountpoint), count > 0 {
             Failure("warning: mountpoint \(plan.mountpoint) is not empty: its \(count) "
                     + "\(count == 1 ? "entry is" : "entries are") hidden while it is mounted").report()

@@ -9,6 +9,24 @@ enum MountHelper {
     static func arguments(_ arguments: [String]) -> [String] {
         guard let first = arguments.first, !commands.contains(first), !first.hasPrefix("-"),
               first.contains("/"), arguments.count >= 2 else { return arguments }
-        return ["mount"] + arguments
+        var helped = ["mount"] + arguments
+        if let last = helped.lastIndex(of: "-o"), last + 1 < helped.count {
+            let options = withoutAddedDefaults(helped[last + 1])
+            if options.isEmpty { helped.removeSubrange(last...last + 1) } else { helped[last + 1] = options }
+        }
+        return helped
+    }
+
+    /// mount.fuse3, run as root, appends `dev` to the options unless they say `nodev`, and
+    /// `suid` unless they say `nosuid` (mount(8)'s defaults), so that every helper mount would
+    /// allow devices and set-user-ID files where `proxybundle mount` (libfuse's defaults)
+    /// allows neither. Those two appended words are dropped; `dev` or `suid` written in the
+    /// options themselves stays.
+    static func withoutAddedDefaults(_ options: String) -> String {
+        var words = options.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let added = (words.contains("nodev") ? [] : ["dev"]) + (words.contains("nosuid") ? [] : ["suid"])
+        guard !added.isEmpty, words.count >= added.count, Array(words.suffix(added.count)) == added else { return options }
+        words.removeLast(added.count)
+        return words.joined(separator: ",")
     }
 }

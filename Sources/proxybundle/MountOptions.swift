@@ -1,3 +1,4 @@
+import Logging
 import ProxyBundleCore
 import ProxyBundleFUSE
 
@@ -28,6 +29,12 @@ struct MountOptions {
     var watch = false
     /// `transport=auto|uring|device`: how requests travel (see `Transport`).
     var transport = Transport.auto
+    /// `debug`: as libfuse file systems take it, the daemon stays in the foreground and logs
+    /// at debug level to standard error (for fstab and the mount helper, which give no
+    /// `--foreground` or `--log-level`).
+    var debug = false
+    /// `log_level=LEVEL`, as `--log-level` takes it.
+    var logLevel: Logger.Level?
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
@@ -42,8 +49,15 @@ struct MountOptions {
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
-                      "patches-from",
+                      "patches-from", "log_level", "debug",
                       "nocache", "ro", "acl", "noacl", "watch", "nowatch", "transport"]
+
+    /// What `-o` completes to in the shells: every option, `=` after those that take a value.
+    static var completions: [String] {
+        let valued: Set<String> = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution",
+                                   "patches", "patches-from", "log_level", "transport", "fsname"]
+        return (own + passedFlags.sorted() + passedValues.sorted()).map { valued.contains($0) ? $0 + "=" : $0 }
+    }
 
     static let help = """
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
@@ -58,7 +72,8 @@ struct MountOptions {
         highest priority first, after any --patch; a ':' in a path written '\\:'), patches-from=FILE (more \
         patches, one directory a line, after those; as --patches-from), transport=auto|uring|device (how \
         requests travel: FUSE over io_uring where the kernel offers it, the default; io_uring or refuse to mount; \
-        /dev/fuse only). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
+        /dev/fuse only), log_level=LEVEL (as --log-level), debug (as libfuse's: stay in the foreground and log \
+        at debug level to stderr; for fstab and mount -t). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
         Accepted and ignored (for mount(8) and fstab): \(mountCommandFlags.sorted().joined(separator: ", ")), x-*, comment=.
         """
 
@@ -92,6 +107,14 @@ struct MountOptions {
             transport = chosen
         case ("patches", let v?): patches = MountOptions.splitPatches(v).map(RawPath.init(argument:))
         case ("patches-from", let v?): patchesFrom = RawPath(argument: v)
+        case ("debug", nil):
+            debug = true
+            logLevel = .debug
+        case ("log_level", let v?):
+            guard let level = Logger.Level(rawValue: v) else {
+                throw Failure("log_level takes \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")), not '\(v)'")
+            }
+            logLevel = level
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
         case ("rw", nil): readOnly = false

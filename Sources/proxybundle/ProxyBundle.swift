@@ -24,11 +24,17 @@ struct ProxyBundle: ParsableCommand {
               mount -t fuse.proxybundle /srv/app /mnt/app -o substitution=/var/app
               /srv/app /mnt/app fuse.proxybundle substitution=/var/app 0 0
             """,
-        version: "\(Version.number) (commit \(Version.commit))",
         subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
                       WhichCommand.self, LayersCommand.self, RemountCommand.self, ResolveCommand.self, CheckCommand.self,
                       VersionCommand.self]
     )
+
+    // Handled in main before parsing (as `version` does); here for the help and the man page.
+    // Declared on the root only: swift-argument-parser's own version flag repeats itself in
+    // every subcommand's help, with a shorter text than this one.
+    @Flag(name: [.customLong("version"), .customShort("V")],
+          help: "Print the version, the git commit and the kernel's FUSE features (as the version command).")
+    var version = false
 
     /// Our own failures print one line and exit 1; argument errors keep the parser's format.
     static func main() {
@@ -39,17 +45,28 @@ struct ProxyBundle: ParsableCommand {
             Glibc.exit(DaemonImage.serve(Array(arguments.dropFirst(2))))
         }
         let given = Array(arguments.dropFirst())
-        if given.first == "--version" || given.first == "-V" {
+        // `proxybundle --version`, and `proxybundle COMMAND --version` the same
+        if let last = given.last, last == "--version" || last == "-V",
+           given.count == 1 || (given.count == 2 && MountHelper.commands.contains(given[0])) {
             print(VersionCommand.text)
             Glibc.exit(0)
         }
+        if given.isEmpty {
+            Failure(text: "give a command: \(commandList) (see proxybundle --help)").report()
+            Glibc.exit(ExitCode.validationFailure.rawValue)
+        }
         if let unknown = unknownCommand(given) {
-            Failure("unknown command '\(unknown)': the commands are \(MountHelper.commands.sorted().joined(separator: ", "))")
+            Failure("unknown command '\(unknown)': the commands are \(commandList)")
                 .report()
             Glibc.exit(ExitCode.validationFailure.rawValue)
         }
         do {
             var command = try parseAsRoot(MountHelper.arguments(given))
+            if getenv(parseOnlyVariable) != nil {
+                // the tests' check of the command lines the README shows: parsed, not run
+                if let mount = command as? MountCommand { _ = try MountOptions(mount.options) }
+                Glibc.exit(0)
+            }
             try command.run()
         } catch let failure as Failure {
             failure.report()
@@ -64,6 +81,12 @@ struct ProxyBundle: ParsableCommand {
             Glibc.exit(exitCode(for: error).rawValue)
         }
     }
+
+    /// Set: a command line is parsed (with its `-o` options) and not run; exit status 0 when
+    /// it is accepted.
+    static let parseOnlyVariable = "PROXYBUNDLE_PARSE_ONLY"
+
+    static var commandList: String { MountHelper.commands.sorted().joined(separator: ", ") }
 
     /// The first word when it is neither a command, an option nor a path (a mount helper's
     /// call), or the word after `help` when that is not a command.

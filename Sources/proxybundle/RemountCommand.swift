@@ -24,12 +24,14 @@ struct RemountCommand: ParsableCommand {
     @Argument(help: "The mountpoint of a proxybundle mount.")
     var mountpoint: String
 
-    @Option(name: .short, help: ArgumentHelp("Comma-separated options to change.", valueName: "options"))
-    var options: [String] = []
+    @Option(name: .short, help: ArgumentHelp("Comma-separated options to change (ro, rw, entry_timeout=, ...); required.",
+                                             valueName: "options"),
+            completion: .list(RemountCommand.completions))
+    var options: [String]
 
-    func validate() throws {
-        if options.isEmpty { throw ValidationError("give the options to change with -o (ro, rw, entry_timeout=...)") }
-    }
+    /// What `-o` completes to: the options a remount may change.
+    static let completions = ["ro", "rw", "entry_timeout=", "attr_timeout=", "negative_timeout=",
+                              "nosuid", "suid", "nodev", "dev", "noexec", "exec"]
 
     func run() throws {
         try Remount.run(mountpoint: mountpoint, options: options, helper: false)

@@ -105,6 +105,8 @@ struct RemountOptions {
         case ("nocache", nil): return started.map { $0.timeouts == .none } ?? false
         case ("max_threads", let v?): return started.map { String($0.maxThreads) == v } ?? false
         case ("spin", let v?): return started.map { String($0.spin) == v } ?? false
+        case ("debug", nil): return started.map { $0.debug } ?? false
+        case ("log_level", let v?): return started.map { $0.logLevel?.rawValue == v } ?? false
         default: return nil
         }
     }

@@ -48,10 +48,11 @@ struct ResolveCommand: ParsableCommand {
     @Flag(help: "Look the name up as an image, by UIImage's variant rules.")
     var image = false
 
-    @Option(help: "The device's scale for --image: 1, 2 or 3.")
+    @Option(help: "The device's scale for --image: 1, 2 or 3.", completion: .list(["1", "2", "3"]))
     var scale: Int?
 
-    @Option(help: "The iOS device's idiom, phone or pad: its ~iphone or ~ipad variants replace the plain name.")
+    @Option(help: "The iOS device's idiom, phone or pad: its ~iphone or ~ipad variants replace the plain name.",
+            completion: .list(["phone", "pad"]))
     var idiom: String?
 
     @Flag(help: "A 4-inch phone for --image: -568h variants first.")

@@ -10,7 +10,9 @@ struct UnmountCommand: ParsableCommand {
         commandName: "unmount",
         abstract: "Unmount a proxybundle mount, also one whose daemon has died.",
         discussion: """
-            Returns once the daemon has exited (at most 30 seconds after the unmount).
+            Returns once the daemon has exited. A daemon that does not answer within 2 s \
+            has its connection aborted and the mount detached; one that answers gets up to 30 s \
+            after the unmount to finish its requests and exit.
             Example:
               proxybundle unmount /mnt/myapp
             """

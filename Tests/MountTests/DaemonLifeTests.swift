@@ -78,6 +78,8 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertEqual(mount?.type, "fuse.proxybundle")
         XCTAssertEqual(mount?.source, RawPath(fx.main))
         XCTAssertEqual(try Disk.read(fx.inMount("Info.plist")), "patched")
+        // as root, mount.fuse3 appends dev,suid; the mount is nosuid,nodev as `mount`'s are
+        XCTAssertEqual(mountFlags() & (nosuid | nodev), nosuid | nodev)
         try Disk.write(fx.inMount("new"), "x")
         XCTAssertEqual(try Disk.read(fx.inPatch("new")), "x")
         let pid = try daemonPID()
@@ -90,9 +92,17 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertEqual(all.status, 0, all.error)
         XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
         XCTAssertEqual(try Disk.read(fx.inMount("new")), "x")
+        XCTAssertEqual(mountFlags() & (nosuid | nodev), nosuid | nodev)
         let unmount = try proxybundle(["unmount", fx.mountpoint])
         XCTAssertEqual(unmount.status, 0, unmount.error)
         XCTAssertFalse(fx.isMounted)
+    }
+
+    private let nosuid: UInt = 2, nodev: UInt = 4  // statvfs's ST_NOSUID, ST_NODEV
+
+    private func mountFlags() -> UInt {
+        var info = statvfs()
+        return statvfs(fx.mountpoint, &info) == 0 ? info.f_flag : 0
     }
 
     /// The helper convention applies only to a path first: a mistyped command stays an error.
@@ -348,9 +358,9 @@ final class DaemonLifeTests: XCTestCase {
         let lines = try Disk.read(log).split(separator: "\n")
         XCTAssertTrue(lines.contains { $0.contains("mounted \(fx.main)") }, "\(lines)")
         // each names the operation and the path, as libfuse's -d does
-        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("rmdir /full: Directory not empty") },
+        XCTAssertTrue(lines.contains { $0.contains("debug") && $0.contains("\(fx.mountpoint): rmdir /full: ENOTEMPTY") },
                       "one line for the failed rmdir: \(lines)")
-        XCTAssertTrue(lines.contains { $0.contains("rename /empty: Directory not empty") }, "\(lines)")
+        XCTAssertTrue(lines.contains { $0.contains("rename /empty: ENOTEMPTY") }, "\(lines)")
         XCTAssertTrue(lines.contains { $0.contains("unmounted") }, "\(lines)")
 
         let bad = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,

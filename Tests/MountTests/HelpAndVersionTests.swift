@@ -56,6 +56,28 @@ final class HelpAndVersionTests: XCTestCase {
         XCTAssertEqual(try proxybundle(["help", "mount"]).status, 0)
     }
 
+    /// `proxybundle` alone is a usage error (64, as the man page says), in one line.
+    func testNoCommandIsAUsageError() throws {
+        let bare = try proxybundle([])
+        XCTAssertEqual(bare.status, 64)
+        XCTAssertEqual(bare.output, "")
+        XCTAssertTrue(bare.error.hasPrefix("proxybundle: give a command: check, help, invalidate, layers, mount, "), bare.error)
+        XCTAssertEqual(bare.error.split(separator: "\n").count, 1, bare.error)
+    }
+
+    /// One version text, however asked; the root's help lists -V; no command's help repeats it.
+    func testEveryWayOfAskingTheVersionGivesTheSameText() throws {
+        let version = try proxybundle(["--version"])
+        XCTAssertEqual(version.status, 0)
+        for words in [["-V"], ["version"], ["mount", "--version"], ["status", "-V"]] {
+            XCTAssertEqual(try proxybundle(words).output, version.output, "\(words)")
+        }
+        XCTAssertTrue(try proxybundle(["--help"]).output.contains("-V, --version"))
+        for command in ["mount", "unmount", "remount", "resolve"] {
+            XCTAssertFalse(try proxybundle(["help", command]).output.contains("--version"), command)
+        }
+    }
+
     func testAnInvalidValueListsTheValidOnesOnOneLine() throws {
         let result = try proxybundle(["mount", "/a", "/b", "--log-level", "verbose"])
         XCTAssertEqual(result.status, 64)

@@ -19,6 +19,10 @@ final class PackageTests: XCTestCase {
         let rendered = try Spawn.run("/usr/bin/man", ["--warnings", "-l", Self.manPage], environment: ["MANWIDTH=100"])
         XCTAssertEqual(rendered.status, 0, rendered.error)
         XCTAssertEqual(rendered.error, "", "warnings rendering the man page")
+        let lines = rendered.output.split(separator: "\n")
+        for line in [lines.first, lines.last].compactMap({ $0 }) {
+            XCTAssertTrue(line.contains("proxybundle") && !line.contains("BSD"), "header or footer: \(line)")
+        }
         let text = try String(contentsOfFile: Self.manPage, encoding: .utf8)
         for section in ["LAYERS AND WHITEOUTS", "CONTROL FILES", "FILES", "EXIT STATUS", "EXAMPLES", "BUGS"] {
             XCTAssertTrue(text.contains(".Sh \(section)"), "no \(section) section")
@@ -61,6 +65,98 @@ final class PackageTests: XCTestCase {
                                  environment: ["HOME=\(dir)"])
         XCTAssertEqual(fish.status, 0, fish.error)
         XCTAssertTrue(fish.output.hasPrefix("resolve"), fish.output + fish.error)
+        // values too: -o's options, --idiom's and --scale's
+        for (line, expected) in [("proxybundle mount /a /b -o ", "entry_timeout="), ("proxybundle remount /b -o ", "ro\t"),
+                                 ("proxybundle resolve /x --idiom ", "phone\t"), ("proxybundle resolve /x --scale ", "3\t")] {
+            let values = try Spawn.run("/usr/bin/fish", ["--no-config", "-c", "source \(dir)/fish; complete -C '\(line)'"],
+                                       environment: ["HOME=\(dir)"])
+            XCTAssertTrue(values.output.split(separator: "\n").contains { $0.hasPrefix(expected) }, line + ": " + values.output)
+        }
+    }
+
+    /// The markdown links of `text` that lead to a file of the repository (no scheme, no anchor).
+    static func relativeLinks(_ text: String) -> [String] {
+        text.components(separatedBy: "](").dropFirst().compactMap { rest in
+            guard let end = rest.firstIndex(of: ")") else { return nil }
+            let link = String(rest[..<end])
+            return link.contains(":") || link.hasPrefix("#") || link.contains(" ") ? nil : link
+        }
+    }
+
+    /// Two runs of Scripts/package.sh give the same bytes, also from two compilations; lintian finds nothing but what is
+    /// overridden; the binary ships stripped with its symbols in the dbgsym package, under its
+    /// build id; the package root is 0755 and owned by root; md5sums and the Debian changelog
+    /// are there.
+    func testThePackageIsReproducibleAndLintianClean() throws {
+        let root = NSTemporaryDirectory() + "pb-package-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        // the second build packages the binary as another compilation of the commit gives it:
+        // other module hashes in .swift_modhash, so another build id from the linker
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let recompiled = root + "/proxybundle"
+        try FileManager.default.copyItem(atPath: MountFixture.binary, toPath: recompiled)
+        try Self.scramble([".swift_modhash", ".note.gnu.build-id"], of: recompiled)
+        var debs: [[String]] = []
+        for (run, binary) in [("a", MountFixture.binary), ("b", recompiled)] {
+            try FileManager.default.createDirectory(atPath: root + "/" + run, withIntermediateDirectories: true)
+            let built = try Spawn.run("/bin/bash", [Self.repository + "/Scripts/package.sh", "--binary", binary,
+                                                    "--output", root + "/" + run], seconds: 300)
+            XCTAssertEqual(built.status, 0, built.error)
+            debs.append(try FileManager.default.contentsOfDirectory(atPath: root + "/" + run).sorted())
+            sleep(1)  // a time taken from the clock would differ
+        }
+        XCTAssertEqual(debs[0], debs[1])
+        XCTAssertEqual(debs[0].count, 2, "\(debs[0])")
+        guard let main = debs[0].first(where: { !$0.contains("dbgsym") }), let symbols = debs[0].first(where: { $0.contains("dbgsym") })
+        else { return XCTFail("\(debs[0])") }
+        // the debug symbols keep the compilation's own module hashes
+        XCTAssertEqual(Probe.bytes(root + "/a/" + main), Probe.bytes(root + "/b/" + main), "\(main) differs between two builds")
+        let listing = try Spawn.run("/usr/bin/dpkg-deb", ["-c", root + "/a/" + main]).output
+        XCTAssertTrue(listing.hasPrefix("drwxr-xr-x root/root"), listing)
+        for path in ["./usr/share/doc/proxybundle/changelog.Debian.gz", "./usr/share/doc/proxybundle/copyright",
+                     "./usr/lib/systemd/system/proxybundle@.service", "./usr/share/lintian/overrides/proxybundle"] {
+            XCTAssertTrue(listing.contains(" " + path + "\n"), "\(path) is not in the package")
+        }
+        XCTAssertFalse(listing.contains("mount.fuse.proxybundle"), "fuse3's mount.fuse serves fuse.proxybundle")
+        let control = try Spawn.run("/usr/bin/dpkg-deb", ["-I", root + "/a/" + main]).output
+        XCTAssertTrue(control.contains("md5sums"), control)
+        XCTAssertFalse(control.contains("@localhost"), control)
+        let unpacked = root + "/unpacked"
+        XCTAssertEqual(try Spawn.run("/usr/bin/dpkg-deb", ["-x", root + "/a/" + main, unpacked]).status, 0)
+        XCTAssertEqual(try Spawn.run("/usr/bin/dpkg-deb", ["-x", root + "/a/" + symbols, unpacked]).status, 0)
+        let sections = try Spawn.run("/usr/bin/readelf", ["-S", "-n", unpacked + "/usr/bin/proxybundle"]).output
+        XCTAssertFalse(sections.contains(".symtab") || sections.contains(".debug_info"), "the binary is not stripped")
+        let id = sections.components(separatedBy: "Build ID: ").last?.prefix(40) ?? ""
+        let debugFile = unpacked + "/usr/lib/debug/.build-id/\(id.prefix(2))/\(id.dropFirst(2)).debug"
+        let debugSections = try Spawn.run("/usr/bin/readelf", ["-S", debugFile])
+        XCTAssertTrue(debugSections.output.contains(".debug_info"), debugFile + debugSections.error)
+
+        try XCTSkipUnless(FileManager.default.isExecutableFile(atPath: "/usr/bin/lintian"), "apt install lintian")
+        let lint = try Spawn.run("/usr/bin/lintian", ["--allow-root", root + "/a/" + main, root + "/a/" + symbols], seconds: 600)
+        // the test's binary links the toolchain's shared Swift runtime; the release one is static
+        let dynamic = ["custom-library-search-path", "missing-dependency-on-libc"]
+        let findings = lint.output.split(separator: "\n").filter { line in
+            (line.hasPrefix("E:") || line.hasPrefix("W:")) && !dynamic.contains { line.contains("proxybundle: \($0) ") }
+        }
+        XCTAssertEqual(findings, [], lint.output + lint.error)
+    }
+
+    /// Changes the last byte of each of `sections` of the ELF file `path` (as `readelf -S` finds them).
+    static func scramble(_ sections: [String], of path: String) throws {
+        let table = try Spawn.run("/usr/bin/readelf", ["-S", "-W", path]).output
+        guard let file = FileHandle(forUpdatingAtPath: path) else { throw TestFailure("cannot open \(path)") }
+        defer { try? file.close() }
+        for name in sections {
+            guard let line = table.split(separator: "\n").first(where: { $0.split(separator: " ").contains(Substring(name)) })
+            else { throw TestFailure("\(path) has no \(name)") }
+            let fields = line.split(separator: "]").last?.split(separator: " ") ?? []
+            guard fields.count > 4, let offset = UInt64(fields[3], radix: 16), let size = UInt64(fields[4], radix: 16), size > 0
+            else { throw TestFailure("cannot read \(line)") }
+            try file.seek(toOffset: offset + size - 1)
+            let byte = try file.read(upToCount: 1) ?? Data([0])
+            try file.seek(toOffset: offset + size - 1)
+            try file.write(contentsOf: Data([byte[0] ^ 0xff]))
+        }
     }
 
     /// Scripts/package.sh builds a .deb (here of the test's binary); installed, it mounts
@@ -79,7 +175,7 @@ final class PackageTests: XCTestCase {
                                                 "--output", fx.root], seconds: 120)
         XCTAssertEqual(built.status, 0, built.error)
         let deb = built.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        XCTAssertEqual(deb, fx.root + "/proxybundle_\(Version.number)_amd64.deb")
+        XCTAssertTrue(deb.hasPrefix(fx.root + "/proxybundle_\(Version.number)-1~deb"), deb)
         let install = try Spawn.run("/usr/bin/dpkg", ["-i", deb], seconds: 120)
         XCTAssertEqual(install.status, 0, install.output + install.error)
         let version = try Spawn.run("/usr/bin/proxybundle", ["--version"])
@@ -88,6 +184,16 @@ final class PackageTests: XCTestCase {
         XCTAssertEqual(man.status, 0, man.error)
         XCTAssertEqual(man.error, "")
         XCTAssertTrue(man.output.contains("LAYERS AND WHITEOUTS"), man.output)
+        // the template unit is installed, not enabled
+        XCTAssertEqual(Disk.lstatError("/usr/lib/systemd/system/proxybundle@.service"), 0)
+        let wants = try Spawn.run("/usr/bin/find", ["/etc/systemd/system", "-name", "proxybundle@*"])
+        XCTAssertEqual(wants.output, "")
+        // every relative link of the installed README leads to a file the package installed
+        let doc = "/usr/share/doc/proxybundle/"
+        let readme = try Disk.read(doc + "README.md")
+        let links = Self.relativeLinks(readme)
+        XCTAssertTrue(links.contains("docs/MERGED-VIEW.md"), "\(links)")
+        for link in links { XCTAssertEqual(Disk.lstatError(doc + link), 0, "the installed README links \(link)") }
 
         // the installed helper serves an fstab line (the directory of the test's own binary
         // is not where mount.fuse3 looks: only the package's /usr/bin copy can answer)
@@ -97,6 +203,9 @@ final class PackageTests: XCTestCase {
         let mounted = try Spawn.run("/bin/mount", ["-a", "-T", fstab], environment: ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
         XCTAssertEqual(mounted.status, 0, mounted.error)
         XCTAssertEqual(MountTable.current().mount(at: fx.mountpoint)?.type, "fuse.proxybundle")
+        var flags = statvfs()
+        XCTAssertEqual(statvfs(fx.mountpoint, &flags), 0)
+        XCTAssertEqual(flags.f_flag & 6, 6, "fstab mounts are nosuid,nodev (ST_NOSUID|ST_NODEV)")
         XCTAssertEqual(try Disk.read(fx.inMount("Info.plist")), "main")
         let unmounted = try Spawn.run("/usr/bin/proxybundle", ["unmount", fx.mountpoint])
         XCTAssertEqual(unmounted.status, 0, unmounted.error)

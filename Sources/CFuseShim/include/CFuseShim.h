@@ -59,4 +59,7 @@ size_t pb_uring_problem(char *text, size_t size);
 // body (FUSE_NOTIFY_INC_EPOCH = 8 on kernels from 6.16). Returns 0 or -errno.
 int pb_notify_bare(struct fuse_session *se, int code);
 
+// The symbolic name of an errno value ("ENOTEMPTY"), or NULL for a number glibc does not name.
+const char *pb_errno_name(int code);
+
 #endif
