@@ -86,6 +86,8 @@ extension FuseServer {
         let paths: [UInt8] = about.flatMap { Array("\($0.key): ".utf8) + FuseServer.oneLine($0.path.bytes) + [0x0A] }
         let timeouts = self.timeouts
         let lines = [
+            "layers: \(stack.count)",
+            "layers_open: \(stack.count)",
             "read_only: \(overlay.isWritable ? "no" : "yes")",
             "entry_timeout: \(timeouts.entry.secondsText)",
             "attr_timeout: \(timeouts.attribute.secondsText)",

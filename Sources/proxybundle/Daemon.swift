@@ -38,7 +38,13 @@ enum Daemon {
             let session = try open(plan, claim: claim, logger: logger)
             do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
-            let patches = plan.patches.isEmpty ? "" : " under patches \(plan.patches.map(\.description).joined(separator: ", "))"
+            // a list of thousands would make a line of megabytes: past a few, the count and the ends
+            let patches: String
+            switch plan.patches.count {
+            case 0: patches = ""
+            case 1...8: patches = " under patches \(plan.patches.map(\.description).joined(separator: ", "))"
+            default: patches = " under \(plan.patches.count) patches, \(plan.patches[0]) to \(plan.patches[plan.patches.count - 1])"
+            }
             logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
             if plan.options.watch { session.server.startWatching() }
             if let notifySocket, ready == nil {

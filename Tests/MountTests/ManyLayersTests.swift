@@ -41,6 +41,9 @@ final class ManyLayersTests: XCTestCase {
         let layers = try String(contentsOfFile: fx.inMount(".layers"), encoding: .utf8).split(separator: "\n")
         XCTAssertEqual(layers.count, 302)
         XCTAssertEqual(layers[300], "patch \(fx.root)/patches/299")
+        XCTAssertEqual(try fx.figure("layers"), 302)
+        XCTAssertEqual(try fx.figure("layers_open"), 302, "every layer holds its descriptor")
+        XCTAssertTrue(fx.log.contains("under 300 patches, \(fx.root)/patches/0 to \(fx.root)/patches/299"), fx.log)
     }
 
     /// Ten thousand patches, the limit, from standard input; one more is refused in one line
