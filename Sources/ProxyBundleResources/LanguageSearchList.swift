@@ -77,6 +77,13 @@ extension ResourceBundle {
     /// A name listed twice (in Info.plist and as a directory) is kept once: CoreFoundation's
     /// list repeats it, to no effect on any answer.
     public var localizations: [String] {
+        if let known = knownLocalizations { return known }
+        let list = readLocalizations()
+        knownLocalizations = list
+        return list
+    }
+
+    private func readLocalizations() -> [String] {
         var list = info.localizations
         let suffix = ".lproj"
         let directories = tree.names(in: resources).filter { $0.count > suffix.count && $0.hasSuffix(suffix) }

@@ -19,6 +19,8 @@ public final class ResourceBundle {
     /// framework): its language choice is followed (see `searchList(preferred:main:)`).
     public let main: ResourceBundle?
     private var searchLists: [[String]: LanguageSearchList] = [:]
+    /// `localizations`, once read (`check` asks for them per file).
+    var knownLocalizations: [String]? = nil
     private var catalogRead = false
     private var catalogResult: Result<AssetCatalog, AssetCatalog.Unreadable>? = nil
     private var directories: [DirectoryKey: ResourceDirectory] = [:]
