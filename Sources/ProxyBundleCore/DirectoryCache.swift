@@ -116,7 +116,7 @@ final class DirectoryCache: Sendable {
     private func holding(_ location: NodeTable.Location) -> [UInt16]? {
         guard let name = location.path.bytes.split(separator: UInt8(ascii: "/")).last,
               let parent = entries.withLock({ $0[location.parent] }) else { return nil }
-        return parent.known?.layers(holding: Array(name))?.entries
+        return parent.known?.holding(Array(name))?.entries
     }
 
     /// The descriptors of directory node `id` at `location` (fresh), opened if needed.

@@ -26,6 +26,21 @@ final class KnownNames: Sendable {
     struct Presence {
         var entries: [Int: [UInt16]] = [:]
         var whiteouts: [Int: [UInt16]] = [:]
+
+        /// The entry `name` of layer `layer`: a name, or a whiteout file for one.
+        mutating func add(_ name: UnsafeRawBufferPointer, layer: UInt16) {
+            if let hidden = Whiteout.hiddenName(name) {
+                whiteouts[KnownNames.hash(hidden), default: []].append(layer)
+            } else {
+                entries[KnownNames.hash(name), default: []].append(layer)
+            }
+        }
+    }
+
+    /// The layers that hold a name (none: it is missing), and those with a whiteout file for it.
+    struct Holding {
+        var entries: [UInt16]
+        var whiteouts: [UInt16]
     }
 
     private struct State {
@@ -35,26 +50,17 @@ final class KnownNames: Sendable {
     }
     private let state = Locked(State())
 
-    /// False only when the names were read and `name` is not among them.
-    func mayHave(_ name: [UInt8]) -> Bool {
+    /// Where `name` is, top first; nil when the names were not read. With `dirs` (a lookup
+    /// of the name in the directory open so), the names are read first if this is the
+    /// directory's first lookup and it is in many layers. One hash and one lock a lookup.
+    func holding(_ name: [UInt8], readingIn dirs: DirectoryDescriptors? = nil) -> Holding? {
         let hash = KnownNames.hash(name)
-        return state.withLock { s in s.presence.map { $0.entries[hash] != nil } ?? true }
-    }
-
-    /// The layers that hold `name`, and those that hold a whiteout file for it, top first;
-    /// nil when the names were not read.
-    func layers(holding name: [UInt8]) -> (entries: [UInt16], whiteouts: [UInt16])? {
-        let hash = KnownNames.hash(name)
-        return state.withLock { s in s.presence.map { ($0.entries[hash] ?? [], $0.whiteouts[hash] ?? []) } }
-    }
-
-    /// Reads the names of the directory open as `dirs` at its first lookup when it is in many
-    /// layers.
-    func lookingUp(_ dirs: DirectoryDescriptors) {
-        state.withLock { s in
-            guard s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers else { return }
-            s.misses = 1
-            s.presence = KnownNames.read(dirs)
+        return state.withLock { s in
+            if let dirs, s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers {
+                s.misses = 1
+                s.presence = KnownNames.read(dirs)
+            }
+            return s.presence.map { Holding(entries: $0.entries[hash] ?? [], whiteouts: $0.whiteouts[hash] ?? []) }
         }
     }
 
@@ -67,12 +73,7 @@ final class KnownNames: Sendable {
             let layer = UInt16(first + offset)
             list.withNames { names in
                 for entry in list.entries {
-                    let name = UnsafeRawBufferPointer(start: names.cString(entry), count: Int(entry.length))
-                    if let hidden = Whiteout.hiddenName(name) {
-                        presence.whiteouts[KnownNames.hash(hidden), default: []].append(layer)
-                    } else {
-                        presence.entries[KnownNames.hash(name), default: []].append(layer)
-                    }
+                    presence.add(UnsafeRawBufferPointer(start: names.cString(entry), count: Int(entry.length)), layer: layer)
                 }
             }
         }
@@ -114,12 +115,7 @@ final class KnownNames: Sendable {
         let dir = try Sys.check { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         try Sys.readDirectory(dir) { entry, _ in
             Sys.withName(entry) { name, length in
-                let bytes = UnsafeRawBufferPointer(start: name, count: length)
-                if let hidden = Whiteout.hiddenName(bytes) {
-                    presence.whiteouts[hash(hidden), default: []].append(layer)
-                } else {
-                    presence.entries[hash(bytes), default: []].append(layer)
-                }
+                presence.add(UnsafeRawBufferPointer(start: name, count: length), layer: layer)
             }
         }
     }
@@ -128,7 +124,7 @@ final class KnownNames: Sendable {
         name.withUnsafeBytes { hash($0) }
     }
 
-    private static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
+    static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {
         var hasher = Hasher()
         hasher.combine(bytes: bytes)
         return hasher.finalize()

@@ -58,14 +58,11 @@ extension Overlay {
     /// or a whiteout there. One `fstatat` per layer that has the directory; a look for a
     /// whiteout file or an opaque directory only once a layer below has the name.
     func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors, layers: Range<Int>? = nil) throws(Errno) -> Resolved {
-        if layers == nil, let known = dirs.known {
-            known.lookingUp(dirs)
-            if !known.mayHave(name) { throw Errno.noEntry }
-        }
-        let searched = layers ?? dirs.placement.layers
         // where the directory's names were read: the layers that hold the name, and the
-        // substitution (see `KnownNames`)
-        let holding = dirs.known?.layers(holding: name)
+        // substitution (see `KnownNames`); none, and it is missing
+        let holding = dirs.known?.holding(name, readingIn: layers == nil ? dirs : nil)
+        if layers == nil, holding?.entries.isEmpty == true { throw Errno.noEntry }
+        let searched = layers ?? dirs.placement.layers
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Resolved in
             var found: Resolved? = nil
             var anyEntry = false
