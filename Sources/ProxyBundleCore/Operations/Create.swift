@@ -8,6 +8,9 @@ import CSyscalls
 /// created beside it and the whiteout removed after: the substitution's entry wins while both
 /// exist, so no moment shows neither or both. A new directory over a whiteout is made opaque
 /// first, so it starts empty.
+///
+/// The folder `Operations/` owns the directory operations and attribute changes that write
+/// the substitution (create, remove, rename, setattr, xattrs) and who may make them.
 extension Overlay {
     /// What a new entry is.
     public enum NewEntry {

@@ -8,6 +8,9 @@ import CSyscalls
 /// directory (data, then mode, owner, xattrs and times) and then named in place: a regular
 /// file is made without a name and linked there, anything else is made under a temporary name
 /// and renamed. Either way it appears complete or not at all.
+///
+/// The folder `CopyUp/` owns copying up: single entries, whole directories (materializing)
+/// and files made without a name.
 extension Overlay {
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
     /// returns its path. A directory copied up stays merged with the layers' below.

@@ -14,6 +14,10 @@ public let rootNodeID: NodeID = 1
 /// daemon's lookup cache: a fresh node's placement answers a lookup of its name without
 /// resolving it again, and names found missing are remembered as absent (see
 /// NodeTable+Cache.swift).
+///
+/// The folder `Nodes/` owns nodes and names: the table and its pages, a node's name, the
+/// index from names to nodes, and what the daemon knows of each directory's names (present,
+/// by layer; absent).
 final class NodeTable: Sendable {
     /// Kept small (64 bytes, a short name included; every cached name has one): what few
     /// nodes need lives in `State.extras`. The fields are in the order that packs them.

@@ -3,6 +3,10 @@ import Glibc
 #endif
 import CSyscalls
 
+/// Lookup, as overlayfs's namei: which layer serves a name, seen through whiteouts, opaque
+/// directories and the names each layer is known to hold. The folder `Lookup/` owns it, with
+/// the descriptors of directories recently looked in, the control files, file handles and
+/// `which`.
 extension Overlay {
     /// What a name of a directory resolves to: its placement and reported attributes.
     struct Resolved {

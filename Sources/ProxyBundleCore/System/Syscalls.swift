@@ -5,6 +5,9 @@ import CSyscalls
 
 /// Thin wrappers over the system calls the overlay makes: each retries on EINTR and turns
 /// failure into a thrown `Errno`. Nothing here knows about layers or whiteouts.
+///
+/// The folder `System/` owns what the rest stands on: system calls, error numbers, locks,
+/// raw paths, the mount table and interruption of a request.
 enum Sys {
     @inline(__always)
     static func check(_ body: () -> Int32) throws(Errno) -> Int32 {

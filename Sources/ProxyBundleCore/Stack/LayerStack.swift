@@ -6,6 +6,10 @@ import Glibc
 /// then the patches in the order given (the first wins), then the main bundle (last). A name
 /// in a higher layer shadows the same name in every layer below it; a directory merges with
 /// the same directory in the layers below, down to the first layer where it is opaque.
+///
+/// The folder `Stack/` owns the stack and its layers: each layer's descriptor and identity,
+/// the check of a layer list, the substitution's work area and kept inode numbers, and the
+/// OCI whiteout conventions every layer is read with.
 public final class LayerStack: Sendable {
     /// What a layer is to the mount.
     public enum Role: String, Sendable {

@@ -14,6 +14,9 @@ import CSyscalls
 /// shared mapping (mmap), and changes to it through a hard link in a directory the daemon has
 /// not looked into. `proxybundle invalidate --all` (`/` written to `.invalidate`) flushes
 /// everything whatever happened.
+///
+/// The folder `Changes/` owns what happens when layers change behind the daemon's back:
+/// watching (this type), marking what changed stale, and invalidating everything.
 final class LayerWatch: Sendable {
     /// A name that changed on disk in a directory node.
     struct Change {

@@ -4,6 +4,9 @@ import Glibc
 
 /// A merged directory listing, taken once when the directory is opened so that offsets stay
 /// valid across readdir calls (telldir/seekdir). Entry `i` has offset `i + 1`.
+///
+/// The folder `Listing/` owns readdir: the merge of a directory's layers into one list, the
+/// list itself, and reading the attributes of what a listing names ahead of the lookups.
 public final class DirectoryListing: Sendable {
     public typealias Item = EntryList.Entry
 
