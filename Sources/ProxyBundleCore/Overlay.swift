@@ -7,31 +7,49 @@ import CSyscalls
 /// layer written, then the patches, then the main bundle. Operations are named after the FUSE
 /// requests that use them and take kernel node IDs; nothing here imports libfuse.
 ///
-/// Locks, in the order they may nest (a lock is never taken while one after it is held):
+/// Every lock of the daemon, in the order they may nest: a thread holding one takes only locks
+/// of a higher number, never one of the same or a lower number.
 /// 1. `FuseServer.invalidations` (FUSE target): held for a whole invalidation or change of
-///    the patches, during which the daemon calls into the layers and notifies the kernel.
-/// 2. `layersInUse`: held shared for the whole of each request that reads placements (a
-///    thread may take it again), exclusively while the stack is swapped and every placement
-///    forgotten (the swap waits for the requests in flight; they may call into the layers).
-/// 3. `DirectoryCache`'s, `KnownNames`'s and `LayerWatch`'s own locks, and `stack`: each held
-///    only to read or swap a value; `LayerWatch` adds inotify watches under its lock.
+///    the patches, during which the daemon calls into the layers and the overlay and notifies
+///    the kernel.
+/// 2. `Overlay.installs`: held while an invalidation or a swap makes and publishes a new view
+///    (so views are published in the order of their generations), and while a remount
+///    changes writability. Requests never take it.
+/// 3. `DirectoryCache`'s entries: may take (4) to check the table's version.
 /// 4. `NodeTable.state`: held for table changes only, never while calling into a layer or the
-///    kernel, except `withOpenFile`, which runs one `fstat`/`f*xattr` on a descriptor the
-///    table owns (a concurrent release must not close it meanwhile).
+///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
+///    concurrent release must not close it meanwhile): the calls that read or change that
+///    file (`fstat`, `f*xattr`, `fchmod`...), and for an unnamed file linked in, the open of
+///    its new directory in the substitution and the `linkat`. Callers read what they need
+///    from `LayerWatch` before taking it.
+/// 5. Leaves, each held only to read or swap a value and never while taking another lock:
+///    `Overlay.currentView`, `stack`, `writable`, `controlTime`, `longCopies`,
+///    `warnedOfRemovedSubstitution`; `LayerWatch`'s (adds inotify watches under it),
+///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
+///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
+///    `extendedAttributeReads`, `ListingStore`'s, `ListingReaders`', `Passthrough`'s and
+///    `Prefetcher`'s (its mutex; `mincore` under it); the command line's `WriterLock`; and
+///    `Uring.c`'s `problem_lock`.
 /// No lock is held while the daemon replies to or notifies the kernel, except (1): a
 /// notification may wait for a directory lock that a request in flight holds, and that
 /// request never needs (1).
+///
+/// Requests take none of (1) and (2): each pins the view current when it starts (`pinView`)
+/// and sees only it, so a swap of the layers waits for no request (see `StackView`).
 public final class Overlay: Sendable {
     let nodes: NodeTable
-    /// The layers and what belongs to them; replaced as a whole when the patches change, or
-    /// when an invalidation finds that the substitution's path now names another directory.
+    /// The view new requests pin: replaced whole (see `StackView`).
+    let currentView: Locked<StackView>
+    /// The view each serving thread pinned.
+    private let pins = ThreadPin<StackView>()
+    /// Serializes the making of new views (see the lock order above).
+    let installs = Locked(())
+    /// What belongs to the substitution beside the views: changed in place.
     let stack: Locked<Stack>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: RawPath?
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
-    /// Descriptors of directories recently looked in (DirectoryCache.swift).
-    let directories: DirectoryCache
     /// The directories looked into, watched for changes on disk (LayerWatch.swift).
     let watch = LayerWatch()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
@@ -39,9 +57,6 @@ public final class Overlay: Sendable {
     /// Whether changes go to the substitution (false: they answer EROFS); changed by a remount.
     public var isWritable: Bool { writable.withLock { $0 } }
     private let writable: Locked<Bool>
-    /// Held shared by every request that interprets placements (layer numbers), exclusively
-    /// while the stack is replaced: a request runs wholly with one stack.
-    let layersInUse = ReadWriteLock()
     /// Whether the request a thread serves was interrupted (long copies ask).
     public let interruption = Interruption()
     /// The directories being materialized now, and how far each copy got.
@@ -49,7 +64,8 @@ public final class Overlay: Sendable {
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
 
     struct Stack {
-        var layers: LayerStack
+        /// The substitution of the current view.
+        var substitution: Layer
         /// The copy-up work directory once made (never for a read-only overlay).
         var work: Workspace?
         var inodes: InodeNumbers
@@ -57,10 +73,28 @@ public final class Overlay: Sendable {
         var origins = Origins()
     }
 
+    /// The view this thread's request pinned, or the current one.
+    var view: StackView { pins.pinned ?? currentView.withLock { $0 } }
+
+    /// Pins the current view on this thread until the matching `unpinView` (nested pins keep
+    /// the first): every public operation that reads placements runs wholly in one view.
+    func pinView() { pins.enter { currentView.withLock { $0 } } }
+    func unpinView() { pins.leave() }
+
+    /// Runs `body` in one view (for callers outside a request, like the FUSE layer's
+    /// listings of the layers).
+    public func withPinnedView<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pinView(); defer { unpinView() }
+        return try body()
+    }
+
+    /// The descriptors of directories recently looked in, of this request's view.
+    var directories: DirectoryCache { view.directories }
+
     /// The layers as they are now, top first.
-    public var layers: LayerStack { stack.withLock { $0.layers } }
+    public var layers: LayerStack { view.layers }
     /// The substitution: the only layer written.
-    public var substitution: Layer { stack.withLock { $0.layers.substitution } }
+    public var substitution: Layer { view.layers.substitution }
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
@@ -87,9 +121,10 @@ public final class Overlay: Sendable {
         inodes.register(layers)
         // what a crash left of the work directory goes; it is made again when first needed
         if writable { Workspace.remove(from: layers.substitution) }
-        stack = Locked(Stack(layers: layers, work: nil, inodes: inodes))
+        stack = Locked(Stack(substitution: layers.substitution, work: nil, inodes: inodes))
         nodes = NodeTable(root: try layers.rootPlacement())
-        directories = DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)
+        currentView = Locked(StackView(layers: layers, generation: nodes.generation,
+                                       directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)))
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime = Locked(now)
@@ -107,12 +142,12 @@ public final class Overlay: Sendable {
     /// for the first time, it starts without what a crash left of the work directory, as a
     /// writable mount does (one it made itself stays, as at any time).
     public func setWritable(_ writable: Bool) {
-        layersInUse.withExclusive {
+        installs.withLock { _ in
             let was = self.writable.withLock { value in
                 defer { value = writable }
                 return value
             }
-            let (substitution, work) = stack.withLock { ($0.layers.substitution, $0.work) }
+            let (substitution, work) = stack.withLock { ($0.substitution, $0.work) }
             if writable && !was && work == nil { Workspace.remove(from: substitution) }
         }
     }
@@ -129,32 +164,55 @@ public final class Overlay: Sendable {
         return invalidation
     }
 
-    /// Puts `next` in place of the layers and forgets every placement, no request running
-    /// between the two; a new substitution starts without a work directory or kept inode
-    /// numbers. Returns the substitution and work directory before, and what the kernel must
-    /// forget.
+    /// Puts `next` in place of the layers and forgets every placement: requests that start
+    /// after this returns see `next`; those in flight finish in the view they began with. A new
+    /// substitution starts without a work directory or kept inode numbers. Returns the
+    /// substitution and work directory before, and what the kernel must forget.
     func install(_ next: LayerStack, listingNames: Bool) throws(Errno)
         -> (old: (substitution: Layer, work: Workspace?), Invalidation) {
-        try layersInUse.withExclusive { () throws(Errno) -> ((substitution: Layer, work: Workspace?), Invalidation) in
+        try installs.withLock { _ throws(Errno) -> ((substitution: Layer, work: Workspace?), Invalidation) in
+            let root = try next.rootPlacement()
             let old = stack.withLock { s -> (substitution: Layer, work: Workspace?) in
-                let old = (s.layers.substitution, s.work)
-                if next.substitution !== s.layers.substitution {
+                let old = (s.substitution, s.work)
+                if next.substitution !== s.substitution {
                     s.work = nil
                     s.origins = Origins()
                 }
-                s.layers = next
+                s.substitution = next.substitution
                 s.inodes.register(next)
                 return old
             }
             let swapped = next.substitution !== old.substitution
-            return (old, try invalidateEverything(listingNames: listingNames, swappedSubstitution: swapped))
+            let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
+            publishView(of: next)
+            watch.restart()
+            touchControlTime()
+            return (old, Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped))
         }
+    }
+
+    /// Makes a view of `layers` in the node table's current generation the one new requests
+    /// pin (with no directory descriptors yet). Called with `installs` held.
+    func publishView(of layers: LayerStack) {
+        let next = StackView(layers: layers, generation: nodes.generation,
+                             directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
+        let old = currentView.withLock { current -> StackView in
+            defer { current = next }
+            return current
+        }
+        _ = old  // let go outside the lock: its descriptors close once no request holds it
+    }
+
+    func touchControlTime() {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        controlTime.withLock { $0 = now }
     }
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
     public func close() {
         let (substitution, work) = stack.withLock { s -> (Layer, Workspace?) in
-            let current = (s.layers.substitution, s.work)
+            let current = (s.substitution, s.work)
             s.work = nil
             return current
         }
@@ -168,7 +226,7 @@ public final class Overlay: Sendable {
 
     /// Resolves `name` in `parent`, from the cache when it knows the answer.
     public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         switch try find(name, in: parent) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
@@ -185,7 +243,7 @@ public final class Overlay: Sendable {
 
     /// A readdirplus entry: the lookup of `item` of `listing`.
     public func lookup(listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         switch try find(listing.name(item), in: listing.node, listed: (item, listing)) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
@@ -197,12 +255,12 @@ public final class Overlay: Sendable {
     /// found it.
     public func find(_ name: [UInt8], in parent: NodeID,
                      listed: (item: DirectoryListing.Item, listing: DirectoryListing)? = nil) throws(Errno) -> Found {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try Names.checkLookup(name)
         if let control = ControlFile(name: name, in: parent) {
             return .found(Entry(node: control.node, attributes: controlAttributes(control)))
         }
-        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name) : .unknown {
+        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name, in: view.generation) : .unknown {
         case .absent:
             return .absent(remembered: true)
         case .found(let id, let location):
@@ -225,11 +283,12 @@ public final class Overlay: Sendable {
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),
-                                    resolvedAt: resolvedAt)
+                                    resolvedAt: resolvedAt, in: view.generation)
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
             nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
-            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
+            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
+                                                                          in: view.generation)
             return .absent(remembered: remembered)
         }
     }
@@ -239,7 +298,7 @@ public final class Overlay: Sendable {
     }
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
         do throws(Errno) {
@@ -274,7 +333,7 @@ public final class Overlay: Sendable {
     }
 
     public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if ControlFile(node: node) != nil { throw Errno.invalid }
         let location = try locate(node)
         return try layer(serving: location.placement).readLink(location.path)
@@ -293,7 +352,7 @@ public final class Overlay: Sendable {
     /// Opens the file behind `node`. Opening a main-bundle file for writing (or with O_TRUNC)
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         var location = try locate(node)
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
@@ -346,7 +405,7 @@ public final class Overlay: Sendable {
 
     /// access(2): checks `mask` against the node's mode for the requesting user.
     public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let st = try attributes(of: node)
         try Permissions.check(st, mask: mask, user: user)
     }
@@ -359,11 +418,11 @@ public final class Overlay: Sendable {
     /// it (`rsync --delete`) or moved it.
     func workspace() throws(Errno) -> Workspace {
         try checkWritable()
-        let (current, substitution) = stack.withLock { ($0.work, $0.layers.substitution) }
+        let (current, substitution) = stack.withLock { ($0.work, $0.substitution) }
         if let current, current.isInPlace(in: substitution) { return current }
         let made = try Workspace(in: substitution)
         stack.withLock { s in
-            if s.layers.substitution === substitution { s.work = made }
+            if s.substitution === substitution { s.work = made }
         }
         return made
     }

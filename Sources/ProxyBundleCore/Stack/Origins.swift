@@ -51,7 +51,7 @@ extension Overlay {
 
     /// The numbering as it is now, to number many entries under one lock (a listing).
     func shownInodes() -> ShownInodes {
-        stack.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins, substitution: $0.layers.substitution.device) }
+        stack.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins, substitution: $0.substitution.device) }
     }
 
     struct ShownInodes {
@@ -84,7 +84,7 @@ extension Overlay {
     /// rename keeps a file's inode).
     func recordOrigin(_ shown: ino_t, forCopyInode copy: ino_t) {
         stack.withLock { s in
-            let number = s.inodes.number(copy, device: s.layers.substitution.device)
+            let number = s.inodes.number(copy, device: s.substitution.device)
             s.origins.record(UInt64(shown), for: UInt64(number))
         }
     }
@@ -92,7 +92,7 @@ extension Overlay {
     /// The substitution's inode `ino` is new or gone: it shows its own number again.
     func dropOrigin(ofSubstitutionInode ino: ino_t) {
         stack.withLock { s in
-            s.origins.drop(UInt64(s.inodes.number(ino, device: s.layers.substitution.device)))
+            s.origins.drop(UInt64(s.inodes.number(ino, device: s.substitution.device)))
         }
     }
 }
