@@ -23,8 +23,8 @@ import CSyscalls
 ///    its new directory in the substitution and the `linkat`. Callers read what they need
 ///    from `LayerWatch` before taking it.
 /// 5. Leaves, each held only to read or swap a value and never while taking another lock:
-///    `Overlay.currentView`, `stack`, `writable`, `controlTime`, `longCopies`,
-///    `warnedOfRemovedSubstitution`; `LayerWatch`'s (adds inotify watches under it),
+///    `Overlay.currentView`, `inodes`, `controlTime`, `longCopies`; `Substitution`'s;
+///    `LayerWatch`'s (adds inotify watches under it),
 ///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
 ///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
 ///    `extendedAttributeReads`, `ListingStore`'s, `ListingReaders`', `Passthrough`'s and
@@ -44,8 +44,8 @@ public final class Overlay: Sendable {
     private let pins = ThreadPin<StackView>()
     /// Serializes the making of new views (see the lock order above).
     let installs = Locked(())
-    /// What belongs to the substitution beside the views: changed in place.
-    let stack: Locked<Stack>
+    /// The inode numbers of the layers' file systems (see `InodeNumbers`).
+    let inodes: Locked<InodeNumbers>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: RawPath?
     /// The last invalidation's time (the control files' times).
@@ -54,24 +54,14 @@ public final class Overlay: Sendable {
     let watch = LayerWatch()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
-    /// Whether changes go to the substitution (false: they answer EROFS); changed by a remount.
-    public var isWritable: Bool { writable.withLock { $0 } }
-    private let writable: Locked<Bool>
+    /// Whether changes go to the substitution (false: they answer EROFS, as always without
+    /// one); changed by a remount.
+    public var isWritable: Bool { view.layers.substitution?.isWritable ?? false }
     /// Whether the request a thread serves was interrupted (long copies ask).
     public let interruption = Interruption()
     /// The directories being materialized now, and how far each copy got.
     let longCopies = Locked<[LongCopy]>([])
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
-
-    struct Stack {
-        /// The substitution of the current view.
-        var substitution: Layer
-        /// The copy-up work directory once made (never for a read-only overlay).
-        var work: Workspace?
-        var inodes: InodeNumbers
-        /// Inode numbers copied-up entries of this substitution keep showing (Origins.swift).
-        var origins = Origins()
-    }
 
     /// The view this thread's request pinned, or the current one.
     var view: StackView { pins.pinned ?? currentView.withLock { $0 } }
@@ -93,14 +83,16 @@ public final class Overlay: Sendable {
 
     /// The layers as they are now, top first.
     public var layers: LayerStack { view.layers }
-    /// The substitution: the only layer written.
-    public var substitution: Layer { view.layers.substitution }
+    /// The substitution's layer, the only one written; EROFS for a stack without one.
+    var substitution: Layer {
+        get throws(Errno) {
+            guard let top = view.layers.substitution else { throw Errno.readOnly }
+            return top.layer
+        }
+    }
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
-    /// Whether the warning that the substitution was removed has been given (since it was
-    /// last installed).
-    private let warnedOfRemovedSubstitution = Locked(false)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -108,20 +100,17 @@ public final class Overlay: Sendable {
         public var attributes: stat
     }
 
-    /// With `writable`, changes go to the substitution; otherwise they answer EROFS. With
-    /// `substitutionPath`, an invalidation reopens the substitution when that path has come to
-    /// name another directory.
-    public init(layers: LayerStack, writable: Bool = false, substitutionPath: RawPath? = nil,
+    /// Changes go to the stack's substitution while it is writable; otherwise, and without
+    /// one, they answer EROFS. With `substitutionPath`, an invalidation reopens the
+    /// substitution when that path has come to name another directory.
+    public init(layers: LayerStack, substitutionPath: RawPath? = nil,
                 cachesLookups: Bool = true, warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
-        self.writable = Locked(writable)
         self.cachesLookups = cachesLookups
-        self.substitutionPath = substitutionPath
+        self.substitutionPath = layers.substitution == nil ? nil : substitutionPath
         self.warn = warn
         var inodes = InodeNumbers(main: layers.main.device)
         inodes.register(layers)
-        // what a crash left of the work directory goes; it is made again when first needed
-        if writable { Workspace.remove(from: layers.substitution) }
-        stack = Locked(Stack(substitution: layers.substitution, work: nil, inodes: inodes))
+        self.inodes = Locked(inodes)
         nodes = NodeTable(root: try layers.rootPlacement())
         currentView = Locked(StackView(layers: layers, generation: nodes.generation,
                                        directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)))
@@ -130,64 +119,53 @@ public final class Overlay: Sendable {
         controlTime = Locked(now)
     }
 
-    /// The overlay of `main` under `patches` (the first wins) under `substitution`.
-    public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer, writable: Bool = false,
+    /// The overlay of `main` under `patches` (the first wins) under `substitution` (none: a
+    /// read-only stack that writes nothing anywhere).
+    public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer?, writable: Bool = false,
                             substitutionPath: RawPath? = nil, cachesLookups: Bool = true,
                             warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
-        try self.init(layers: LayerStack(substitution: substitution, patches: patches, main: main), writable: writable,
+        let top = substitution.map { Substitution($0, writable: writable) }
+        try self.init(layers: LayerStack(substitution: top, patches: patches, main: main),
                       substitutionPath: substitutionPath, cachesLookups: cachesLookups, warn: warn)
     }
 
-    /// Makes changes go to the substitution again, or answer EROFS (a remount). Made writable
-    /// for the first time, it starts without what a crash left of the work directory, as a
-    /// writable mount does (one it made itself stays, as at any time).
-    public func setWritable(_ writable: Bool) {
-        installs.withLock { _ in
-            let was = self.writable.withLock { value in
-                defer { value = writable }
-                return value
+    /// Makes changes go to the substitution again, or answer EROFS (a remount). EROFS for a
+    /// stack without a substitution, which is never made writable.
+    public func setWritable(_ writable: Bool) throws(Errno) {
+        try installs.withLock { _ throws(Errno) in
+            guard let top = currentView.withLock({ $0.layers.substitution }) else {
+                if writable { throw Errno.readOnly }
+                return
             }
-            let (substitution, work) = stack.withLock { ($0.substitution, $0.work) }
-            if writable && !was && work == nil { Workspace.remove(from: substitution) }
+            top.setWritable(writable)
         }
     }
 
     /// Installs another substitution (after it was swapped on disk) and forgets everything
-    /// cached: its own work directory when needed, and no kept inode numbers (they belonged to
-    /// the old one's inodes). The old one is left without the daemon's work directory.
-    func replaceSubstitution(_ substitution: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
-        let next = try layers.replacingSubstitution(substitution)
-        if isWritable { Workspace.remove(from: substitution) }
-        let (old, invalidation) = try install(next, listingNames: listingNames)
-        if old.work != nil { Workspace.remove(from: old.substitution) }
-        warnedOfRemovedSubstitution.withLock { $0 = false }
-        return invalidation
+    /// cached: no kept inode numbers (they belonged to the old one's inodes). The old one is
+    /// left without the daemon's work directory.
+    func replaceSubstitution(_ layer: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
+        let current = layers
+        let next = try current.replacingSubstitution(Substitution(layer, writable: isWritable))
+        return try install(next, listingNames: listingNames)
     }
 
     /// Puts `next` in place of the layers and forgets every placement: requests that start
-    /// after this returns see `next`; those in flight finish in the view they began with. A new
-    /// substitution starts without a work directory or kept inode numbers. Returns the
-    /// substitution and work directory before, and what the kernel must forget.
-    func install(_ next: LayerStack, listingNames: Bool) throws(Errno)
-        -> (old: (substitution: Layer, work: Workspace?), Invalidation) {
-        try installs.withLock { _ throws(Errno) -> ((substitution: Layer, work: Workspace?), Invalidation) in
+    /// after this returns see `next`; those in flight finish in the view they began with. A
+    /// substitution replaced is left without the daemon's work directory. Returns what the
+    /// kernel must forget.
+    func install(_ next: LayerStack, listingNames: Bool) throws(Errno) -> Invalidation {
+        try installs.withLock { _ throws(Errno) -> Invalidation in
             let root = try next.rootPlacement()
-            let old = stack.withLock { s -> (substitution: Layer, work: Workspace?) in
-                let old = (s.substitution, s.work)
-                if next.substitution !== s.substitution {
-                    s.work = nil
-                    s.origins = Origins()
-                }
-                s.substitution = next.substitution
-                s.inodes.register(next)
-                return old
-            }
-            let swapped = next.substitution !== old.substitution
+            let old = currentView.withLock { $0.layers.substitution }
+            inodes.withLock { $0.register(next) }
+            let swapped = next.substitution !== old
             let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
             publishView(of: next)
+            if swapped { old?.close() }
             watch.restart()
             touchControlTime()
-            return (old, Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped))
+            return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
         }
     }
 
@@ -211,12 +189,7 @@ public final class Overlay: Sendable {
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
     public func close() {
-        let (substitution, work) = stack.withLock { s -> (Layer, Workspace?) in
-            let current = (s.substitution, s.work)
-            s.work = nil
-            return current
-        }
-        if work != nil { Workspace.remove(from: substitution) }
+        layers.substitution?.close()
     }
 
     /// The number of nodes the kernel currently holds references to (the root included).
@@ -394,11 +367,12 @@ public final class Overlay: Sendable {
 
     // MARK: file system
 
-    /// The substitution's file system, as kernel overlayfs reports its upper one: names of up
+    /// The top layer's file system (the substitution's when there is one), as kernel overlayfs
+    /// reports its upper one, or its first lower one without an upper: names of up
     /// to its limit work in every operation (a whiteout for a name too long for `.wh.` is a
     /// device, see `Whiteout.needsDevice`), never more than 255 bytes.
     public func fileSystemStatistics() throws(Errno) -> statvfs {
-        var result = try substitution.fileSystemStatistics()
+        var result = try layers[0].fileSystemStatistics()
         result.f_namemax = min(result.f_namemax, UInt(Names.maximumLength))
         return result
     }
@@ -418,31 +392,15 @@ public final class Overlay: Sendable {
     /// it (`rsync --delete`) or moved it.
     func workspace() throws(Errno) -> Workspace {
         try checkWritable()
-        let (current, substitution) = stack.withLock { ($0.work, $0.substitution) }
-        if let current, current.isInPlace(in: substitution) { return current }
-        let made = try Workspace(in: substitution)
-        stack.withLock { s in
-            if s.substitution === substitution { s.work = made }
-        }
-        return made
+        guard let top = view.layers.substitution else { throw Errno.readOnly }
+        return try top.workspace()
     }
 
-    /// EROFS for a read-only overlay, and while the substitution directory is removed (reads
-    /// go on from the layers below; the first refusal is told to `warn`). Once a directory is
-    /// back at the substitution's path, an invalidation installs it.
+    /// EROFS for a read-only overlay, one without a substitution, and while the substitution
+    /// directory is removed (see `Substitution.checkWritable`).
     func checkWritable() throws(Errno) {
-        guard isWritable else { throw Errno.readOnly }
-        let substitution = self.substitution
-        guard let st = try? Sys.fstat(substitution.rootFD), st.st_nlink == 0 else { return }
-        let first = warnedOfRemovedSubstitution.withLock { warned -> Bool in
-            defer { warned = true }
-            return !warned
-        }
-        if first {
-            warn("the substitution directory \(substitution.path) was removed: changes answer EROFS "
-                 + "until a directory is back at that path and .invalidate is written")
-        }
-        throw Errno.readOnly
+        guard let top = view.layers.substitution else { throw Errno.readOnly }
+        try top.checkWritable(warn: warn)
     }
 
     /// The layer that serves an entry placed so (its top layer).

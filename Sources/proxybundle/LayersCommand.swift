@@ -55,7 +55,8 @@ struct LayersCommand: ParsableCommand {
 
     /// Checks the new patches as `mount` checks its own, then writes them to `.layers`.
     private func replace(_ mount: RunningMount) throws(Failure) {
-        guard let substitution = mount.substitution else { throw mount.unreachable }
+        guard mount.isAlive else { throw mount.unreachable }
+        let substitution = mount.substitution
         let arguments = try directories.map(RawPath.init(argument:)) + (patchesFrom.map { list throws(Failure) in
             try PatchList.read(RawPath(argument: list))
         } ?? [])

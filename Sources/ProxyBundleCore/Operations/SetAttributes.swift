@@ -31,7 +31,7 @@ extension Overlay {
             return shown(st)
         }
         let path = try copyUp(node, withData: changes.size != 0)
-        let substitution = self.substitution
+        let substitution = try self.substitution
         try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                 let at = path.isRoot ? substitution.rootFD : dirfd
