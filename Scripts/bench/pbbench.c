@@ -133,7 +133,8 @@ static int readloop(const char *root, const char *list, double seconds) {
             buffer[got] = 0;
             good = name[0] == 'm' ? !strcmp(buffer, "one\n") || !strcmp(buffer, "two\n") : !strcmp(buffer, "main\n");
         }
-        if (!good && failures++ < 5) fprintf(stderr, "pbbench: read %s: %s\n", path, got < 0 ? strerror(errno) : "unexpected content");
+        if (!good && failures++ < 5)
+            fprintf(stderr, "pbbench: %s %s: %s\n", fd < 0 ? "open" : "read", path, got < 0 ? strerror(errno) : "unexpected content");
         if (samples == room) micros = realloc(micros, (room *= 2) * sizeof *micros);
         micros[samples++] = (long)(took * 1e6);
     }

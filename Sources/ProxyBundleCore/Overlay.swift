@@ -23,7 +23,8 @@ import CSyscalls
 ///    its new directory in the substitution and the `linkat`. Callers read what they need
 ///    from `LayerWatch` before taking it.
 /// 5. Leaves, each held only to read or swap a value and never while taking another lock:
-///    `Overlay.currentView`, `inodes`, `controlTime`, `longCopies`; `Substitution`'s;
+///    `Overlay.currentView`, `recentViews`, `inodes`, `controlTime`, `longCopies`;
+///    `Substitution`'s;
 ///    `LayerWatch`'s (adds inotify watches under it),
 ///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
 ///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
@@ -42,6 +43,10 @@ public final class Overlay: Sendable {
     let currentView: Locked<StackView>
     /// The view each serving thread pinned.
     private let pins = ThreadPin<StackView>()
+    /// The views replaced last, newest first: a file the kernel holds through a node resolved
+    /// in one of them is still opened there after a swap (see `openFile`).
+    private let recentViews = Locked<[StackView]>([])
+    static let keptViews = 4
     /// Serializes the making of new views (see the lock order above).
     let installs = Locked(())
     /// The inode numbers of the layers' file systems (see `InodeNumbers`).
@@ -178,7 +183,16 @@ public final class Overlay: Sendable {
             defer { current = next }
             return current
         }
-        _ = old  // let go outside the lock: its descriptors close once no request holds it
+        // its directories close once no request in flight holds them; its layers stay open
+        // while it is among the recent views
+        old.directories.removeAll()
+        let dropped = recentViews.withLock { views -> [StackView] in
+            views.insert(old, at: 0)
+            guard views.count > Overlay.keptViews else { return [] }
+            defer { views.removeLast(views.count - Overlay.keptViews) }
+            return Array(views[Overlay.keptViews...])
+        }
+        _ = dropped  // let go outside the lock
     }
 
     func touchControlTime() {
@@ -326,7 +340,17 @@ public final class Overlay: Sendable {
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
         pinView(); defer { unpinView() }
-        var location = try locate(node)
+        let before = nodes.lastKnownLocation(of: node, in: view.generation)
+        var location: NodeTable.Location
+        do {
+            location = try locate(node)
+        } catch let error where error.code == ESTALE {
+            // the layers were swapped since the kernel looked the name up, and the name leads
+            // to another file now: the file the kernel holds is still served, for reading
+            guard let before, flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0,
+                  let opened = openInRecentView(node, before, flags: flags) else { throw error }
+            return opened
+        }
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inSubstitution {
@@ -341,6 +365,25 @@ public final class Overlay: Sendable {
         guard let st = try? Sys.fstat(fd), location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
             Sys.close(fd)
             throw Errno.stale
+        }
+        nodes.opened(node, fd: fd)
+        return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    /// Opens `node`'s file for reading in the view it was last resolved in, if that view was
+    /// replaced lately and the file is still there (the same file: a patch is never changed
+    /// through the mount). Nil otherwise.
+    private func openInRecentView(_ node: NodeID, _ location: NodeTable.Location, flags: Int32) -> OpenedFile? {
+        guard !location.placement.isDirectory, location.identity != 0,
+              let old = recentViews.withLock({ $0.first { $0.generation.number == location.resolvedIn } }),
+              Int(location.placement.top) < old.layers.count,
+              let fd = try? old.layers[Int(location.placement.top)].open(location.path, flags: flags & pb_O_PASSED) else {
+            return nil
+        }
+        guard let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
+              UInt64(shown(st).st_ino) == location.identity else {
+            Sys.close(fd)
+            return nil
         }
         nodes.opened(node, fd: fd)
         return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))

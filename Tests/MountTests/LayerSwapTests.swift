@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 import ProxyBundleCore
 import XCTest
@@ -77,6 +78,41 @@ final class LayerSwapTests: XCTestCase {
         while try !condition() {
             guard Date() < deadline else { throw TestFailure("timed out waiting until \(what)") }
             usleep(2_000)
+        }
+    }
+}
+
+/// Reads racing swaps between two patches that hold other versions of the same files.
+final class LayerSwapReadTests: XCTestCase {
+    /// A file the kernel holds (here an O_PATH descriptor, as a path lookup holds it between
+    /// its lookup and its open) still opens after a swap made its name lead to another file:
+    /// it opens as the file it was, and a new open of the name sees the new patch. Before,
+    /// the open answered ESTALE, and a reader racing swaps failed when its retry met a swap
+    /// too.
+    func testAFileHeldAcrossASwapStillOpensAsItWas() throws {
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let one = fx.root + "/one", two = fx.root + "/two"
+        for (dir, text) in [(one, "one"), (two, "two")] {
+            try Disk.mkdir(dir)
+            try Disk.write(dir + "/a.txt", text)
+        }
+        try fx.start(["--patch", one])
+        for lookedUpAgain in [false, true] {
+            let held = open(fx.inMount("a.txt"), pb_O_PATH)
+            XCTAssertGreaterThanOrEqual(held, 0)
+            defer { close(held) }
+            let next = try Disk.read(fx.inMount(".layers")).contains("patch \(one)") ? two : one
+            try Disk.write(fx.inMount(".layers"), next + "\n")
+            // a lookup of the name after the swap gives it to a new node first
+            if lookedUpAgain { XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), next == one ? "one" : "two") }
+            let reopened = open("/proc/self/fd/\(held)", O_RDONLY)
+            XCTAssertGreaterThanOrEqual(reopened, 0, "reopened after the swap: errno \(errno)")
+            if reopened >= 0 {
+                XCTAssertEqual(try Disk.readAll(reopened), next == one ? "two" : "one", "the file it was")
+                close(reopened)
+            }
+            XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), next == one ? "one" : "two", "the new patch's")
         }
     }
 }

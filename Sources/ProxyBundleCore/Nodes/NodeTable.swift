@@ -67,8 +67,12 @@ final class NodeTable: Sendable {
         /// directory or an O_PATH descriptor opened before, a working directory (the kernel
         /// opens these without telling the daemon). Closed when the kernel forgets the node.
         var removedEntry: Int32?
+        /// The name a node the kernel holds lost when it came to lead to another file (the
+        /// layers changed): where the file the node is may still be opened (see
+        /// `Overlay.openFile`).
+        var formerName: ChildKey?
 
-        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && removedEntry == nil }
+        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && removedEntry == nil && formerName == nil }
     }
 
     struct ChildKey: Hashable {
@@ -162,6 +166,10 @@ final class NodeTable: Sendable {
         var isFresh: Bool = true
         /// The node's file type (see `Node.kind`; 0 for the root).
         var kind: UInt8 = 0
+        /// The generation the node itself was last resolved in (0: stale since), and which
+        /// file it is (see `Node.identity`).
+        var resolvedIn: UInt32 = 0
+        var identity: UInt64 = 0
     }
 
     /// The file type bits of a mode, as a small number.
@@ -169,6 +177,19 @@ final class NodeTable: Sendable {
 
     /// The node's location (also of one the kernel forgot: its ancestors, which a node opened
     /// by a file handle may have); ESTALE for a node not known or whose name was removed.
+    /// The node's location, or for a node whose name was taken away, where it was (see
+    /// `Extras.formerName`): its placement and identity as they were, never fresh.
+    func lastKnownLocation(of id: NodeID, in generation: Generation) -> Location? {
+        state.withLock { s -> Location? in
+            if let location = try? NodeTable.location(of: id, in: s, generation) { return location }
+            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent,
+                  let former = s.extras(of: id, node).formerName,
+                  let parent = try? NodeTable.location(of: former.parent, in: s, generation) else { return nil }
+            return Location(path: parent.path.appending(former.name), placement: node.placement, parent: former.parent,
+                            isFresh: false, kind: node.kind, resolvedIn: node.freshIn, identity: node.identity)
+        }
+    }
+
     /// Freshness and the root's placement are as in `generation`.
     func location(of id: NodeID, in generation: Generation) throws(Errno) -> Location {
         try state.withLock { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s, generation) }
@@ -214,7 +235,7 @@ final class NodeTable: Sendable {
         }
         name.withBytes { bytes.append(contentsOf: $0) }
         return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: parent, isFresh: fresh,
-                        kind: node.kind)
+                        kind: node.kind, resolvedIn: node.freshIn, identity: node.identity)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
@@ -309,8 +330,9 @@ final class NodeTable: Sendable {
             s.setChild(next, id)
         } else {
             s.rename(id, to: ChildKey(parent: NodeTable.detachedParent, name: NodeTable.deletedName))
+            if node.lookups > 0 { extras.formerName = key }
         }
-        if node.hasExtras { s.changeExtras(of: id) { $0 = extras } }
+        if node.hasExtras || extras.formerName != nil { s.changeExtras(of: id) { $0 = extras } }
     }
 
     static let deletedName = Array("(deleted)".utf8)
