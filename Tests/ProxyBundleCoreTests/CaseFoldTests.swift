@@ -127,6 +127,25 @@ final class CaseFoldTests: XCTestCase {
         XCTAssertEqual(CaseFold.key([0x45, 0xCC]), [0x45, 0xCC])  // cut short
     }
 
+    /// The decoder takes exactly what Swift's own validation takes, over 200,000 short byte
+    /// strings (a fixed sequence, mostly bytes of multi-byte forms).
+    func testDecoderAgreesWithSwiftsValidation() {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let pool: [UInt8] = [0x41, 0x7A, 0x80, 0x8F, 0x90, 0x9F, 0xA0, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xED, 0xEF,
+                             0xF0, 0xF4, 0xF5, 0xFF]
+        for _ in 0 ..< 200_000 {
+            var bytes: [UInt8] = []
+            for _ in 0 ..< 1 + Int(state >> 61) {
+                state = state &* 6364136223846793005 &+ 1442695040888963407
+                bytes.append(pool[Int(state >> 33) % pool.count])
+            }
+            let ours = CaseFold.decode(bytes)
+            let swift = String(validating: bytes, as: UTF8.self).map { $0.unicodeScalars.map(\.value) }
+            XCTAssertEqual(ours, swift, "\(bytes)")
+            if ours != swift { break }
+        }
+    }
+
     func testASCIICompareLowersLettersOnly() {
         XCTAssertTrue(CaseFold.equal(Array("README.md".utf8), Array("readme.MD".utf8)))
         XCTAssertFalse(CaseFold.equal(Array("@".utf8), Array("`".utf8)))

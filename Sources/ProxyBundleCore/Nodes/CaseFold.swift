@@ -11,22 +11,27 @@
 public enum CaseFold {
     /// The key of `name`: names a case-folding mount treats as one have equal keys. A valid
     /// name's key is valid UTF-8, an invalid name's is the name itself, so the two never meet.
-    public static func key(_ name: some Collection<UInt8>) -> [UInt8] {
+    public static func key(_ name: [UInt8]) -> [UInt8] {
         if let ascii = asciiKey(name) { return ascii }
-        guard let text = String(validating: name, as: UTF8.self) else { return Array(name) }
-        return encode(fold(Array(text.unicodeScalars)))
+        guard let scalars = decode(name) else { return name }
+        return encode(fold(scalars))
+    }
+
+    public static func key(_ name: some Collection<UInt8>) -> [UInt8] {
+        key(Array(name))
     }
 
     /// The key of `name`, or nil when it is `name` itself (an ASCII name without capitals, or
     /// one already folded): a cache then needs no second copy.
     public static func keyIfDifferent(_ name: [UInt8]) -> [UInt8]? {
-        if !name.contains(where: { $0 >= 0x80 || ($0 >= 0x41 && $0 <= 0x5A) }) { return nil }
+        let plain = name.withUnsafeBufferPointer { bytes in !bytes.contains { $0 >= 0x80 || ($0 &- 0x41) < 26 } }
+        if plain { return nil }
         let folded = key(name)
         return folded == name ? nil : folded
     }
 
     /// Whether `a` and `b` name the same entry; ASCII names compare without allocating.
-    public static func equal(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
+    public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         if a.count == b.count, let same = asciiEqual(a, b) { return same }
         return key(a) == key(b)
     }
@@ -37,41 +42,87 @@ public enum CaseFold {
     }
 
     /// `name` with A-Z lowered, when it is all ASCII.
-    private static func asciiKey(_ name: some Collection<UInt8>) -> [UInt8]? {
-        var key = [UInt8]()
-        key.reserveCapacity(name.count)
-        for byte in name {
-            if byte >= 0x80 { return nil }
-            key.append(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+    private static func asciiKey(_ name: [UInt8]) -> [UInt8]? {
+        name.withUnsafeBufferPointer { bytes -> [UInt8]? in
+            var ascii = true
+            let key = [UInt8](unsafeUninitializedCapacity: bytes.count) { out, count in
+                for index in 0 ..< bytes.count {
+                    let byte = bytes[index]
+                    if byte >= 0x80 {
+                        ascii = false
+                        break
+                    }
+                    out[index] = (byte &- 0x41) < 26 ? byte | 0x20 : byte
+                }
+                count = ascii ? bytes.count : 0
+            }
+            return ascii ? key : nil
         }
-        return key
     }
 
     /// Whether `a` and `b`, of one length, are equal ignoring ASCII case; nil when a byte of
     /// either is not ASCII (the full rules decide then).
-    private static func asciiEqual(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool? {
-        var same = true
-        for (x, y) in zip(a, b) {
-            if x >= 0x80 || y >= 0x80 { return nil }
-            if x != y && (x | 0x20 != y | 0x20 || !(0x61...0x7A).contains(x | 0x20)) { same = false }
+    private static func asciiEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool? {
+        a.withUnsafeBufferPointer { x in
+            b.withUnsafeBufferPointer { y -> Bool? in
+                var same = true
+                for index in 0 ..< x.count {
+                    let (p, q) = (x[index], y[index])
+                    if (p | q) >= 0x80 { return nil }
+                    if p != q && (p | 0x20 != q | 0x20 || (p | 0x20) &- 0x61 >= 26) { same = false }
+                }
+                return same
+            }
         }
-        return same
     }
 
     /// The canonical caseless form of `scalars`: decomposed and put in canonical order, folded
     /// (each folding decomposed already), and put in canonical order again, since folding
     /// turns a combining mark into a letter (U+0345 into ι).
-    static func fold(_ scalars: [Unicode.Scalar]) -> [UInt32] {
+    static func fold(_ scalars: [UInt32]) -> [UInt32] {
         let tables = CaseFoldTables.shared
         var decomposed: [UInt32] = []
         decomposed.reserveCapacity(scalars.count + 4)
-        for scalar in scalars { tables.appendDecomposition(of: scalar.value, to: &decomposed) }
+        for scalar in scalars { tables.appendDecomposition(of: scalar, to: &decomposed) }
         tables.reorder(&decomposed)
         var folded: [UInt32] = []
         folded.reserveCapacity(decomposed.count + 4)
         for code in decomposed { tables.appendFolding(of: code, to: &folded) }
         tables.reorder(&folded)
         return folded
+    }
+
+    /// The scalar values of `name`, when it is well-formed UTF-8 (no overlong form, no
+    /// surrogate, nothing above U+10FFFF, nothing cut short).
+    static func decode(_ name: [UInt8]) -> [UInt32]? {
+        name.withUnsafeBufferPointer { bytes -> [UInt32]? in
+            var scalars: [UInt32] = []
+            scalars.reserveCapacity(bytes.count)
+            var index = 0
+            while index < bytes.count {
+                let lead = UInt32(bytes[index])
+                if lead < 0x80 {
+                    scalars.append(lead)
+                    index += 1
+                    continue
+                }
+                let (length, least, bits): (Int, UInt32, UInt32) =
+                    lead & 0xE0 == 0xC0 ? (2, 0x80, lead & 0x1F)
+                    : lead & 0xF0 == 0xE0 ? (3, 0x800, lead & 0x0F)
+                    : lead & 0xF8 == 0xF0 ? (4, 0x10000, lead & 0x07) : (0, 0, 0)
+                guard length > 0, index + length <= bytes.count else { return nil }
+                var value = bits
+                for next in 1 ..< length {
+                    let byte = bytes[index + next]
+                    guard byte & 0xC0 == 0x80 else { return nil }
+                    value = value << 6 | UInt32(byte & 0x3F)
+                }
+                guard value >= least, value <= 0x10FFFF, !(0xD800...0xDFFF).contains(value) else { return nil }
+                scalars.append(value)
+                index += length
+            }
+            return scalars
+        }
     }
 
     /// `codes` (Unicode scalar values) as UTF-8.
@@ -100,7 +151,7 @@ public enum CaseFold {
 public struct FoldedName: Hashable, Sendable {
     public let key: [UInt8]
 
-    public init(_ name: some Collection<UInt8>) {
+    public init(_ name: [UInt8]) {
         key = CaseFold.key(name)
     }
 }

@@ -1,6 +1,6 @@
 /// `CaseFoldTable`'s text decoded once, on the first name that is not ASCII: sorted code
 /// points searched by halves. About 60 KB in all.
-struct CaseFoldTables: Sendable {
+final class CaseFoldTables: Sendable {
     static let shared = CaseFoldTables()
 
     /// Ranges of code points of one combining class other than 0.
@@ -16,6 +16,8 @@ struct CaseFoldTables: Sendable {
         var keys: [UInt32] = []
         var starts: [Int32] = [0]
         var values: [UInt32] = []
+
+        init() {}
 
         /// The sequence of `code`, if it has one.
         func lookup(_ code: UInt32) -> ArraySlice<UInt32>? {
