@@ -49,6 +49,6 @@ extension PatchCheck {
     func shownBelow(_ name: String, in directory: String) -> Bool {
         guard let below else { return false }
         let path = ResourcePath.join(directory, name)
-        return foldedBelow.map { !$0.places(path).isEmpty } ?? below.tree.exists(path)
+        return foldedBelow.map { $0.find(path) != nil } ?? below.tree.exists(path)
     }
 }

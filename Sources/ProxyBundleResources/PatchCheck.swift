@@ -21,8 +21,9 @@ public final class PatchCheck {
     let bundle: ResourceBundle
     /// The layers below the patch being checked, merged, and the main bundle over them.
     var below: (tree: LayeredTree, bundle: ResourceBundle)?
-    /// `below`, its names matched ignoring case, when case folds.
-    var foldedBelow: CaseFoldedTree?
+    /// The layers below the patch being checked, merged as a mount that folds case merges
+    /// them, when case folds.
+    var foldedBelow: FoldedLayers?
     /// The merged listing of each directory looked at, by name, kept: the layer of each name,
     /// and an image's variants, are looked up there rather than each by a walk from the root.
     private var listings: [String: [String: LayeredTree.Listed]] = [:]
@@ -53,7 +54,7 @@ public final class PatchCheck {
         below = index + 1 < tree.layers.count ? (try? LayeredTree(layers: Array(tree.layers[(index + 1)...]))).map {
             ($0, ResourceBundle(tree: $0))
         } : nil
-        foldedBelow = foldsCase ? below.map { CaseFoldedTree($0.tree) } : nil
+        foldedBelow = foldsCase && below != nil ? FoldedLayers(layers: Array(tree.layers[(index + 1)...])) : nil
         var found: [Finding] = []
         walk(index, "", into: &found)
         if foldsCase { found += spellingFindings(in: index) }
@@ -115,7 +116,7 @@ public final class PatchCheck {
     /// entry is no whiteout.
     private func hiddenNames(_ name: String, bytes: [UInt8], entry: EntryList.Entry, in path: String,
                              layer: Layer) -> [String]? {
-        let belowNames = below?.tree.names(in: path) ?? []
+        let belowNames = foldedBelow?.names(in: path) ?? below?.tree.names(in: path) ?? []
         if bytes == Whiteout.opaqueMarker { return belowNames }
         if name.hasPrefix(".wh..wh.") { return [] }
         if let hidden = Whiteout.hiddenName(bytes).flatMap({ String(validating: $0, as: UTF8.self) }) {

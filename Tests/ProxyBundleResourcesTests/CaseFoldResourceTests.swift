@@ -1,4 +1,5 @@
 import Foundation
+import ProxyBundleCore
 import ProxyBundleResources
 import XCTest
 
@@ -54,6 +55,14 @@ final class CaseFoldResourceTests: BundleTestCase {
         XCTAssertEqual(try findings(layers, foldsCase: true), [])
     }
 
+    /// The layers below are merged by the folding rules too: a whiteout of another spelling
+    /// in a patch between already hides the main bundle's file.
+    func testWhiteoutsBelowAreReadByTheFoldingRules() throws {
+        let layers = [["textures/.wh.rock.dds": ""], ["textures/.wh.Rock.dds": ""], ["textures/rock.dds": ""]]
+        XCTAssertEqual(try findings(layers, foldsCase: false).map { "\($0.layer) \($0.path)" }, ["1 textures/.wh.Rock.dds"])
+        XCTAssertEqual(try findings(layers, foldsCase: true).map { "\($0.layer) \($0.path)" }, ["0 textures/.wh.rock.dds"])
+    }
+
     func testTwoSpellingsInOneLayerAreReported() throws {
         let found = try findings([["a.txt": "", "A.txt": "", "Sub/b": "", "sub/B": "", "dir/": "", "DIR/": ""],
                                   ["Readme": "", "README": "", "readme/": ""]], foldsCase: true)
@@ -66,5 +75,52 @@ final class CaseFoldResourceTests: BundleTestCase {
         XCTAssertEqual(Set(found.map(\.kind)), [.spelling])
         XCTAssertEqual(try findings([["a.txt": "", "A.txt": ""], ["b": ""]], foldsCase: false), [],
                        "both show without casefold")
+    }
+}
+
+/// Layers merged in-process as a mount that folds case merges them (`FoldedLayers`).
+final class FoldedLayersTests: BundleTestCase {
+    func layers(_ trees: [[String: String]]) throws -> FoldedLayers {
+        FoldedLayers(layers: try trees.enumerated().map { try Layer(path: try tree($0.element, "layer\($0.offset)")) })
+    }
+
+    func text(_ tree: FoldedLayers, _ path: String) -> String? {
+        tree.contents(of: path, limit: 100).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    func testDirectoriesOfTwoLayersMergeAndTheHighestSpellingShows() throws {
+        let tree = try layers([["Data/Textures/Rock.DDS": "mod", "Data/new.txt": "mod"],
+                               ["data/textures/rock.dds": "game", "data/textures/sand.dds": "game", "data/OLD.txt": "game"]])
+        XCTAssertEqual(tree.names(in: "DATA").sorted(), ["OLD.txt", "Textures", "new.txt"])
+        XCTAssertEqual(text(tree, "data/TEXTURES/rock.dds"), "mod")
+        XCTAssertEqual(text(tree, "DATA/textures/SAND.DDS"), "game")
+        XCTAssertEqual(tree.spelling(of: "data/textures/sand.dds"), "Data/Textures/sand.dds")
+        XCTAssertEqual(tree.layer(of: "data/old.TXT"), 1)
+        XCTAssertEqual(tree.find("DATA")?.places.map(\.path), ["Data", "data"])
+    }
+
+    func testWhiteoutsAndOpaqueDirectoriesHideEverySpelling() throws {
+        let tree = try layers([["Data/.wh.ROCK.dds": "", "Maps/.wh..wh..opq": "", "Maps/one": "mod"],
+                               ["data/rock.DDS": "", "data/keep": "", "MAPS/two": "game"]])
+        XCTAssertNil(tree.kind(of: "data/rock.dds"))
+        XCTAssertEqual(tree.names(in: "data"), ["keep"])
+        XCTAssertEqual(tree.names(in: "maps"), ["one"])
+    }
+
+    /// The Wine-like acceptance test, on the model: every file of every layer, opened by its
+    /// path re-cased at random, is found (the served one of its name).
+    func testEveryFileOfEveryLayerIsFoundByARandomlyRecasedPath() throws {
+        let trees: [[String: String]] = [
+            ["Data/Meshes/Armor.NIF": "", "Data/readme.TXT": "", "Straße/Ölfass.dds": ""],
+            ["data/meshes/armor.nif": "", "data/Meshes/Helmet.nif": "", "DATA/Sounds/FX/Hit.wav": "", "STRASSE/x": ""],
+        ]
+        let tree = try layers(trees)
+        var generator = SystemRandomNumberGenerator()
+        for files in trees {
+            for path in files.keys {
+                let recased = path.map { Bool.random(using: &generator) ? $0.uppercased() : $0.lowercased() }.joined()
+                XCTAssertEqual(tree.kind(of: recased), .file, "\(path) as \(recased)")
+            }
+        }
     }
 }
