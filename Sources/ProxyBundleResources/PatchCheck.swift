@@ -28,7 +28,7 @@ public final class PatchCheck {
     /// and an image's variants, are looked up there rather than each by a walk from the root.
     private var listings: [String: [String: LayeredTree.Listed]] = [:]
 
-    /// Whether the mount matches names ignoring case (`-o casefold`): a name that differs from
+    /// Whether names are matched ignoring case (`check --casefold`): a name that differs from
     /// one below only in case then replaces it, and names of one layer that differ only in
     /// case are one entry (see `spellingFindings`).
     public let foldsCase: Bool

@@ -9,7 +9,6 @@ import ProxyBundleCore
 struct ResourceDirectory {
     /// The names in the directory, in byte order.
     let names: [String]
-    /// A name looked up → the entry it finds.
     /// A name looked up (its key, when case folds) → the entry it finds.
     private let entries: [String: String]
     private let foldsCase: Bool
