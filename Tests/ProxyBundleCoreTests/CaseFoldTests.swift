@@ -77,6 +77,20 @@ final class CaseFoldTests: XCTestCase {
         XCTAssertGreaterThan(checked, 1_400)
     }
 
+    /// A key folds to itself, for every code point: folding is done in one pass.
+    func testEveryCodePointsKeyIsItsOwnKey() {
+        var failures = 0
+        for value in UInt32(0x80) ... 0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let once = key(String(Character(scalar)))
+            if CaseFold.key(once) != once {
+                failures += 1
+                if failures <= 5 { XCTFail("U+\(String(value, radix: 16, uppercase: true)) folds again") }
+            }
+        }
+        XCTAssertEqual(failures, 0)
+    }
+
     func testGermanSharpSIsDoubleS() {
         XCTAssertEqual(key("Straße.txt"), key("STRASSE.TXT"))
         XCTAssertEqual(key("ẞ"), key("ss"))  // capital sharp s: full folding, not the simple ß
