@@ -5,6 +5,7 @@
 # phase's reads, failures and read latency percentiles, and the p99 ratio, side by side in one
 # run. Run as root.
 #   Scripts/bench/swaps.sh [BINARY] [SECONDS] [RATE]
+# PB_LOG=FILE logs the daemon there at debug level (every failed request a line).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 binary=${1:-$here/../../.build/release/proxybundle}
@@ -29,7 +30,7 @@ done
 echo "$scratch/one" > "$scratch/layers-one"
 echo "$scratch/two" > "$scratch/layers-two"
 
-"$binary" mount "$scratch/main" "$mnt" --substitution "$scratch/substitution" --patch "$scratch/one"
+"$binary" mount "$scratch/main" "$mnt" ${PB_LOG:+--log-file $PB_LOG --log-level debug} --substitution "$scratch/substitution" --patch "$scratch/one"
 phase() {  # NAME SWAPS: two readers, with or without the swapper
   local pids=() swapper=""
   for r in 1 2; do

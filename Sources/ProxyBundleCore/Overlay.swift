@@ -47,6 +47,8 @@ public final class Overlay: Sendable {
     /// in one of them is still opened there after a swap (see `openFile`).
     private let recentViews = Locked<[StackView]>([])
     static let keptViews = 4
+    /// The most layers recent views may hold open beyond the current view's.
+    static let keptLayers = 256
     /// Serializes the making of new views (see the lock order above).
     let installs = Locked(())
     /// The inode numbers of the layers' file systems (see `InodeNumbers`).
@@ -186,11 +188,19 @@ public final class Overlay: Sendable {
         // its directories close once no request in flight holds them; its layers stay open
         // while it is among the recent views
         old.directories.removeAll()
+        // the layers only recent views hold keep their descriptors open: a few hundred at most
+        let current = Set(layers.layers.map(ObjectIdentifier.init))
         let dropped = recentViews.withLock { views -> [StackView] in
             views.insert(old, at: 0)
-            guard views.count > Overlay.keptViews else { return [] }
-            defer { views.removeLast(views.count - Overlay.keptViews) }
-            return Array(views[Overlay.keptViews...])
+            var kept = 0
+            var held = Set<ObjectIdentifier>()
+            for view in views.prefix(Overlay.keptViews) {
+                held.formUnion(view.layers.layers.lazy.map(ObjectIdentifier.init).filter { !current.contains($0) })
+                guard held.count <= Overlay.keptLayers else { break }
+                kept += 1
+            }
+            defer { views.removeLast(views.count - kept) }
+            return Array(views[kept...])
         }
         _ = dropped  // let go outside the lock
     }
@@ -288,6 +298,7 @@ public final class Overlay: Sendable {
         pinView(); defer { unpinView() }
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
+        let before = nodes.lastKnownLocation(of: node, in: view.generation)
         do throws(Errno) {
             let location = try locate(node)
             let st = try attributes(of: node, at: location)
@@ -298,8 +309,11 @@ public final class Overlay: Sendable {
             }
             return st
         } catch let error where error.code == ESTALE {
-            // its name now leads elsewhere (found just now by `locate`), but it may still be open
-            guard let st = nodes.openFileAttributes(of: node, detachedOnly: true) else { throw error }
+            // its name now leads elsewhere (found just now by `locate`), but it may still be open,
+            // or still be where it was before the layers were swapped
+            if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
+            guard let before, let (fd, st) = openWhereItWas(before, flags: pb_O_PATH) else { throw error }
+            Sys.close(fd)
             return shown(st)
         }
     }
@@ -348,8 +362,9 @@ public final class Overlay: Sendable {
             // the layers were swapped since the kernel looked the name up, and the name leads
             // to another file now: the file the kernel holds is still served, for reading
             guard let before, flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0,
-                  let opened = openInRecentView(node, before, flags: flags) else { throw error }
-            return opened
+                  let (fd, st) = openWhereItWas(before, flags: flags & pb_O_PASSED) else { throw error }
+            nodes.opened(node, fd: fd)
+            return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
         }
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
@@ -370,23 +385,28 @@ public final class Overlay: Sendable {
         return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
-    /// Opens `node`'s file for reading in the view it was last resolved in, if that view was
-    /// replaced lately and the file is still there (the same file: a patch is never changed
-    /// through the mount). Nil otherwise.
-    private func openInRecentView(_ node: NodeID, _ location: NodeTable.Location, flags: Int32) -> OpenedFile? {
-        guard !location.placement.isDirectory, location.identity != 0,
-              let old = recentViews.withLock({ $0.first { $0.generation.number == location.resolvedIn } }),
-              Int(location.placement.top) < old.layers.count,
-              let fd = try? old.layers[Int(location.placement.top)].open(location.path, flags: flags & pb_O_PASSED) else {
-            return nil
-        }
-        guard let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
-              UInt64(shown(st).st_ino) == location.identity else {
+    /// Opens `node`'s file with `flags` where it still is after the layers were swapped: at
+    /// its path in the layer that served it, in the view it was last resolved in if that is
+    /// among the recent ones, else in this request's view and the recent ones at the same
+    /// layer number (a patch is never changed through the mount). Only the very file the node
+    /// is (its identity) is found. Nil when it is found nowhere.
+    private func openWhereItWas(_ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
+        guard !location.placement.isDirectory, location.identity != 0 else { return nil }
+        let recent = recentViews.withLock { $0 }
+        let views = recent.filter { $0.generation.number == location.resolvedIn } + [view] + recent
+        var tried = Set<ObjectIdentifier>()
+        for candidate in views where Int(location.placement.top) < candidate.layers.count {
+            let layer = candidate.layers[Int(location.placement.top)]
+            guard tried.insert(ObjectIdentifier(layer)).inserted, let fd = try? layer.open(location.path, flags: flags) else {
+                continue
+            }
+            if let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
+               UInt64(shown(st).st_ino) == location.identity {
+                return (fd, st)
+            }
             Sys.close(fd)
-            return nil
         }
-        nodes.opened(node, fd: fd)
-        return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        return nil
     }
 
     /// The kernel's inode of `node` cannot serve the file its name leads to now: the name is

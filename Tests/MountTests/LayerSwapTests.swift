@@ -93,11 +93,11 @@ final class LayerSwapReadTests: XCTestCase {
         let fx = try MountFixture()
         defer { fx.tearDown() }
         let one = fx.root + "/one", two = fx.root + "/two"
-        for (dir, text) in [(one, "one"), (two, "two")] {
+        for (dir, text) in [(one, "one"), (two, "two-two")] {
             try Disk.mkdir(dir)
             try Disk.write(dir + "/a.txt", text)
         }
-        try fx.start(["--patch", one])
+        try fx.start(["--patch", one, "-o", "attr_timeout=0"])
         for lookedUpAgain in [false, true] {
             let held = open(fx.inMount("a.txt"), pb_O_PATH)
             XCTAssertGreaterThanOrEqual(held, 0)
@@ -105,14 +105,37 @@ final class LayerSwapReadTests: XCTestCase {
             let next = try Disk.read(fx.inMount(".layers")).contains("patch \(one)") ? two : one
             try Disk.write(fx.inMount(".layers"), next + "\n")
             // a lookup of the name after the swap gives it to a new node first
-            if lookedUpAgain { XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), next == one ? "one" : "two") }
+            let (before, after) = next == one ? ("two-two", "one") : ("one", "two-two")
+            if lookedUpAgain { XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), after) }
+            // the attributes asked of the daemon (attr_timeout=0), not taken from the kernel's cache
+            var st = stat()
+            XCTAssertEqual(fstat(held, &st), 0, "attributes after the swap: errno \(errno)")
+            XCTAssertEqual(Int(st.st_size), before.utf8.count, "the file it was")
             let reopened = open("/proc/self/fd/\(held)", O_RDONLY)
             XCTAssertGreaterThanOrEqual(reopened, 0, "reopened after the swap: errno \(errno)")
             if reopened >= 0 {
-                XCTAssertEqual(try Disk.readAll(reopened), next == one ? "two" : "one", "the file it was")
+                XCTAssertEqual(try Disk.readAll(reopened), before, "the file it was")
                 close(reopened)
             }
-            XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), next == one ? "one" : "two", "the new patch's")
+            XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), after, "the new patch's")
         }
+    }
+
+    /// A swap keeps the patches it lists again as they are: their descriptors are not opened
+    /// anew, so repeated swaps (and the few recent views kept) hold no more descriptors.
+    func testSwapsKeepTheSamePatchesOpenOnce() throws {
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let patches = (0..<50).map { fx.root + "/p\($0)" }
+        for patch in patches { try Disk.mkdir(patch) }
+        try fx.start(patches.flatMap { ["--patch", $0] })
+        func descriptors() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(fx.daemon)/fd").count }
+        let list = patches.map { $0 + "\n" }.joined()
+        try Disk.write(fx.inMount(".layers"), list)
+        let before = try descriptors()
+        for _ in 0..<8 { try Disk.write(fx.inMount(".layers"), list) }
+        XCTAssertLessThanOrEqual(try descriptors(), before + 8, "eight swaps to the same 50 patches")
+        try Disk.write(fx.inMount(".layers"), patches.dropFirst(25).map { $0 + "\n" }.joined())
+        XCTAssertLessThanOrEqual(try descriptors(), before + 8, "half of them")
     }
 }
