@@ -512,9 +512,11 @@ final class StackedPatchesTests: XCTestCase {
     /// Readers and copy-ups go on while `.layers` swaps between one patch and two (another
     /// above it, which has nothing of theirs), so that layer numbers change meaning: every read
     /// sees the patch's file whole (or its copy once appended to), never an error; every
-    /// copy-up copies it.
+    /// copy-up copies it. Each swap is sent while a copy-up is held at a known point (a lease
+    /// on its source, which the daemon's open of it waits for) and readers read the other
+    /// files, so every swap overlaps a copy-up, whatever the machine's speed.
     func testRequestsInFlightWhileThePatchesAreSwapped() throws {
-        let count = 40
+        let count = 20
         for index in 0..<count {
             try Disk.write(fx.inMain("x/f\(index)"), "main \(index)")
             try Disk.write(patches[0] + "/x/f\(index)", "p1 \(index)")
@@ -523,6 +525,8 @@ final class StackedPatchesTests: XCTestCase {
         try start([patches[0]])
         checksums[patches[1]] = try TreeChecksum.of(patches[1])
         let errors = Locked<[String]>([])
+        // the file whose copy-up is held (readers leave it alone), and what each reader reads
+        let reading = Locked<(held: Int?, current: [Int?])>((nil, [nil, nil]))
         let stop = Locked(false)
         let mountpoint = fx.mountpoint
         let group = DispatchGroup()
@@ -531,6 +535,13 @@ final class StackedPatchesTests: XCTestCase {
                 var index = reader
                 while !stop.withLock({ $0 }) {
                     index = (index + 7) % count
+                    let chosen = index
+                    guard reading.withLock({ (state) -> Bool in
+                        guard state.held != chosen else { return false }
+                        state.current[reader] = chosen
+                        return true
+                    }) else { continue }
+                    defer { reading.withLock { $0.current[reader] = nil } }
                     guard let text = try? Disk.read(mountpoint + "/x/f\(index)") else {
                         errors.withLock { $0.append("read f\(index): errno \(errno)") }
                         continue
@@ -541,23 +552,30 @@ final class StackedPatchesTests: XCTestCase {
                 }
             }
         }
-        DispatchQueue.global().async(group: group) {
-            for index in 0..<count {
-                let fd = open(mountpoint + "/x/f\(index)", O_WRONLY | O_APPEND)
-                guard fd >= 0 else { errors.withLock { $0.append("open f\(index) to append: errno \(errno)") }; continue }
-                if write(fd, "+", 1) != 1 { errors.withLock { $0.append("append f\(index): errno \(errno)") } }
-                close(fd)
-                usleep(2_000)
-            }
+        defer { stop.withLock { $0 = true } }
+        var swapsDone = 0
+        for index in 0..<count {
+            reading.withLock { $0.held = index }
+            try eventually("readers leave f\(index)") { !reading.withLock { $0.current.contains(index) } }
+            // the daemon closes a reader's descriptor on RELEASE, which comes after close()
+            let lease = try eventually("a lease on f\(index)") { try? Lease(patches[0] + "/x/f\(index)") }
+            defer { lease.release() }
+            let appender = try Spawn.start("/bin/sh", ["-c", "printf + >> \"$0\"", fx.inMount("x/f\(index)")])
+            try eventually("the copy-up of f\(index) waits for the lease") { lease.isWanted || KernelWait.hasEnded(appender) }
+            XCTAssertTrue(lease.isWanted, "f\(index) was appended to without a read of the patch's file")
+            let stack = index % 2 == 0 ? [patches[1], patches[0]] : [patches[0]]
+            let swapper = try Spawn.start("/bin/sh", ["-c", "printf '%s\\n' \"$@\" > \"$0\"", fx.inMount(".layers")] + stack)
+            try eventually("the swap is sent") { KernelWait.isInTheDaemonOrDone(swapper) }
+            if KernelWait.hasEnded(swapper) { swapsDone += 1 }
+            lease.release()
+            XCTAssertEqual(Spawn.wait(appender, seconds: 20), 0, "append to f\(index)")
+            XCTAssertEqual(Spawn.wait(swapper, seconds: 20), 0, "swap to \(stack)")
+            reading.withLock { $0.held = nil }
         }
-        for round in 0..<30 {
-            try Disk.write(fx.inMount(".layers"), (round % 2 == 0 ? [patches[1], patches[0]] : [patches[0]]).map { $0 + "\n" }.joined())
-            usleep(3_000)
-        }
-        usleep(200_000)
         stop.withLock { $0 = true }
-        XCTAssertEqual(group.wait(timeout: .now() + 60), .success, "a reader or the writer hangs")
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success, "a reader hangs")
         XCTAssertEqual(errors.withLock { $0 }, [])
+        print("swaps done while a copy-up was held: \(swapsDone) of \(count)")
         for index in 0..<count {
             let copy = try Disk.read(fx.inPatch("x/f\(index)"))
             XCTAssertEqual(copy, "p1 \(index)+", "f\(index)")
