@@ -198,7 +198,11 @@ final class DaemonLifeTests: XCTestCase {
 
         let unmount = try Spawn.start(MountFixture.binary, ["unmount", fx.mountpoint])
         XCTAssertTrue(waitUntil { !fx.isMounted }, "unmounted")
-        usleep(500_000)
+        // unmount waits for the daemon's exit in poll(2) on its pidfd: once it sleeps there
+        // (or has ended, wrongly), whether it returned early shows
+        try eventually("unmount waits for the daemon") {
+            KernelWait.channel(unmount).contains("poll") || KernelWait.hasEnded(unmount)
+        }
         XCTAssertNil(Spawn.exited(unmount), "unmount returned while the daemon was still running")
         XCTAssertFalse(hasExited(pid), "the daemon could not have exited yet")
 
