@@ -20,3 +20,16 @@ enum KernelWait {
     /// Whether `pid` has ended or waits for the daemon's answer.
     static func isInTheDaemonOrDone(_ pid: pid_t) -> Bool { waitsForTheDaemon(pid) || hasEnded(pid) }
 }
+
+extension KernelWait {
+    /// Whether no thread of `pid` runs or waits to run (state R): a daemon done with its
+    /// last request and its polling.
+    static func allThreadsSleep(_ pid: pid_t) -> Bool {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return !tasks.isEmpty && tasks.allSatisfy { task in
+            let stat = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8)) ?? ""
+            guard let close = stat.lastIndex(of: ")") else { return true }
+            return stat[stat.index(after: close)...].split(separator: " ").first != "R"
+        }
+    }
+}
