@@ -9,10 +9,6 @@ final class CommandLineTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     func testDetachedMountReturnsOnceTheMountAnswersAndUnmountEndsTheDaemon() throws {
         try Disk.write(fx.inMain("hello"), "world")
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
@@ -193,11 +189,6 @@ final class CommandLineTests: XCTestCase {
     }
 
     private func waitUntilGone(_ pid: pid_t) -> Bool {
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if kill(pid, 0) != 0 { return true }
-            usleep(10_000)
-        }
-        return false
+        (try? eventually("process \(pid) ends") { kill(pid, 0) != 0 }) != nil
     }
 }

@@ -10,10 +10,6 @@ final class DaemonLifeTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    private func proxybundle(_ arguments: [String], environment: [String] = []) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
-    }
-
     private func mountDetached(_ extra: [String] = []) throws {
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + extra)
         XCTAssertEqual(result.status, 0, result.error)
@@ -53,12 +49,7 @@ final class DaemonLifeTests: XCTestCase {
     }
 
     private func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(10_000)
-        }
-        return condition()
+        (try? eventually("", within: seconds, condition)) != nil
     }
 
     // MARK: mount helper

@@ -16,11 +16,6 @@ final class MountGuardTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String], environment: [String] = []) throws
-        -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
-    }
-
     /// Before the fix `/x/A/Resources` and `/x/B/Resources` both defaulted to
     /// `~/.cache/proxybundle/Resources/patch`, and a file written through one mount showed in
     /// the other.

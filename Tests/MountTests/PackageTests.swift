@@ -9,10 +9,6 @@ final class PackageTests: XCTestCase {
         .deletingLastPathComponent().path
     private static let manPage = repository + "/docs/proxybundle.8"
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     /// `man -l` renders the page without a warning, and it names every command and every
     /// option the built binary's help lists (Scripts/man.sh makes it again when they change).
     func testTheManPageIsCleanAndCurrent() throws {

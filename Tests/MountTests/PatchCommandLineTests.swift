@@ -27,10 +27,6 @@ final class PatchCommandLineTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     private func mount(_ extra: [String]) throws {
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + extra)
         XCTAssertEqual(result.status, 0, result.error)

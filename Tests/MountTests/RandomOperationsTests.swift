@@ -419,15 +419,12 @@ private final class RandomSession {
         fx.tearDown()
     }
 
-    /// `forgotten_nodes` once above 0, or after 10 s, while the kernel's caches are dropped.
+    /// `forgotten_nodes` once above 0, while the kernel's caches are dropped.
     func forgottenNodes() throws -> Int {
-        let deadline = Date().addingTimeInterval(10)
-        var forgotten = try fx.figure("forgotten_nodes")
-        while forgotten == 0 && Date() < deadline {
-            usleep(20_000)
-            forgotten = try fx.figure("forgotten_nodes")
+        try eventually("the kernel forgets nodes") { () -> Int? in
+            let forgotten = try fx.figure("forgotten_nodes")
+            return forgotten > 0 ? forgotten : nil
         }
-        return forgotten
     }
 
     func walk(_ root: String) throws -> [String: OverlayTree.Entry] {

@@ -20,10 +20,6 @@ final class RemountTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     private func mountCommand(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
         try Spawn.run("/bin/mount", arguments, seconds: 60)
     }

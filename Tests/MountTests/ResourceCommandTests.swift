@@ -24,10 +24,6 @@ final class ResourceCommandTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     func testResolveOnAMountNamesTheServingLayer() throws {
         try fx.start()
         let three = try proxybundle(["resolve", fx.mountpoint, "Images/icon", "--image", "--scale", "3"])

@@ -53,13 +53,7 @@ final class UringTransportTests: XCTestCase {
     /// Waits for the rings to carry the requests: their threads register once INIT is answered,
     /// so the first requests of a mount may still come through /dev/fuse.
     private func waitForRings(_ context: String = "", file: StaticString = #filePath, line: UInt = #line) throws {
-        let deadline = Date().addingTimeInterval(10)
-        var transport = try figures().transport
-        while transport != "uring" && Date() < deadline {
-            usleep(10_000)
-            transport = try figures().transport
-        }
-        XCTAssertEqual(transport, "uring", "the rings carry the requests \(context)", file: file, line: line)
+        try eventually("the rings carry the requests \(context)") { try figures().transport == "uring" }
     }
 
     /// The ring threads of the daemon, by name (pb-ring-QUEUE).
@@ -277,9 +271,7 @@ final class UringTransportTests: XCTestCase {
         let daemon = fx.daemon
         kill(daemon, SIGKILL)
         XCTAssertNotNil(Spawn.wait(daemon, seconds: 10))
-        let deadline = Date().addingTimeInterval(10)
-        while fx.isMounted && Date() < deadline { usleep(10_000) }
-        XCTAssertFalse(fx.isMounted, "still mounted after the daemon was killed")
+        try eventually("unmounted once the daemon was killed") { !fx.isMounted }
     }
 
 

@@ -83,3 +83,9 @@ enum Spawn {
         return (status, output, error)
     }
 }
+
+/// Runs the built `proxybundle` with `arguments` to its end (60 s at most): status, standard
+/// output and standard error.
+func proxybundle(_ arguments: [String], environment: [String] = []) throws -> (status: Int32, output: String, error: String) {
+    try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
+}
