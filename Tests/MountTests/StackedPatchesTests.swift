@@ -250,13 +250,10 @@ final class StackedPatchesTests: XCTestCase {
         try Disk.symlink(scratch + "/main", to: fx.main)
         let relative = lowers.dropLast().map { String($0.dropFirst(scratch.count + 1)) } + ["main"]
         let mountpoint = fx.root + "/" + name
-        try Disk.mkdir(mountpoint)
         let previous = FileManager.default.currentDirectoryPath
         guard chdir(scratch) == 0 else { throw TestFailure("chdir \(scratch)") }
         defer { _ = chdir(previous) }
-        guard Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), "lowerdir=" + relative.joined(separator: ":")) == 0 else {
-            throw TestFailure("mount -t overlay of 400 layers: \(String(cString: strerror(errno)))")
-        }
+        try KernelOverlay.mountReadOnly(lowers: relative, at: mountpoint)
         return mountpoint
     }
 
