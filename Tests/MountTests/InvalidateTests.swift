@@ -195,6 +195,25 @@ class InvalidateTests: XCTestCase {
         XCTAssertTrue(notMounted.error.contains("not a proxybundle mount"), notMounted.error)
     }
 
+    /// `proxybundle invalidate MOUNTPOINT PATH` refreshes that subtree, and only that.
+    func testInvalidateCommandWithAPathRefreshesThatSubtree() throws {
+        try Disk.write(fx.inMain("Images/icons/a.png"), "a")
+        try Disk.write(fx.inMain("Sounds/s.caf"), "s")
+        try fx.start()
+        try warm()
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Images/icons/b.png")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT)
+        try Disk.write(fx.inPatch("Images/icons/b.png"), "b")
+        try Disk.write(fx.inPatch("Sounds/t.caf"), "t")
+        let invalidated = try proxybundle(["invalidate", fx.mountpoint, "Images/icons"])
+        XCTAssertEqual(invalidated.status, 0, invalidated.error)
+        XCTAssertEqual(invalidated.output + invalidated.error, "")
+        XCTAssertEqual(try Disk.read(fx.inMount("Images/icons/b.png")), "b")
+        XCTAssertEqual(try Disk.list(fx.inMount("Images/icons")).sorted(), ["a.png", "b.png"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT, "outside the path nothing is forgotten")
+        XCTAssertEqual(try fx.figure("invalidations"), 1)
+    }
+
     func testReadOnlyMountCanBeInvalidated() throws {
         try fx.start(["-o", "ro"])
         try warm()

@@ -45,6 +45,23 @@ final class ResourceCommandTests: XCTestCase {
             """), regular.output)
     }
 
+    /// `--tall` (a 4-inch phone) puts -568h variants first, from whichever layer has them.
+    func testResolveTallPrefersThe568hVariant() throws {
+        for name in ["splash.png", "splash@2x.png", "splash-568h.png"] { try Disk.write(fx.inMain("Images/" + name), name) }
+        try Disk.write(fx.inPatch("Images/splash-568h@2x.png"), "tall")
+        try fx.start()
+        let plain = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "2"])
+        XCTAssertEqual(plain.output, "Images/splash@2x.png\tmain \(fx.main)/Images/splash@2x.png\n", plain.error)
+        let tall = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "2", "--tall"])
+        XCTAssertEqual(tall.status, 0, tall.error)
+        XCTAssertEqual(tall.output, "Images/splash-568h@2x.png\tsubstitution \(fx.substitution)/Images/splash-568h@2x.png\n")
+        let one = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "1", "--tall"])
+        XCTAssertEqual(one.output, "Images/splash-568h.png\tmain \(fx.main)/Images/splash-568h.png\n", one.error)
+        let refused = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--tall"])
+        XCTAssertEqual(refused.status, 64)
+        XCTAssertEqual(refused.error, "proxybundle: --scale and --tall need --image (see proxybundle --help)\n")
+    }
+
     /// The issue's first case: the first matched localization's copy whited out by a patch, so
     /// Base.lproj (searched right after it) wins over fr.lproj; the JSON says why.
     func testBaseComesRightAfterTheFirstMatchAndAWhiteoutIsNamed() throws {
