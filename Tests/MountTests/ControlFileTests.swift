@@ -68,13 +68,13 @@ final class ControlFileTests: XCTestCase {
 
     func testHidesLayerEntriesOfTheSameName() throws {
         try Disk.write(fx.inMain(".invalidate"), "main's own file")
-        try Disk.write(fx.inPatch(".stats"), "patch's own file")
+        try Disk.write(fx.inSubstitution(".stats"), "patch's own file")
         try fx.start()
         XCTAssertEqual(try Disk.read(fx.inMount(".invalidate")), "")
         XCTAssertTrue(try Disk.read(fx.inMount(".stats")).hasPrefix("main: \(fx.main)\n"))
         let listed = try Spawn.run("/bin/ls", ["-a", fx.mountpoint]).output.split(separator: "\n")
         XCTAssertEqual(listed.filter { $0 == ".invalidate" || $0 == ".stats" }.count, 0, "\(listed)")
-        XCTAssertEqual(try Disk.read(fx.inPatch(".stats")), "patch's own file")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution(".stats")), "patch's own file")
     }
 
     func testStatsReportCacheFigures() throws {
@@ -98,7 +98,7 @@ final class ControlFileTests: XCTestCase {
     func testConcurrentReadersWhileInvalidatingAThousandTimes() throws {
         for d in 0..<10 {
             for f in 0..<10 { try Disk.write(fx.inMain("d\(d)/f\(f).txt"), "main \(d) \(f)") }
-            try Disk.write(fx.inPatch("d\(d)/p.txt"), "patch \(d)")
+            try Disk.write(fx.inSubstitution("d\(d)/p.txt"), "patch \(d)")
         }
         try fx.start()
         let stop = fx.root + "/stop"

@@ -210,21 +210,21 @@ final class CrashTests: XCTestCase {
             try Disk.write(fx.inMain("trees/t\(t)/shadowed"), "main's")
         }
         try Disk.mkdir(fx.inMain("moved"))
-        let patchSetUp = { [fx = fx!] in
+        let substitutionSetUp = { [fx = fx!] in
             for t in 0..<trees {
-                try Disk.whiteout(fx.inPatch("trees/t\(t)"), "gone")
-                try Disk.write(fx.inPatch("trees/t\(t)/shadowed"), "patch's \(t)")
-                try Disk.write(fx.inPatch("trees/t\(t)/sub1/patch-only"), "patch only \(t)")
+                try Disk.whiteout(fx.inSubstitution("trees/t\(t)"), "gone")
+                try Disk.write(fx.inSubstitution("trees/t\(t)/shadowed"), "patch's \(t)")
+                try Disk.write(fx.inSubstitution("trees/t\(t)/sub1/patch-only"), "patch only \(t)")
             }
         }
         var expected: [[String: String]] = []
-        try patchSetUp()
+        try substitutionSetUp()
         try fx.start()
         for t in 0..<trees { expected.append(try Probe.describe(fx.inMount("trees/t\(t)"))) }
         fx.stop()
-        XCTAssertEqual(expected[0]["shadowed"], try Probe.describe(fx.inPatch("trees/t0"))["shadowed"])
+        XCTAssertEqual(expected[0]["shadowed"], try Probe.describe(fx.inSubstitution("trees/t0"))["shadowed"])
         XCTAssertNil(expected[0]["gone"])
-        try runKillPoints(scenario: "materialize", steps: trees, setUp: patchSetUp) { journal in
+        try runKillPoints(scenario: "materialize", steps: trees, setUp: substitutionSetUp) { journal in
             for t in 0..<trees {
                 journal.begin(t)
                 let error = rename(journal.mount + "/trees/t\(t)", journal.mount + "/moved/t\(t)") == 0 ? 0 : errno
@@ -259,8 +259,8 @@ final class CrashTests: XCTestCase {
                 for c in 0..<25 { try Disk.write(fx.inMain("tree/a\(a)/b\(b)/c\(c)"), "\(a)/\(b)/\(c)") }
             }
         }
-        try Disk.write(fx.inPatch("tree/a1/b1/patch-only"), "patch")
-        let patchSetUp = { [fx = fx!] in try Disk.write(fx.inPatch("tree/a1/b1/patch-only"), "patch") }
+        try Disk.write(fx.inSubstitution("tree/a1/b1/patch-only"), "patch")
+        let substitutionSetUp = { [fx = fx!] in try Disk.write(fx.inSubstitution("tree/a1/b1/patch-only"), "patch") }
         try fx.start()
         let before = try Probe.describe(fx.mountpoint)
         fx.stop()
@@ -276,7 +276,7 @@ final class CrashTests: XCTestCase {
         }
         treeOrder.append("tree")
         let order = (0..<files).map { "del/f\($0)" } + treeOrder
-        try runKillPoints(scenario: "whiteouts", steps: order.count, setUp: patchSetUp) { journal in
+        try runKillPoints(scenario: "whiteouts", steps: order.count, setUp: substitutionSetUp) { journal in
             for (step, path) in order.enumerated() {
                 journal.begin(step)
                 let full = journal.mount + "/" + path

@@ -60,7 +60,7 @@ final class DaemonLifeTests: XCTestCase {
         let installed = try HelperInstall()
         defer { installed.remove() }
         try Disk.write(fx.inMain("Info.plist"), "main")
-        try Disk.write(fx.inPatch("Info.plist"), "patched")
+        try Disk.write(fx.inSubstitution("Info.plist"), "patched")
 
         let helper = try Spawn.run("/bin/mount", ["-t", "fuse.proxybundle", fx.main, fx.mountpoint,
                                                   "-o", "substitution=\(fx.substitution),allow_other"])
@@ -72,7 +72,7 @@ final class DaemonLifeTests: XCTestCase {
         // as root, mount.fuse3 appends dev,suid; the mount is nosuid,nodev as `mount`'s are
         XCTAssertEqual(mountFlags() & (nosuid | nodev), nosuid | nodev)
         try Disk.write(fx.inMount("new"), "x")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "x")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "x")
         let pid = try daemonPID()
         XCTAssertEqual(umount2(fx.mountpoint, 0), 0)
         XCTAssertTrue(waitUntil { hasExited(pid) }, "the helper-started daemon exits on umount")
@@ -135,7 +135,7 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertEqual(write.status, 0, write.error)
         XCTAssertEqual(write.output, "main")
         var made = stat()
-        XCTAssertEqual(stat(fx.inPatch("made"), &made), 0)
+        XCTAssertEqual(stat(fx.inSubstitution("made"), &made), 0)
         XCTAssertEqual(made.st_uid, 65534)
         // root may not look into a mount without allow_other; the user reads its own status
         let status = try asUser(["status", fx.mountpoint])
@@ -277,30 +277,30 @@ final class DaemonLifeTests: XCTestCase {
 
     func testWhichTellsTheServingLayer() throws {
         try Disk.write(fx.inMain("shadowed"), "main")
-        try Disk.write(fx.inPatch("shadowed"), "patch")
+        try Disk.write(fx.inSubstitution("shadowed"), "patch")
         try Disk.write(fx.inMain("plain"), "main")
-        try Disk.write(fx.inPatch("added"), "patch")
+        try Disk.write(fx.inSubstitution("added"), "patch")
         try Disk.mkdir(fx.inMain("both"))
-        try Disk.mkdir(fx.inPatch("both"))
+        try Disk.mkdir(fx.inSubstitution("both"))
         try Disk.write(fx.inMain("both/deleted"), "main")
-        try Disk.write(fx.inPatch("both/.wh.deleted"), "")
+        try Disk.write(fx.inSubstitution("both/.wh.deleted"), "")
         try Disk.mkdir(fx.inMain("replaced"))
         try Disk.write(fx.inMain("replaced/old"), "main")
-        try Disk.mkdir(fx.inPatch("replaced"))
-        try Disk.write(fx.inPatch("replaced/.wh..wh..opq"), "")
+        try Disk.mkdir(fx.inSubstitution("replaced"))
+        try Disk.write(fx.inSubstitution("replaced/.wh..wh..opq"), "")
         try Disk.write(fx.inMain("lnk-target"), "t")
-        XCTAssertEqual(symlink("lnk-target", fx.inPatch("link")), 0)
+        XCTAssertEqual(symlink("lnk-target", fx.inSubstitution("link")), 0)
         try mountDetached()
 
         let cases: [(String, String)] = [
-            ("shadowed", "substitution \(fx.inPatch("shadowed"))"),
+            ("shadowed", "substitution \(fx.inSubstitution("shadowed"))"),
             ("plain", "main \(fx.inMain("plain"))"),
-            ("added", "substitution \(fx.inPatch("added"))"),
-            ("both", "merged substitution \(fx.inPatch("both")) main \(fx.inMain("both"))"),
-            ("both/deleted", "hidden by whiteout \(fx.inPatch("both/.wh.deleted"))"),
-            ("replaced", "substitution \(fx.inPatch("replaced"))"),
-            ("replaced/old", "hidden by opaque directory \(fx.inPatch("replaced"))"),
-            ("link", "substitution \(fx.inPatch("link"))"),
+            ("added", "substitution \(fx.inSubstitution("added"))"),
+            ("both", "merged substitution \(fx.inSubstitution("both")) main \(fx.inMain("both"))"),
+            ("both/deleted", "hidden by whiteout \(fx.inSubstitution("both/.wh.deleted"))"),
+            ("replaced", "substitution \(fx.inSubstitution("replaced"))"),
+            ("replaced/old", "hidden by opaque directory \(fx.inSubstitution("replaced"))"),
+            ("link", "substitution \(fx.inSubstitution("link"))"),
             ("./both/../plain", "main \(fx.inMain("plain"))"),
             (".invalidate", "control file"),
             ("", "merged substitution \(fx.substitution) main \(fx.main)"),
@@ -328,12 +328,12 @@ final class DaemonLifeTests: XCTestCase {
     /// still names it (through the daemon's own descriptor of the covered directory).
     func testWhichOnAMountOverTheBundleItself() throws {
         try Disk.write(fx.inMain("plain"), "main")
-        try Disk.write(fx.inPatch("added"), "patch")
+        try Disk.write(fx.inSubstitution("added"), "patch")
         let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
         XCTAssertEqual(result.status, 0, result.error)
         defer { _ = try? proxybundle(["unmount", fx.main]) }
         XCTAssertEqual(try proxybundle(["which", fx.inMain("plain")]).output, "main \(fx.inMain("plain"))\n")
-        XCTAssertEqual(try proxybundle(["which", fx.inMain("added")]).output, "substitution \(fx.inPatch("added"))\n")
+        XCTAssertEqual(try proxybundle(["which", fx.inMain("added")]).output, "substitution \(fx.inSubstitution("added"))\n")
         XCTAssertEqual(try proxybundle(["which", fx.inMain("nothing")]).status, 1)
     }
 
@@ -382,7 +382,7 @@ final class DaemonLifeTests: XCTestCase {
     /// limit. Before: with a soft limit of 128, the 104th simultaneous open failed with EMFILE.
     func testMoreFilesOpenAtOnceThanTheSoftLimitInherited() throws {
         let count = 300
-        for index in 0..<count { try Disk.write(fx.inPatch("f\(index)"), "\(index)") }
+        for index in 0..<count { try Disk.write(fx.inSubstitution("f\(index)"), "\(index)") }
         var mine = rlimit()
         XCTAssertEqual(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &mine), 0)
         guard mine.rlim_max >= rlim_t(count * 2) else { throw XCTSkip("hard limit on open files too low: \(mine.rlim_max)") }

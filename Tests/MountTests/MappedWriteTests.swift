@@ -20,7 +20,7 @@ final class MappedWriteTests: XCTestCase {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
         try Disk.write(fx.inMain("main.bin"), String(repeating: "m", count: 8192))
-        try Disk.write(fx.inPatch("substitution.bin"), String(repeating: "s", count: 8192))
+        try Disk.write(fx.inSubstitution("substitution.bin"), String(repeating: "s", count: 8192))
         let kernel = fx.root + "/kernel", upper = fx.root + "/kernel-upper"
         let copy = try Spawn.run("/bin/cp", ["-a", fx.substitution, upper])
         XCTAssertEqual(copy.status, 0, copy.error)
@@ -32,7 +32,7 @@ final class MappedWriteTests: XCTestCase {
         XCTAssertEqual(theirs, ["main.bin: mtime later, ctime later", "substitution.bin: mtime later, ctime later"])
         XCTAssertEqual(mine, theirs)
         for name in ["main.bin", "substitution.bin"] {
-            XCTAssertEqual(try Disk.read(fx.inPatch(name)).first, "X", "\(name): the write landed in the substitution")
+            XCTAssertEqual(try Disk.read(fx.inSubstitution(name)).first, "X", "\(name): the write landed in the substitution")
         }
         XCTAssertEqual(try Disk.read(fx.inMain("main.bin")).first, "m", "the main bundle untouched")
     }

@@ -71,7 +71,7 @@ final class MountGuardTests: XCTestCase {
         XCTAssertEqual(taken.status, 0, "the killed daemon left its guard behind: \(taken.error)")
         mounted.append(otherMount)
         try Disk.write(otherMount + "/new", "through the second mount")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "through the second mount")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "through the second mount")
     }
 
     /// A substitution's lock that no mount holds any more is waited for, up to 2 s: `umount`

@@ -17,9 +17,9 @@ final class OverlayDifferentialTests: XCTestCase {
     func testHandwrittenAndGeneratedLayersMatchKernelOverlayfs() throws {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
-        try OverlayScenario.buildHandwritten(main: fx.main, patch: fx.substitution)
+        try OverlayScenario.buildHandwritten(main: fx.main, substitution: fx.substitution)
         var generator = OverlayScenario.Generator(seed: 0x0b5e_55ed_5eed_2024)
-        try generator.build(main: fx.main + "/gen", patch: fx.substitution + "/gen")
+        try generator.build(main: fx.main + "/gen", substitution: fx.substitution + "/gen")
         let kernel = fx.root + "/kernel"
         defer { Unmounter.force(kernel) }
         try KernelOverlay.mount(fx, at: kernel)
@@ -50,7 +50,7 @@ final class OverlayDifferentialTests: XCTestCase {
     func testComparisonReportsDifferences() throws {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
-        try OverlayScenario.buildHandwritten(main: fx.main, patch: fx.substitution)
+        try OverlayScenario.buildHandwritten(main: fx.main, substitution: fx.substitution)
         let good = fx.root + "/good", bad = fx.root + "/bad"
         defer { Unmounter.force(good); Unmounter.force(bad) }
         try KernelOverlay.mount(fx, at: good)
@@ -121,9 +121,9 @@ enum OverlayScenario {
     }
 
     /// Every kind of shadowing, whiteout and attribute by hand; names say what they test.
-    static func buildHandwritten(main: String, patch: String) throws {
+    static func buildHandwritten(main: String, substitution: String) throws {
         func m(_ p: String) -> String { main + "/" + p }
-        func p(_ q: String) -> String { patch + "/" + q }
+        func p(_ q: String) -> String { substitution + "/" + q }
 
         // shadowed files with different content, sizes, modes, owners and times
         try Disk.write(m("shadowed.txt"), "main version\n")
@@ -217,13 +217,13 @@ enum OverlayScenario {
         try Disk.write(m("sub1/root-whiteout"), "kept in sub1 (merged)")
         try Disk.write(m("sub2/deeper/root-whiteout"), "kept in sub2/deeper (main only)")
         try Disk.write(p("sub1/other"), "makes sub1 merged")
-        try Disk.whiteout(patch, "root-whiteout")
-        try Disk.whiteout(patch, "absent-in-main")
+        try Disk.whiteout(substitution, "root-whiteout")
+        try Disk.whiteout(substitution, "absent-in-main")
 
         // a whiteout hiding a directory
         try Disk.write(m("gone-dir/a"), "a")
         try Disk.write(m("gone-dir/b/c"), "c")
-        try Disk.whiteout(patch, "gone-dir")
+        try Disk.whiteout(substitution, "gone-dir")
         // a whiteout in a nested merged directory, hiding a symlink
         try Disk.whiteout(p("links"), "dangling")
 
@@ -326,9 +326,9 @@ enum OverlayScenario {
             if chance(60) { try OverlayScenario.setTime(path, OverlayScenario.baseTime + below(1_000_000), below(1_000_000_000)) }
         }
 
-        mutating func build(main: String, patch: String) throws {
+        mutating func build(main: String, substitution: String) throws {
             let tree = try buildMain(main)
-            try buildPatch(patch, over: tree)
+            try buildLayer(substitution, over: tree)
         }
 
         /// The main bundle: directories up to four levels deep, each with a few files, and a
@@ -353,9 +353,10 @@ enum OverlayScenario {
             return (directories, files)
         }
 
-        /// A patch over the main bundle's `tree` (and over any patch already made over it):
-        /// whiteouts, replaced files, retyped entries, opaque and new directories, new files.
-        mutating func buildPatch(_ patch: String, over tree: (directories: [String], files: [String])) throws {
+        /// A layer (a patch or the substitution) over the main bundle's `tree` (and over any
+        /// layer already made over it): whiteouts, replaced files, retyped entries, opaque and
+        /// new directories, new files.
+        mutating func buildLayer(_ layer: String, over tree: (directories: [String], files: [String])) throws {
             let (directories, files) = tree
             // visit main's directories parent first; a hidden or retyped directory takes its
             // subtree with it
@@ -366,42 +367,42 @@ enum OverlayScenario {
             for directory in directories.dropFirst() where !isGone(directory) {
                 switch below(100) {
                 case 0..<8:
-                    try Disk.whiteout(patch + "/" + parent(directory), name(directory))
+                    try Disk.whiteout(layer + "/" + parent(directory), name(directory))
                     gone.append(directory)
                 case 8..<12:
-                    try file(patch + "/" + directory)
+                    try file(layer + "/" + directory)
                     gone.append(directory)
                 case 12..<15:
-                    try Disk.symlink(patch + "/" + directory, to: chance(50) ? "../elsewhere" : "/usr")
+                    try Disk.symlink(layer + "/" + directory, to: chance(50) ? "../elsewhere" : "/usr")
                     gone.append(directory)
                 case 15..<22:
-                    try Disk.mkdir(patch + "/" + directory, mode: mode() | 0o100)
-                    try Disk.opaque(patch + "/" + directory)
-                    try file(patch + "/" + directory + "/opaque-new")
+                    try Disk.mkdir(layer + "/" + directory, mode: mode() | 0o100)
+                    try Disk.opaque(layer + "/" + directory)
+                    try file(layer + "/" + directory + "/opaque-new")
                 case 22..<60:
-                    try Disk.mkdir(patch + "/" + directory, mode: chance(20) ? 0o700 : 0o755)
+                    try Disk.mkdir(layer + "/" + directory, mode: chance(20) ? 0o700 : 0o755)
                 default:
                     break
                 }
             }
             for path in files where !isGone(parent(path)) {
                 switch below(100) {
-                case 0..<20: try file(patch + "/" + path)
-                case 20..<30: try Disk.whiteout(patch + "/" + parent(path), name(path))
-                case 30..<34: try Disk.symlink(patch + "/" + path, to: chance(50) ? name(path) + ".other" : "/etc/passwd")
-                case 34..<37: try file(patch + "/" + path + "/now-a-directory")
+                case 0..<20: try file(layer + "/" + path)
+                case 20..<30: try Disk.whiteout(layer + "/" + parent(path), name(path))
+                case 30..<34: try Disk.symlink(layer + "/" + path, to: chance(50) ? name(path) + ".other" : "/etc/passwd")
+                case 34..<37: try file(layer + "/" + path + "/now-a-directory")
                 default: break
                 }
-                if chance(8) { try file(patch + "/" + path + ".added") }
+                if chance(8) { try file(layer + "/" + path + ".added") }
             }
             for index in 0..<20 {
                 let directory = directories[below(directories.count)]
                 guard !isGone(directory) else { continue }
-                let path = (directory.isEmpty ? "" : directory + "/") + "patch-only-\(index)"
+                let path = (directory.isEmpty ? "" : directory + "/") + "layer-only-\(index)"
                 if chance(30) {
-                    try file(patch + "/" + path + "/inside")
+                    try file(layer + "/" + path + "/inside")
                 } else {
-                    try file(patch + "/" + path)
+                    try file(layer + "/" + path)
                 }
             }
         }

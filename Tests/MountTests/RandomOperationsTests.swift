@@ -407,7 +407,7 @@ private final class RandomSession {
             guard Glibc.mount("overlay", kernel, "overlay", 0, options) == 0 else {
                 throw MachineSkip.overlayfs(errno, options: options)
             }
-            try fx.start(patchDirectories.flatMap { ["--patch", $0] })
+            try fx.start(patches: patchDirectories)
         } catch {
             close()
             throw error

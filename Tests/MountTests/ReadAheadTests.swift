@@ -17,7 +17,7 @@ final class ReadAheadTests: XCTestCase {
         for a in 0..<6 {
             for b in 0..<5 {
                 try Disk.write(fx.inMain("tree/a\(a)/b\(b)/file.txt"), "main \(a) \(b)")
-                if b == 0 { try Disk.write(fx.inPatch("tree/a\(a)/b\(b)/patch.txt"), "patch \(a)") }
+                if b == 0 { try Disk.write(fx.inSubstitution("tree/a\(a)/b\(b)/patch.txt"), "patch \(a)") }
             }
         }
         try fx.start()

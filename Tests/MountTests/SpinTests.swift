@@ -24,7 +24,7 @@ final class SpinTests: XCTestCase {
             try fx.start(["-o", "spin=\(spin)"])
             lookUpMissingNames(100, prefix: "missing-\(spin)-")
             try Disk.write(fx.inMount("made-\(spin)"), "content")
-            XCTAssertEqual(try Disk.read(fx.inPatch("made-\(spin)")), "content")
+            XCTAssertEqual(try Disk.read(fx.inSubstitution("made-\(spin)")), "content")
             XCTAssertEqual(fx.stop(), 0, "spin=\(spin)")
         }
     }

@@ -23,8 +23,8 @@ final class StressFindingsTests: XCTestCase {
         let reader = open(fx.inMount("f"), O_RDONLY)
         XCTAssertGreaterThanOrEqual(reader, 0, "errno \(errno)")
         defer { close(reader) }
-        XCTAssertEqual(unlink(fx.inPatch("f")), 0)
-        try Disk.symlink(fx.inPatch("f"), to: "elsewhere")
+        XCTAssertEqual(unlink(fx.inSubstitution("f")), 0)
+        try Disk.symlink(fx.inSubstitution("f"), to: "elsewhere")
         try Disk.write(fx.inMount(".invalidate"), "\n")
 
         XCTAssertEqual(Disk.readLink(fx.inMount("f")), "elsewhere")

@@ -105,8 +105,8 @@ final class UringTransportTests: XCTestCase {
             XCTAssertLessThanOrEqual(made.device, 5, "\(name) through /dev/fuse (only FORGET and INTERRUPT belong there)")
         }
         for index in 0..<20 {
-            XCTAssertEqual(try Disk.read(fx.inPatch("new/moved\(index)")), "made \(index)")
-            XCTAssertEqual(Disk.lstatError(fx.inPatch("new/made\(index)")), ENOENT)
+            XCTAssertEqual(try Disk.read(fx.inSubstitution("new/moved\(index)")), "made \(index)")
+            XCTAssertEqual(Disk.lstatError(fx.inSubstitution("new/made\(index)")), ENOENT)
         }
         XCTAssertEqual(try figures().transport, "uring")
     }
@@ -140,11 +140,11 @@ final class UringTransportTests: XCTestCase {
             close(fd)
         }
         XCTAssertGreaterThanOrEqual(made.uring, 8, "reads and writes through the rings")
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fx.inPatch("copy.bin"))), data, "written through the mount")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fx.inSubstitution("copy.bin"))), data, "written through the mount")
 
         try Disk.write(fx.inMount(long), "long name")
         XCTAssertEqual(try Disk.read(fx.inMount(long)), "long name")
-        XCTAssertEqual(try Disk.read(fx.inPatch(long)), "long name")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution(long)), "long name")
         let value = Array("value of the attribute".utf8)
         XCTAssertEqual(setxattr(fx.inMount(long), "user.proxybundle.test", value, value.count, 0), 0, "errno \(errno)")
         var read = [UInt8](repeating: 0, count: 64)
