@@ -37,6 +37,13 @@ final class MappedWriteTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMain("main.bin")).first, "m", "the main bundle untouched")
     }
 
+    /// The clock the kernel takes file times from (CLOCK_REALTIME_COARSE, 5 on Linux).
+    static func coarseNow() -> Double {
+        var now = timespec()
+        clock_gettime(clockid_t(5), &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+    }
+
     /// For each file below `root`: opened, written through a shared mapping, synced, closed, and
     /// whether its times as stat shows them then are later than before.
     private func writeThroughMappings(in root: String) -> [String] {
@@ -46,7 +53,12 @@ final class MappedWriteTests: XCTestCase {
             let fd = open(path, O_RDWR)
             guard fd >= 0 else { return "\(name): open: errno \(errno)" }
             let before = Disk.lstat(path)
-            usleep(50_000)  // past the file system's timestamp granularity
+            // until the clock file times are taken from has passed them (its granularity is a
+            // tick), so a change made now shows as later
+            if let before {
+                let latest = max(seconds(before.st_mtim), seconds(before.st_ctim))
+                try? eventually("the coarse clock passes the file's times") { Self.coarseNow() > latest }
+            }
             let map = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
             guard let map, map != MAP_FAILED else {
                 close(fd)
