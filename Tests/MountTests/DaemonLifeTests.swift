@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 import ProxyBundleCore
 import XCTest
@@ -213,14 +214,21 @@ final class DaemonLifeTests: XCTestCase {
     func testHungDaemonIsReportedAndStillUnmounted() throws {
         try mountDetached()
         let pid = try daemonPID()
-        XCTAssertEqual(kill(pid, SIGSTOP), 0)
-        defer { kill(pid, SIGKILL) }
+        // the daemon is not the test's child: signalled through a pidfd, never by a pid that
+        // another process may have by the time of the defer
+        let daemon = pb_pidfd_open(pid)
+        XCTAssertGreaterThanOrEqual(daemon, 0)
+        defer {
+            _ = pb_pidfd_send_signal(daemon, SIGKILL)  // ESRCH once it has exited
+            close(daemon)
+        }
+        XCTAssertEqual(pb_pidfd_send_signal(daemon, SIGSTOP), 0)
         let status = try proxybundle(["status", fx.mountpoint])
         XCTAssertTrue(status.output.contains("state: not answering"), status.output)
         let unmount = try Spawn.run(MountFixture.binary, ["unmount", fx.mountpoint], seconds: 15)
         XCTAssertEqual(unmount.status, 0, unmount.error)
         XCTAssertFalse(fx.isMounted)
-        XCTAssertEqual(kill(pid, SIGCONT), 0)
+        XCTAssertEqual(pb_pidfd_send_signal(daemon, SIGCONT), 0)
         XCTAssertTrue(waitUntil { hasExited(pid) }, "the daemon exits once it runs again")
     }
 

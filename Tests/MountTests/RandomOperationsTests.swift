@@ -394,19 +394,16 @@ private final class RandomSession {
                 try RandomNames.buildPatch(patch, seed: seed, index: index)
             }
             let lowers = try KernelOverlay.convertedStack(patchDirectories + [fx.main], scratch: fx.root + "/converted")
-            let upper = fx.root + "/kernel-upper", work = fx.root + "/kernel-work"
-            for dir in [upper, work, kernel] { try Disk.mkdir(dir) }
+            let upper = fx.root + "/kernel-upper"
+            try Disk.mkdir(upper)
             // the merged root shows the upper root's attributes: the same on both sides
             guard let root = Disk.lstat(fx.main) else { throw TestFailure("lstat \(fx.main): errno \(errno)") }
             for dir in [upper, fx.substitution] {
                 try OverlayScenario.setMode(dir, root.st_mode & 0o7777)
                 try OverlayScenario.setTime(dir, root.st_mtim.tv_sec, root.st_mtim.tv_nsec)
             }
-            let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work),"
-                + "redirect_dir=on,index=off,metacopy=off"
-            guard Glibc.mount("overlay", kernel, "overlay", 0, options) == 0 else {
-                throw MachineSkip.overlayfs(errno, options: options)
-            }
+            try KernelOverlay.mountWritable(lowers: lowers, at: kernel, upper: upper,
+                                            extra: ",redirect_dir=on,index=off,metacopy=off")
             try fx.start(patches: patchDirectories)
         } catch {
             close()
