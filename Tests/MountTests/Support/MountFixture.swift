@@ -32,6 +32,22 @@ final class MountFixture {
         for dir in [main, substitution, mountpoint] {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
+        MountFixture.live.withLock { $0[main] = Weak(self) }
+    }
+
+    deinit { MountFixture.live.withLock { $0[main] = nil } }
+
+    private struct Weak { weak var fixture: MountFixture?; init(_ fixture: MountFixture) { self.fixture = fixture } }
+    /// The fixtures alive, by main bundle: a mount command the tests start of one (detached,
+    /// through Spawn) fingerprints that main bundle too, as `start` does.
+    private static let live = Locked<[String: Weak]>([:])
+
+    /// Called by Spawn for every `proxybundle` it starts: `mount MAIN ...` of a fixture's main
+    /// bundle fingerprints it for tearDown.
+    static func noteCommand(_ arguments: [String]) {
+        guard arguments.count > 1, arguments[0] == "mount",
+              let fixture = live.withLock({ $0[arguments[1]]?.fixture }) else { return }
+        try? fixture.guardUnchanged([fixture.main])
     }
 
     /// The built daemon: beside the test bundle, or PROXYBUNDLE_BIN.
@@ -62,7 +78,7 @@ final class MountFixture {
     /// Mounts in the foreground as a child process with `patches` (highest priority first)
     /// and waits until the mount answers. The main bundle and the patches are fingerprinted.
     func start(_ extra: [String] = [], patches: [String] = []) throws {
-        try guardUnchanged([main] + patches)
+        try guardUnchanged(patches)  // the main bundle: by Spawn, as for any mount command
         let chosen = extra.contains { $0.contains("transport=") }
         let arguments = ["mount", main, mountpoint, "--substitution", substitution, "--foreground"]
             + patches.flatMap { ["--patch", $0] } + extra + (chosen ? [] : MountFixture.transportOptions)

@@ -5,6 +5,7 @@ import Foundation
 enum Spawn {
     static func start(_ program: String, _ arguments: [String], stderrPath: String? = nil,
                       stdoutPath: String? = nil, environment extra: [String] = []) throws -> pid_t {
+        if program == MountFixture.binary { MountFixture.noteCommand(arguments) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
