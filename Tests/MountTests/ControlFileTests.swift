@@ -10,7 +10,7 @@ final class ControlFileTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    func invalidations() throws -> Int { Int(try fx.stats()["invalidations"] ?? "") ?? -1 }
+    func invalidations() throws -> Int { try fx.figure("invalidations") }
 
     func shell(_ command: String, _ program: String = "/bin/bash") throws -> Int32 {
         try Spawn.run(program, ["-c", "cd '\(fx.mountpoint)' && " + command]).status
@@ -86,8 +86,8 @@ final class ControlFileTests: XCTestCase {
         for key in ["cache_entries", "hits", "misses", "invalidations", "last_invalidation_seconds"] {
             XCTAssertNotNil(stats[key], "no \(key) in \(stats)")
         }
-        XCTAssertGreaterThanOrEqual(Int(stats["cache_entries"] ?? "") ?? 0, 3, "a, a/b.txt and the absent a/missing")
-        XCTAssertGreaterThanOrEqual(Int(stats["misses"] ?? "") ?? 0, 3)
+        XCTAssertGreaterThanOrEqual(try fx.figure("cache_entries"), 3, "a, a/b.txt and the absent a/missing")
+        XCTAssertGreaterThanOrEqual(try fx.figure("misses"), 3)
         XCTAssertEqual(stats["invalidations"], "0")
         try Disk.write(fx.inMount(".invalidate"), "\n")
         XCTAssertEqual(try fx.stats()["invalidations"], "1")

@@ -252,11 +252,11 @@ final class FullInvalidateTests: InvalidateTests {
         for index in 0..<20 { try Disk.write(fx.inMain("a/m\(index)"), "main") }
         try fx.start()
         try warm()
-        let before = Int(try fx.stats()["misses"] ?? "") ?? -1
+        let before = try fx.figure("misses")
         try invalidate()
         XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "no")
         try warm()
-        XCTAssertGreaterThanOrEqual((Int(try fx.stats()["misses"] ?? "") ?? -1) - before, 20)
+        XCTAssertGreaterThanOrEqual(try fx.figure("misses") - before, 20)
     }
 }
 
@@ -279,7 +279,7 @@ final class ExactInvalidateTests: XCTestCase {
         return count
     }
 
-    func misses() throws -> Int { Int(try fx.stats()["misses"] ?? "") ?? -1 }
+    func misses() throws -> Int { try fx.figure("misses") }
 
     func testUnchangedNamesStayCachedInTheKernel() throws {
         for index in 0..<150 {

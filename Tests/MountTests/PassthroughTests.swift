@@ -11,7 +11,7 @@ final class PassthroughTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    private func count(_ key: String) throws -> Int { Int(try fx.stats()[key] ?? "") ?? -1 }
+    private func count(_ key: String) throws -> Int { try fx.figure(key) }
 
     func testReadsAndWritesOfOpenFilesPassThrough() throws {
         try Disk.write(fx.inMain("main.txt"), "from the main bundle")

@@ -43,7 +43,7 @@ final class SetIDBitsTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inSubstitution("log.txt")).count, 6 + 500 * 5)
     }
 
-    private func reads(_ fx: MountFixture) throws -> Int { Int(try fx.stats()["extended_attribute_reads"] ?? "") ?? -1 }
+    private func reads(_ fx: MountFixture) throws -> Int { try fx.figure("extended_attribute_reads") }
 
     private func compareWithKernelOverlayfs(environment: [String]) throws {
         let fx = try MountFixture(name)

@@ -357,7 +357,7 @@ final class UpdaterTests: XCTestCase {
         }
         print("-o watch: a change visible after " + delays.map { String(format: "%.3f s", $0) }.joined(separator: ", "))
         XCTAssertEqual(try fx.stats()["watch"], "on")
-        XCTAssertGreaterThanOrEqual(Int(try fx.stats()["automatic_invalidations"] ?? "") ?? 0, 3)
+        XCTAssertGreaterThanOrEqual(try fx.figure("automatic_invalidations"), 3)
         XCTAssertEqual(try fx.stats()["invalidations"], try fx.stats()["automatic_invalidations"], "no .invalidate written")
     }
 

@@ -320,7 +320,7 @@ extension WritePathTests {
         try Disk.write(fx.inMount("db"), "DATA")
         XCTAssertEqual(rename(fx.inMount("dir"), fx.inMount("moved")), 0)
         XCTAssertEqual(Disk.lstat(fx.inMount("moved/inside"))?.st_ino, inside, "after materializing")
-        let nodesBefore = Int(try fx.stats()["cached_nodes"] ?? "") ?? 0
+        let nodesBefore = try fx.figure("cached_nodes")
         try eventually("the kernel forgets nodes") {
             try Handles.dropKernelCaches()
             return try fx.figure("cached_nodes") < nodesBefore
