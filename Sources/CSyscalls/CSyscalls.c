@@ -148,6 +148,10 @@ int pb_pidfd_open(int pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+int pb_pidfd_send_signal(int pidfd, int sig) {
+    return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
 void pb_syslog(int priority, const char *message) {
     syslog(priority, "%s", message);
 }

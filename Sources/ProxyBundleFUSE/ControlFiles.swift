@@ -126,6 +126,7 @@ extension FuseServer {
             "read_ahead_pending: \(prefetched.pending)",
             "materializing: " + (overlay.copiesInProgress.map { "\($0.path) (\($0.entries) entries, \($0.bytes) bytes so far)" }
                 .joined(separator: "; ").nonEmpty ?? "none"),
+            "interrupted_requests: \(interruptedRequests.withLock { $0 })",
             "directory_opens: \(listed.opens)",
             "listings_taken: \(listed.taken)",
             "transport: \(transport.inUse)",

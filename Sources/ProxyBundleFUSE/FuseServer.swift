@@ -60,6 +60,8 @@ public final class FuseServer: Sendable {
     /// GETXATTR requests answered, for `.stats` (the kernel asks for security.capability before
     /// a write unless the daemon clears set-ID bits itself).
     let extendedAttributeReads = Locked<UInt64>(0)
+    /// Long requests whose caller gave up while they ran (FUSE_INTERRUPT), for `.stats`.
+    let interruptedRequests = Locked<UInt64>(0)
     /// Which listings carry attributes with their entries.
     let listingReaders = ListingReaders()
     /// The listings being read.
@@ -121,6 +123,13 @@ public final class FuseServer: Sendable {
     func interruptible<T>(_ req: fuse_req_t?, _ body: () throws(Errno) -> T) throws(Errno) -> T {
         guard let req else { return try body() }
         let request = UInt(bitPattern: req)
+        // counts the interrupt when it arrives (at once if it came before); unregistered
+        // before the reply, which frees the request
+        fuse_req_interrupt_func(req, { _, server in
+            guard let server else { return }
+            Unmanaged<FuseServer>.fromOpaque(server).takeUnretainedValue().interruptedRequests.withLock { $0 += 1 }
+        }, Unmanaged.passUnretained(self).toOpaque())
+        defer { fuse_req_interrupt_func(req, nil, nil) }
         return try overlay.interruption.whileServing({
             fuse_req_interrupted(fuse_req_t(bitPattern: request)) != 0
         }, body)

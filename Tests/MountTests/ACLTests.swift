@@ -100,11 +100,11 @@ final class ACLTests: XCTestCase {
         try setACL(fx.inMount("g"), "system.posix_acl_access",
                    [(userObj, 6, any), (namedUser, 4, 12346), (groupObj, 0, any), (mask, 4, any), (other, 0, any)])
         XCTAssertEqual(try read(fx.inMount("g"), as: 12346, groups: []), "g\n")
-        XCTAssertNotEqual(attribute(fx.inPatch("g"), "system.posix_acl_access"), "-", "the ACL is the copy's")
+        XCTAssertNotEqual(attribute(fx.inSubstitution("g"), "system.posix_acl_access"), "-", "the ACL is the copy's")
         XCTAssertEqual(attribute(fx.inMain("g"), "system.posix_acl_access"), "-", "main untouched")
 
         // changed behind the daemon's back, then .invalidate: enforced from then on
-        try setACL(fx.inPatch("g"), "system.posix_acl_access",
+        try setACL(fx.inSubstitution("g"), "system.posix_acl_access",
                    [(userObj, 6, any), (namedUser, 0, 12346), (groupObj, 0, any), (mask, 0, any), (other, 0, any)])
         try Disk.write(fx.inMount(".invalidate"), "\n")
         XCTAssertEqual(try read(fx.inMount("g"), as: 12346, groups: []), "refused")

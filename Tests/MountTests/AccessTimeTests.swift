@@ -14,7 +14,7 @@ final class AccessTimeTests: XCTestCase {
         try Disk.write(fx.inMain("run.sh"), "#!/bin/sh\necho ran\n", mode: 0o755)
         try Disk.write(fx.inMain("data.txt"), String(repeating: "d", count: 100_000))
         try Disk.write(patch + "/patched.txt", "p")
-        try fx.start(["--patch", patch, "-o", "noatime"])
+        try fx.start(["-o", "noatime"], patches: [patch])
         // old access times, set once the fixture's own checksum of the main bundle has read it
         let old = timespec(tv_sec: 1_000_000_000, tv_nsec: 0)
         for path in [fx.inMain("run.sh"), fx.inMain("data.txt"), patch + "/patched.txt"] {
@@ -42,7 +42,7 @@ final class AccessTimeTests: XCTestCase {
         let kernel = fx.root + "/kernel", upper = fx.root + "/kernel-upper"
         let names = ["main.sh", "main.txt", "sub.sh", "sub.txt", "merged", "subdir"]
         for name in names {
-            let path = name.hasPrefix("main") ? fx.inMain(name) : fx.inPatch(name)
+            let path = name.hasPrefix("main") ? fx.inMain(name) : fx.inSubstitution(name)
             if name.hasSuffix("dir") || name == "merged" {
                 try Disk.write(path + "/in-substitution", "")
                 if name == "merged" { try Disk.write(fx.inMain(name + "/in-main"), "") }
@@ -54,7 +54,7 @@ final class AccessTimeTests: XCTestCase {
         XCTAssertEqual(copy.status, 0, copy.error)
         // old times, set once the copy has read the substitution
         for name in names {
-            for path in name.hasPrefix("main") ? [fx.inMain(name)] : [fx.inPatch(name), upper + "/" + name] {
+            for path in name.hasPrefix("main") ? [fx.inMain(name)] : [fx.inSubstitution(name), upper + "/" + name] {
                 var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 0), timespec(tv_sec: 1_000_000_100, tv_nsec: 0)]
                 XCTAssertEqual(utimensat(AT_FDCWD, path, &times, 0), 0)
             }
@@ -75,7 +75,7 @@ final class AccessTimeTests: XCTestCase {
         for name in names {
             XCTAssertEqual(accessed(fx.inMount(name)), accessed(kernel + "/" + name), "\(name) as the mounts show it")
             if !name.hasPrefix("main") {
-                XCTAssertEqual(accessed(fx.inPatch(name)), accessed(upper + "/" + name), "\(name) in the upper layers")
+                XCTAssertEqual(accessed(fx.inSubstitution(name)), accessed(upper + "/" + name), "\(name) in the upper layers")
             }
         }
     }

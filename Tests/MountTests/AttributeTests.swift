@@ -12,7 +12,7 @@ final class AttributeTests: XCTestCase {
     func testModesOwnersSizesAndTimesAreThoseOnDisk() throws {
         try Disk.write(fx.inMain("ro.txt"), "read only", mode: 0o444)
         try Disk.write(fx.inMain("exec.sh"), "#!/bin/sh\n", mode: 0o755)
-        try Disk.write(fx.inPatch("secret"), "s", mode: 0o600)
+        try Disk.write(fx.inSubstitution("secret"), "s", mode: 0o600)
         try Disk.mkdir(fx.inMain("locked"), mode: 0o555)
         XCTAssertEqual(chown(fx.inMain("exec.sh"), 1234, 5678), 0)
         var times = [timespec(tv_sec: 1_000_000_000, tv_nsec: 123_456_789), timespec(tv_sec: 1_234_567_890, tv_nsec: 987_654_321)]
@@ -37,8 +37,8 @@ final class AttributeTests: XCTestCase {
         try Disk.write(fx.inMain("target.txt"), "target")
         try Disk.symlink(fx.inMain("relative"), to: "target.txt")
         try Disk.symlink(fx.inMain("dangling"), to: "does/not/exist")
-        try Disk.symlink(fx.inPatch("absolute"), to: "/etc/hostname")
-        try Disk.symlink(fx.inPatch("up"), to: "../../../../..")
+        try Disk.symlink(fx.inSubstitution("absolute"), to: "/etc/hostname")
+        try Disk.symlink(fx.inSubstitution("up"), to: "../../../../..")
         try Disk.symlink(fx.inMain("loop"), to: "loop")
         try fx.start()
         XCTAssertEqual(Disk.readLink(fx.inMount("relative")), "target.txt")
@@ -58,10 +58,10 @@ final class AttributeTests: XCTestCase {
     func testInodeNumbersAreUniqueAndHardLinksShareThem() throws {
         try Disk.write(fx.inMain("one"), "1")
         try Disk.write(fx.inMain("sub/two"), "2")
-        try Disk.write(fx.inPatch("three"), "3")
-        try Disk.write(fx.inPatch("one"), "shadow")
+        try Disk.write(fx.inSubstitution("three"), "3")
+        try Disk.write(fx.inSubstitution("one"), "shadow")
         XCTAssertEqual(link(fx.inMain("one"), fx.inMain("sub/one-link")), 0)
-        XCTAssertEqual(link(fx.inPatch("three"), fx.inPatch("three-link")), 0)
+        XCTAssertEqual(link(fx.inSubstitution("three"), fx.inSubstitution("three-link")), 0)
         try fx.start()
         let paths = ["", "one", "sub", "sub/two", "three", "three-link", "sub/one-link"]
         let inodes = paths.map { Disk.lstat(fx.inMount($0))?.st_ino ?? 0 }
@@ -77,12 +77,12 @@ final class AttributeTests: XCTestCase {
 
     func testExtendedAttributesOfTheServingLayer() throws {
         try Disk.write(fx.inMain("tagged"), "t")
-        try Disk.write(fx.inPatch("dir/x"), "x")
+        try Disk.write(fx.inSubstitution("dir/x"), "x")
         guard setxattr(fx.inMain("tagged"), "user.colour", "blue", 4, 0) == 0 else {
             throw XCTSkip("user xattrs not supported on this file system")
         }
-        XCTAssertEqual(setxattr(fx.inPatch("dir"), "user.overlay.opaque", "y", 1, 0), 0)
-        XCTAssertEqual(setxattr(fx.inPatch("dir"), "user.kept", "k", 1, 0), 0)
+        XCTAssertEqual(setxattr(fx.inSubstitution("dir"), "user.overlay.opaque", "y", 1, 0), 0)
+        XCTAssertEqual(setxattr(fx.inSubstitution("dir"), "user.kept", "k", 1, 0), 0)
         try fx.start()
         var value = [CChar](repeating: 0, count: 16)
         XCTAssertEqual(getxattr(fx.inMount("tagged"), "user.colour", &value, value.count), 4)
@@ -112,7 +112,7 @@ final class AttributeTests: XCTestCase {
 
     func testEveryModificationFailsWithEROFSAndChangesNothing() throws {
         try Disk.write(fx.inMain("file"), "main")
-        try Disk.write(fx.inPatch("pfile"), "patch")
+        try Disk.write(fx.inSubstitution("pfile"), "patch")
         try Disk.mkdir(fx.inMain("dir"))
         try fx.start(["-o", "ro"])
         let patchBefore = try TreeChecksum.of(fx.substitution)

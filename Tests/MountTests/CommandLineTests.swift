@@ -9,10 +9,6 @@ final class CommandLineTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     func testDetachedMountReturnsOnceTheMountAnswersAndUnmountEndsTheDaemon() throws {
         try Disk.write(fx.inMain("hello"), "world")
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
@@ -110,13 +106,13 @@ final class CommandLineTests: XCTestCase {
     /// created or mounted.
     func testLoopingLayoutsAreRefusedUpFront() throws {
         try Disk.mkdir(fx.inMain("sub"))
-        try Disk.mkdir(fx.inPatch("inner"))
+        try Disk.mkdir(fx.inSubstitution("inner"))
         let cases: [(arguments: [String], expect: String)] = [
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.main], "is the main bundle itself"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.inMain("patch")], "inside the main bundle"),
             (["mount", fx.inMain("sub"), fx.mountpoint, "--substitution", fx.main], "inside the substitution"),
-            (["mount", fx.inPatch("inner"), fx.mountpoint, "--substitution", fx.substitution], "is inside the substitution"),
-            (["mount", fx.main, fx.inPatch("inner"), "--substitution", fx.substitution], "mountpoint"),
+            (["mount", fx.inSubstitution("inner"), fx.mountpoint, "--substitution", fx.substitution], "is inside the substitution"),
+            (["mount", fx.main, fx.inSubstitution("inner"), "--substitution", fx.substitution], "mountpoint"),
             (["mount", fx.main, fx.mountpoint, "--substitution", fx.inMount("patch")], "inside the mountpoint"),
             (["mount", fx.main, fx.inMain("sub"), "--substitution", fx.substitution], "inside the main bundle"),
         ]
@@ -134,13 +130,13 @@ final class CommandLineTests: XCTestCase {
     /// `proxybundle mount APP APP`: tools that use the bundle's path see the merged view.
     func testMountingOverTheMainBundleItself() throws {
         try Disk.write(fx.inMain("Info.plist"), "main")
-        try Disk.write(fx.inPatch("Info.plist"), "patched")
+        try Disk.write(fx.inSubstitution("Info.plist"), "patched")
         let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
         XCTAssertEqual(result.status, 0, result.error)
         defer { _ = try? proxybundle(["unmount", fx.main]) }
         XCTAssertEqual(try Disk.read(fx.inMain("Info.plist")), "patched")
         try Disk.write(fx.inMain("new.txt"), "through the mount")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new.txt")), "through the mount")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new.txt")), "through the mount")
         XCTAssertEqual(try proxybundle(["unmount", fx.main]).status, 0)
         XCTAssertEqual(try Disk.read(fx.inMain("Info.plist")), "main")
         XCTAssertEqual(Disk.lstatError(fx.inMain("new.txt")), ENOENT, "the bundle itself was not written")
@@ -193,11 +189,6 @@ final class CommandLineTests: XCTestCase {
     }
 
     private func waitUntilGone(_ pid: pid_t) -> Bool {
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if kill(pid, 0) != 0 { return true }
-            usleep(10_000)
-        }
-        return false
+        (try? eventually("process \(pid) ends") { kill(pid, 0) != 0 }) != nil
     }
 }

@@ -35,11 +35,11 @@ final class ContainmentTests: XCTestCase {
         try Disk.write(outside + "/secret.txt", secret)
         // the substitution replaces a main directory with a symlink to the outside directory
         try Disk.write(fx.inMain("res/readme"), "main res")
-        try Disk.symlink(fx.inPatch("res"), to: outside)
+        try Disk.symlink(fx.inSubstitution("res"), to: outside)
         try Disk.symlink(fx.inMain("up"), to: "../outside")
-        try Disk.symlink(fx.inPatch("abs"), to: outside + "/secret.txt")
-        try Disk.mkdir(fx.inPatch("deep/er"))
-        try Disk.symlink(fx.inPatch("deep/er/escape"), to: "../../../outside")
+        try Disk.symlink(fx.inSubstitution("abs"), to: outside + "/secret.txt")
+        try Disk.mkdir(fx.inSubstitution("deep/er"))
+        try Disk.symlink(fx.inSubstitution("deep/er/escape"), to: "../../../outside")
         try fx.start()
 
         // the symlinks are shown as symlinks; the daemon never resolves them itself

@@ -10,7 +10,7 @@ final class ControlFileTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    func invalidations() throws -> Int { Int(try fx.stats()["invalidations"] ?? "") ?? -1 }
+    func invalidations() throws -> Int { try fx.figure("invalidations") }
 
     func shell(_ command: String, _ program: String = "/bin/bash") throws -> Int32 {
         try Spawn.run(program, ["-c", "cd '\(fx.mountpoint)' && " + command]).status
@@ -68,13 +68,13 @@ final class ControlFileTests: XCTestCase {
 
     func testHidesLayerEntriesOfTheSameName() throws {
         try Disk.write(fx.inMain(".invalidate"), "main's own file")
-        try Disk.write(fx.inPatch(".stats"), "patch's own file")
+        try Disk.write(fx.inSubstitution(".stats"), "patch's own file")
         try fx.start()
         XCTAssertEqual(try Disk.read(fx.inMount(".invalidate")), "")
         XCTAssertTrue(try Disk.read(fx.inMount(".stats")).hasPrefix("main: \(fx.main)\n"))
         let listed = try Spawn.run("/bin/ls", ["-a", fx.mountpoint]).output.split(separator: "\n")
         XCTAssertEqual(listed.filter { $0 == ".invalidate" || $0 == ".stats" }.count, 0, "\(listed)")
-        XCTAssertEqual(try Disk.read(fx.inPatch(".stats")), "patch's own file")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution(".stats")), "patch's own file")
     }
 
     func testStatsReportCacheFigures() throws {
@@ -86,8 +86,8 @@ final class ControlFileTests: XCTestCase {
         for key in ["cache_entries", "hits", "misses", "invalidations", "last_invalidation_seconds"] {
             XCTAssertNotNil(stats[key], "no \(key) in \(stats)")
         }
-        XCTAssertGreaterThanOrEqual(Int(stats["cache_entries"] ?? "") ?? 0, 3, "a, a/b.txt and the absent a/missing")
-        XCTAssertGreaterThanOrEqual(Int(stats["misses"] ?? "") ?? 0, 3)
+        XCTAssertGreaterThanOrEqual(try fx.figure("cache_entries"), 3, "a, a/b.txt and the absent a/missing")
+        XCTAssertGreaterThanOrEqual(try fx.figure("misses"), 3)
         XCTAssertEqual(stats["invalidations"], "0")
         try Disk.write(fx.inMount(".invalidate"), "\n")
         XCTAssertEqual(try fx.stats()["invalidations"], "1")
@@ -98,7 +98,7 @@ final class ControlFileTests: XCTestCase {
     func testConcurrentReadersWhileInvalidatingAThousandTimes() throws {
         for d in 0..<10 {
             for f in 0..<10 { try Disk.write(fx.inMain("d\(d)/f\(f).txt"), "main \(d) \(f)") }
-            try Disk.write(fx.inPatch("d\(d)/p.txt"), "patch \(d)")
+            try Disk.write(fx.inSubstitution("d\(d)/p.txt"), "patch \(d)")
         }
         try fx.start()
         let stop = fx.root + "/stop"

@@ -41,14 +41,22 @@ final class CopyUpFailureTests: XCTestCase {
     /// the kill landed during the copy: it had begun and its file never got the name.
     private func killDuringCopyUp() throws -> Bool {
         try fx.start()
-        let work = fx.inPatch(".wh..wh.work")
+        let work = fx.inSubstitution(".wh..wh.work")
         let writer = try Spawn.start("/bin/sh", ["-c", "printf x >> '\(fx.inMount("big"))'"])
-        defer { kill(writer, SIGKILL); _ = Spawn.wait(writer, seconds: 5) }
+        var reaped = false
+        defer {
+            // a reaped child's pid may be another process's by now: signal only one not reaped
+            if !reaped {
+                kill(writer, SIGKILL)
+                _ = Spawn.wait(writer, seconds: 5)
+            }
+        }
         let seen = waitForTemporaryFile(in: work, atLeast: 16 << 20, seconds: 20)
         kill(fx.daemon, SIGKILL)
         fx.stop()
-        XCTAssertNotNil(Spawn.wait(writer, seconds: 10), "the writer ends once the daemon is gone")
-        let landed = seen != nil && Disk.lstat(fx.inPatch("big")) == nil
+        reaped = Spawn.wait(writer, seconds: 10) != nil
+        XCTAssertTrue(reaped, "the writer ends once the daemon is gone")
+        let landed = seen != nil && Disk.lstat(fx.inSubstitution("big")) == nil
         print("copy-up crash: temporary file seen at \(seen.map { "\($0 >> 20) MiB" } ?? "never"),"
               + " the kill landed \(landed ? "during" : "after") the copy;"
               + " the substitution held \(try Disk.list(fx.substitution).sorted())")
@@ -58,13 +66,13 @@ final class CopyUpFailureTests: XCTestCase {
     /// Remounts: the work directory is gone, and `big` is the original or a complete copy.
     private func checkAfterCrash(mebibytes: Int) throws {
         try fx.start()
-        XCTAssertNil(Disk.lstat(fx.inPatch(".wh..wh.work")), "the remount removes what the crash left (the work directory is made when needed)")
+        XCTAssertNil(Disk.lstat(fx.inSubstitution(".wh..wh.work")), "the remount removes what the crash left (the work directory is made when needed)")
         XCTAssertEqual(Set(try Disk.list(fx.substitution)).subtracting([".wh..wh.work", "big"]), [])
         let size = Int(Disk.lstat(fx.inMount("big"))?.st_size ?? -1)
         XCTAssertTrue(size == mebibytes << 20 || size == (mebibytes << 20) + 1, "size \(size)")
         XCTAssertEqual(try Pattern.check(fx.inMount("big"), mebibytes: mebibytes), size > mebibytes << 20 ? [UInt8(ascii: "x")] : [])
-        if Disk.lstat(fx.inPatch("big")) != nil {
-            XCTAssertEqual(Int(Disk.lstat(fx.inPatch("big"))?.st_size ?? -1), size, "the mount serves the copy")
+        if Disk.lstat(fx.inSubstitution("big")) != nil {
+            XCTAssertEqual(Int(Disk.lstat(fx.inSubstitution("big"))?.st_size ?? -1), size, "the mount serves the copy")
         } else {
             XCTAssertEqual(size, mebibytes << 20, "without a copy the mount serves the original")
         }
@@ -82,8 +90,8 @@ final class CopyUpFailureTests: XCTestCase {
         if fd >= 0 { close(fd) }
         XCTAssertEqual(fd, -1)
         XCTAssertEqual(error, ENOSPC, "errno \(error): \(String(cString: strerror(error)))")
-        XCTAssertEqual(Disk.lstatError(fx.inPatch("big")), ENOENT, "no partial copy at the name")
-        XCTAssertEqual(try Disk.list(fx.inPatch(".wh..wh.work")), [], "no partial copy in the work directory")
+        XCTAssertEqual(Disk.lstatError(fx.inSubstitution("big")), ENOENT, "no partial copy at the name")
+        XCTAssertEqual(try Disk.list(fx.inSubstitution(".wh..wh.work")), [], "no partial copy in the work directory")
         XCTAssertEqual(try Pattern.check(fx.inMount("big"), mebibytes: 16), [], "the original is still served")
         var space = statvfs()
         XCTAssertEqual(statvfs(fx.substitution, &space), 0)
@@ -95,7 +103,7 @@ final class CopyUpFailureTests: XCTestCase {
         close(append)
         try Disk.write(fx.inMount("new"), "hello")
         XCTAssertEqual(try Disk.read(fx.inMount("small")), "small+")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "hello")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "hello")
     }
 
     func testWritingUntilTheSubstitutionIsFullGivesENOSPCAndReadsGoOn() throws {
@@ -129,29 +137,29 @@ final class CopyUpFailureTests: XCTestCase {
     func testUnlinkFailsWithENOSPCWhenNoInodeIsLeftForTheWhiteout() throws {
         try mountTmpfs(fx.substitution, "size=1m,nr_inodes=16")
         try Disk.write(fx.inMain("dir/keep"), "main")
-        try Disk.mkdir(fx.inPatch("dir"))
-        try Disk.mkdir(fx.inPatch("filler"))
+        try Disk.mkdir(fx.inSubstitution("dir"))
+        try Disk.mkdir(fx.inSubstitution("filler"))
         try fx.start()
         var made = 0
         while made < 32 {
-            let fd = open(fx.inPatch("filler/\(made)"), O_WRONLY | O_CREAT | O_EXCL, 0o644)
+            let fd = open(fx.inSubstitution("filler/\(made)"), O_WRONLY | O_CREAT | O_EXCL, 0o644)
             if fd < 0 { break }
             close(fd)
             made += 1
         }
-        XCTAssertEqual(open(fx.inPatch("probe"), O_WRONLY | O_CREAT, 0o644), -1, "the tmpfs should have no inode left")
+        XCTAssertEqual(open(fx.inSubstitution("probe"), O_WRONLY | O_CREAT, 0o644), -1, "the tmpfs should have no inode left")
         XCTAssertEqual(unlink(fx.inMount("dir/keep")), -1)
         let error = errno
         XCTAssertEqual(error, ENOSPC, "errno \(error): \(String(cString: strerror(error)))")
         XCTAssertEqual(try Disk.read(fx.inMount("dir/keep")), "main")
         XCTAssertEqual(try Disk.list(fx.inMount("dir")), ["keep"])
-        XCTAssertEqual(try Disk.list(fx.inPatch("dir")), [])
+        XCTAssertEqual(try Disk.list(fx.inSubstitution("dir")), [])
     }
 
     func testUnlinkFailsWithEROFSWhenTheSubstitutionDirectoryIsReadOnly() throws {
         try Disk.write(fx.inMain("dir/keep"), "main")
-        try Disk.mkdir(fx.inPatch("dir"))
-        let dir = fx.inPatch("dir")
+        try Disk.mkdir(fx.inSubstitution("dir"))
+        let dir = fx.inSubstitution("dir")
         guard mount(dir, dir, nil, UInt(MS_BIND), nil) == 0 else { throw TestFailure("bind mount: errno \(errno)") }
         extraMounts.append(dir)
         guard mount(dir, dir, nil, UInt(MS_BIND | MS_REMOUNT | MS_RDONLY), nil) == 0 else {
@@ -179,7 +187,7 @@ final class CopyUpFailureTests: XCTestCase {
         XCTAssertEqual(Set(try Disk.list(fx.substitution)).subtracting([".wh..wh.work"]), [], "nothing copied up")
         let created = try asNobody("printf mine > '\(fx.inMount("shared/new"))'")
         XCTAssertEqual(created.status, 0, created.error)
-        let st = Disk.lstat(fx.inPatch("shared/new"))
+        let st = Disk.lstat(fx.inSubstitution("shared/new"))
         XCTAssertEqual(st?.st_uid, 65534)
         XCTAssertEqual(st?.st_gid, 65534)
         XCTAssertEqual(try Disk.read(fx.inMount("shared/new")), "mine")

@@ -41,7 +41,7 @@ final class CrashTests: XCTestCase {
         let appendable = 40
         for k in 0..<appendable { try Disk.write(fx.inMain("append/m\(k)"), String(repeating: "main \(k) ", count: 100)) }
         try Disk.write(fx.inMain("new/saved"), "the main bundle's version")  // replaced by atomic saves
-        try runKillPoints(scenario: "fsync", setUp: {}) { journal in
+        try runKillPoints(scenario: "fsync", steps: 100, setUp: {}) { journal in
             var appended = 0
             for step in 0..<100_000 {
                 journal.begin(step)
@@ -126,7 +126,7 @@ final class CrashTests: XCTestCase {
         let size = { (name: String) in Int(Disk.lstat(self.fx.inMain("big/" + name))?.st_size ?? 0) }
         let truncatedSize = size("truncate") - (5 << 20) - 3
         let middle = size("middle") / 2 + 12345
-        try runKillPoints(scenario: "copy-up", window: 180, setUp: {}) { journal in
+        try runKillPoints(scenario: "copy-up", steps: 5, setUp: {}) { journal in
             let m = journal.mount + "/big/"
             let steps: [() -> Int32] = [
                 { Syscalls.appendAndSync(m + "append", Array("APPENDED".utf8)) },
@@ -210,21 +210,21 @@ final class CrashTests: XCTestCase {
             try Disk.write(fx.inMain("trees/t\(t)/shadowed"), "main's")
         }
         try Disk.mkdir(fx.inMain("moved"))
-        let patchSetUp = { [fx = fx!] in
+        let substitutionSetUp = { [fx = fx!] in
             for t in 0..<trees {
-                try Disk.whiteout(fx.inPatch("trees/t\(t)"), "gone")
-                try Disk.write(fx.inPatch("trees/t\(t)/shadowed"), "patch's \(t)")
-                try Disk.write(fx.inPatch("trees/t\(t)/sub1/patch-only"), "patch only \(t)")
+                try Disk.whiteout(fx.inSubstitution("trees/t\(t)"), "gone")
+                try Disk.write(fx.inSubstitution("trees/t\(t)/shadowed"), "patch's \(t)")
+                try Disk.write(fx.inSubstitution("trees/t\(t)/sub1/patch-only"), "patch only \(t)")
             }
         }
         var expected: [[String: String]] = []
-        try patchSetUp()
+        try substitutionSetUp()
         try fx.start()
         for t in 0..<trees { expected.append(try Probe.describe(fx.inMount("trees/t\(t)"))) }
         fx.stop()
-        XCTAssertEqual(expected[0]["shadowed"], try Probe.describe(fx.inPatch("trees/t0"))["shadowed"])
+        XCTAssertEqual(expected[0]["shadowed"], try Probe.describe(fx.inSubstitution("trees/t0"))["shadowed"])
         XCTAssertNil(expected[0]["gone"])
-        try runKillPoints(scenario: "materialize", setUp: patchSetUp) { journal in
+        try runKillPoints(scenario: "materialize", steps: trees, setUp: substitutionSetUp) { journal in
             for t in 0..<trees {
                 journal.begin(t)
                 let error = rename(journal.mount + "/trees/t\(t)", journal.mount + "/moved/t\(t)") == 0 ? 0 : errno
@@ -259,8 +259,8 @@ final class CrashTests: XCTestCase {
                 for c in 0..<25 { try Disk.write(fx.inMain("tree/a\(a)/b\(b)/c\(c)"), "\(a)/\(b)/\(c)") }
             }
         }
-        try Disk.write(fx.inPatch("tree/a1/b1/patch-only"), "patch")
-        let patchSetUp = { [fx = fx!] in try Disk.write(fx.inPatch("tree/a1/b1/patch-only"), "patch") }
+        try Disk.write(fx.inSubstitution("tree/a1/b1/patch-only"), "patch")
+        let substitutionSetUp = { [fx = fx!] in try Disk.write(fx.inSubstitution("tree/a1/b1/patch-only"), "patch") }
         try fx.start()
         let before = try Probe.describe(fx.mountpoint)
         fx.stop()
@@ -276,7 +276,7 @@ final class CrashTests: XCTestCase {
         }
         treeOrder.append("tree")
         let order = (0..<files).map { "del/f\($0)" } + treeOrder
-        try runKillPoints(scenario: "whiteouts", setUp: patchSetUp) { journal in
+        try runKillPoints(scenario: "whiteouts", steps: order.count, setUp: substitutionSetUp) { journal in
             for (step, path) in order.enumerated() {
                 journal.begin(step)
                 let full = journal.mount + "/" + path
@@ -305,11 +305,13 @@ final class CrashTests: XCTestCase {
     // MARK: the kill
 
     /// Runs the scenario's kill points: each mounts a fresh copy of the substitution (emptied,
-    /// then `setUp`), starts `workload` on a thread, SIGKILLs the daemon after a seeded delay of
-    /// 0 to `window` ms (about the workload's length), waits for the workload to end, clears the dead mount with
+    /// then `setUp`), starts `workload` on a thread, SIGKILLs the daemon once a seeded step of
+    /// the first `steps` has begun and the workload waits for the daemon's answer (a point in
+    /// the work, not a time, so a fast or busy machine kills at the same places), waits for
+    /// the workload to end, clears the dead mount with
     /// `proxybundle unmount`, mounts again and runs the common checks and `check`. A kill that
     /// cut the workload short (a call failed after it) landed; at least one must.
-    private func runKillPoints(scenario: String, window: Int = 300, setUp: () throws -> Void,
+    private func runKillPoints(scenario: String, steps: Int, setUp: () throws -> Void,
                                _ workload: @escaping @Sendable (Journal) -> Void,
                                check: (Journal) throws -> String) throws {
         let mainBefore = try TreeChecksum.of(fx.main)
@@ -317,12 +319,15 @@ final class CrashTests: XCTestCase {
         for point in 0..<CrashTests.killPoints {
             try Probe.empty(fx.substitution)
             try setUp()
-            let delay = rng.below(window + 1)
+            let step = rng.below(steps)
             try fx.start()
             let journal = Journal(mount: fx.mountpoint)
             let thread = Thread { workload(journal); journal.finish() }
             thread.start()
-            usleep(UInt32(delay) * 1000)
+            try eventually("\(scenario): step \(step) waits for the daemon", within: 60) {
+                journal.isFinished || journal.lastBegun > step
+                    || journal.lastBegun == step && journal.waitsForTheDaemon
+            }
             journal.markKilled()
             kill(fx.daemon, SIGKILL)
             XCTAssertTrue(journal.waitUntilFinished(seconds: 60), "\(scenario): the workload hangs after the kill")
@@ -340,7 +345,7 @@ final class CrashTests: XCTestCase {
             let summary = try check(journal)
             let cut = journal.ending != nil
             if cut { landed += 1 }
-            print("crash \(scenario) kill point \(point) (seed 0x\(String(CrashTests.seed, radix: 16))): after \(delay) ms,"
+            print("crash \(scenario) kill point \(point) (seed 0x\(String(CrashTests.seed, radix: 16))): at step \(step),"
                   + " \(cut ? "during" : "after") the workload, ended by \(journal.ending.map { String(cString: strerror($0)) } ?? "nothing");"
                   + " \(summary)")
             fx.stop()
@@ -378,7 +383,24 @@ final class Journal: @unchecked Sendable {
 
     init(mount: String) { self.mount = mount }
 
-    func begin(_ step: Int) { lock.withLock { begun = step } }
+    /// The workload thread's id (/proc/thread-self names it), once it began a step.
+    private var thread: String?
+
+    func begin(_ step: Int) {
+        let thread = self.thread ?? (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self"))
+        lock.withLock {
+            begun = step
+            self.thread = thread
+        }
+    }
+
+    /// Whether the workload thread sleeps waiting for a FUSE request's answer.
+    var waitsForTheDaemon: Bool {
+        guard let thread = lock.withLock({ self.thread }) else { return false }
+        return (try? String(contentsOfFile: "/proc/\(thread)/wchan", encoding: .utf8)) == "request_wait_answer"
+    }
+
+    var isFinished: Bool { lock.withLock { finished } }
 
     /// Records the step's result (0 or an errno); false when the workload must stop.
     func end(_ step: Int, _ error: Int32) -> Bool {

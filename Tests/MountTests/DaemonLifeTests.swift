@@ -1,3 +1,4 @@
+import CSyscalls
 import Foundation
 import ProxyBundleCore
 import XCTest
@@ -9,10 +10,6 @@ final class DaemonLifeTests: XCTestCase {
 
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
-
-    private func proxybundle(_ arguments: [String], environment: [String] = []) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
-    }
 
     private func mountDetached(_ extra: [String] = []) throws {
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + extra)
@@ -53,12 +50,7 @@ final class DaemonLifeTests: XCTestCase {
     }
 
     private func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(seconds)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(10_000)
-        }
-        return condition()
+        (try? eventually("", within: seconds, condition)) != nil
     }
 
     // MARK: mount helper
@@ -69,7 +61,7 @@ final class DaemonLifeTests: XCTestCase {
         let installed = try HelperInstall()
         defer { installed.remove() }
         try Disk.write(fx.inMain("Info.plist"), "main")
-        try Disk.write(fx.inPatch("Info.plist"), "patched")
+        try Disk.write(fx.inSubstitution("Info.plist"), "patched")
 
         let helper = try Spawn.run("/bin/mount", ["-t", "fuse.proxybundle", fx.main, fx.mountpoint,
                                                   "-o", "substitution=\(fx.substitution),allow_other"])
@@ -81,7 +73,7 @@ final class DaemonLifeTests: XCTestCase {
         // as root, mount.fuse3 appends dev,suid; the mount is nosuid,nodev as `mount`'s are
         XCTAssertEqual(mountFlags() & (nosuid | nodev), nosuid | nodev)
         try Disk.write(fx.inMount("new"), "x")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "x")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "x")
         let pid = try daemonPID()
         XCTAssertEqual(umount2(fx.mountpoint, 0), 0)
         XCTAssertTrue(waitUntil { hasExited(pid) }, "the helper-started daemon exits on umount")
@@ -144,7 +136,7 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertEqual(write.status, 0, write.error)
         XCTAssertEqual(write.output, "main")
         var made = stat()
-        XCTAssertEqual(stat(fx.inPatch("made"), &made), 0)
+        XCTAssertEqual(stat(fx.inSubstitution("made"), &made), 0)
         XCTAssertEqual(made.st_uid, 65534)
         // root may not look into a mount without allow_other; the user reads its own status
         let status = try asUser(["status", fx.mountpoint])
@@ -198,7 +190,11 @@ final class DaemonLifeTests: XCTestCase {
 
         let unmount = try Spawn.start(MountFixture.binary, ["unmount", fx.mountpoint])
         XCTAssertTrue(waitUntil { !fx.isMounted }, "unmounted")
-        usleep(500_000)
+        // unmount waits for the daemon's exit in poll(2) on its pidfd: once it sleeps there
+        // (or has ended, wrongly), whether it returned early shows
+        try eventually("unmount waits for the daemon") {
+            KernelWait.channel(unmount).contains("poll") || KernelWait.hasEnded(unmount)
+        }
         XCTAssertNil(Spawn.exited(unmount), "unmount returned while the daemon was still running")
         XCTAssertFalse(hasExited(pid), "the daemon could not have exited yet")
 
@@ -218,14 +214,21 @@ final class DaemonLifeTests: XCTestCase {
     func testHungDaemonIsReportedAndStillUnmounted() throws {
         try mountDetached()
         let pid = try daemonPID()
-        XCTAssertEqual(kill(pid, SIGSTOP), 0)
-        defer { kill(pid, SIGKILL) }
+        // the daemon is not the test's child: signalled through a pidfd, never by a pid that
+        // another process may have by the time of the defer
+        let daemon = pb_pidfd_open(pid)
+        XCTAssertGreaterThanOrEqual(daemon, 0)
+        defer {
+            _ = pb_pidfd_send_signal(daemon, SIGKILL)  // ESRCH once it has exited
+            close(daemon)
+        }
+        XCTAssertEqual(pb_pidfd_send_signal(daemon, SIGSTOP), 0)
         let status = try proxybundle(["status", fx.mountpoint])
         XCTAssertTrue(status.output.contains("state: not answering"), status.output)
         let unmount = try Spawn.run(MountFixture.binary, ["unmount", fx.mountpoint], seconds: 15)
         XCTAssertEqual(unmount.status, 0, unmount.error)
         XCTAssertFalse(fx.isMounted)
-        XCTAssertEqual(kill(pid, SIGCONT), 0)
+        XCTAssertEqual(pb_pidfd_send_signal(daemon, SIGCONT), 0)
         XCTAssertTrue(waitUntil { hasExited(pid) }, "the daemon exits once it runs again")
     }
 
@@ -282,30 +285,30 @@ final class DaemonLifeTests: XCTestCase {
 
     func testWhichTellsTheServingLayer() throws {
         try Disk.write(fx.inMain("shadowed"), "main")
-        try Disk.write(fx.inPatch("shadowed"), "patch")
+        try Disk.write(fx.inSubstitution("shadowed"), "patch")
         try Disk.write(fx.inMain("plain"), "main")
-        try Disk.write(fx.inPatch("added"), "patch")
+        try Disk.write(fx.inSubstitution("added"), "patch")
         try Disk.mkdir(fx.inMain("both"))
-        try Disk.mkdir(fx.inPatch("both"))
+        try Disk.mkdir(fx.inSubstitution("both"))
         try Disk.write(fx.inMain("both/deleted"), "main")
-        try Disk.write(fx.inPatch("both/.wh.deleted"), "")
+        try Disk.write(fx.inSubstitution("both/.wh.deleted"), "")
         try Disk.mkdir(fx.inMain("replaced"))
         try Disk.write(fx.inMain("replaced/old"), "main")
-        try Disk.mkdir(fx.inPatch("replaced"))
-        try Disk.write(fx.inPatch("replaced/.wh..wh..opq"), "")
+        try Disk.mkdir(fx.inSubstitution("replaced"))
+        try Disk.write(fx.inSubstitution("replaced/.wh..wh..opq"), "")
         try Disk.write(fx.inMain("lnk-target"), "t")
-        XCTAssertEqual(symlink("lnk-target", fx.inPatch("link")), 0)
+        XCTAssertEqual(symlink("lnk-target", fx.inSubstitution("link")), 0)
         try mountDetached()
 
         let cases: [(String, String)] = [
-            ("shadowed", "substitution \(fx.inPatch("shadowed"))"),
+            ("shadowed", "substitution \(fx.inSubstitution("shadowed"))"),
             ("plain", "main \(fx.inMain("plain"))"),
-            ("added", "substitution \(fx.inPatch("added"))"),
-            ("both", "merged substitution \(fx.inPatch("both")) main \(fx.inMain("both"))"),
-            ("both/deleted", "hidden by whiteout \(fx.inPatch("both/.wh.deleted"))"),
-            ("replaced", "substitution \(fx.inPatch("replaced"))"),
-            ("replaced/old", "hidden by opaque directory \(fx.inPatch("replaced"))"),
-            ("link", "substitution \(fx.inPatch("link"))"),
+            ("added", "substitution \(fx.inSubstitution("added"))"),
+            ("both", "merged substitution \(fx.inSubstitution("both")) main \(fx.inMain("both"))"),
+            ("both/deleted", "hidden by whiteout \(fx.inSubstitution("both/.wh.deleted"))"),
+            ("replaced", "substitution \(fx.inSubstitution("replaced"))"),
+            ("replaced/old", "hidden by opaque directory \(fx.inSubstitution("replaced"))"),
+            ("link", "substitution \(fx.inSubstitution("link"))"),
             ("./both/../plain", "main \(fx.inMain("plain"))"),
             (".invalidate", "control file"),
             ("", "merged substitution \(fx.substitution) main \(fx.main)"),
@@ -333,12 +336,12 @@ final class DaemonLifeTests: XCTestCase {
     /// still names it (through the daemon's own descriptor of the covered directory).
     func testWhichOnAMountOverTheBundleItself() throws {
         try Disk.write(fx.inMain("plain"), "main")
-        try Disk.write(fx.inPatch("added"), "patch")
+        try Disk.write(fx.inSubstitution("added"), "patch")
         let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
         XCTAssertEqual(result.status, 0, result.error)
         defer { _ = try? proxybundle(["unmount", fx.main]) }
         XCTAssertEqual(try proxybundle(["which", fx.inMain("plain")]).output, "main \(fx.inMain("plain"))\n")
-        XCTAssertEqual(try proxybundle(["which", fx.inMain("added")]).output, "substitution \(fx.inPatch("added"))\n")
+        XCTAssertEqual(try proxybundle(["which", fx.inMain("added")]).output, "substitution \(fx.inSubstitution("added"))\n")
         XCTAssertEqual(try proxybundle(["which", fx.inMain("nothing")]).status, 1)
     }
 
@@ -387,7 +390,7 @@ final class DaemonLifeTests: XCTestCase {
     /// limit. Before: with a soft limit of 128, the 104th simultaneous open failed with EMFILE.
     func testMoreFilesOpenAtOnceThanTheSoftLimitInherited() throws {
         let count = 300
-        for index in 0..<count { try Disk.write(fx.inPatch("f\(index)"), "\(index)") }
+        for index in 0..<count { try Disk.write(fx.inSubstitution("f\(index)"), "\(index)") }
         var mine = rlimit()
         XCTAssertEqual(getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &mine), 0)
         guard mine.rlim_max >= rlim_t(count * 2) else { throw XCTSkip("hard limit on open files too low: \(mine.rlim_max)") }

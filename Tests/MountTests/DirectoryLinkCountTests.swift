@@ -11,14 +11,14 @@ final class DirectoryLinkCountTests: XCTestCase {
         defer { fx.tearDown() }
         let patch = fx.root + "/patch1"
         for dir in ["d/sub1", "d/sub2", "only-main/x", "opaque/y"] { try Disk.mkdir(fx.inMain(dir)) }
-        for dir in ["d/sub3", "only-substitution/z", "opaque"] { try Disk.mkdir(fx.inPatch(dir)) }
-        try Disk.opaque(fx.inPatch("opaque"))
+        for dir in ["d/sub3", "only-substitution/z", "opaque"] { try Disk.mkdir(fx.inSubstitution(dir)) }
+        try Disk.opaque(fx.inSubstitution("opaque"))
         try Disk.mkdir(patch + "/d/sub4")
         try Disk.mkdir(patch + "/only-patch/w")
         let kernel = fx.root + "/kernel"
         try KernelOverlay.mountStack([fx.substitution, patch, fx.main], at: kernel, scratch: fx.root + "/converted")
         defer { Unmounter.force(kernel) }
-        try fx.start(["--patch", patch])
+        try fx.start(patches: [patch])
         var compared = 0
         for dir in ["", "d", "d/sub1", "d/sub3", "d/sub4", "only-main", "only-substitution", "only-patch", "opaque"] {
             let ours = Disk.lstat(fx.inMount(dir)), theirs = Disk.lstat(kernel + (dir.isEmpty ? "" : "/" + dir))

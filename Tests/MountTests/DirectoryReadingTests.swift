@@ -17,8 +17,8 @@ final class DirectoryReadingTests: XCTestCase {
         var names = Set<String>()
         for i in 0..<count {
             let name = "entry-\(i).dat"
-            try Disk.write(i % 3 == 0 ? fx.inPatch("\(dir)/\(name)") : fx.inMain("\(dir)/\(name)"), "\(i)")
-            if i % 10 == 1 { try Disk.write(fx.inPatch("\(dir)/\(name)"), "shadow") }
+            try Disk.write(i % 3 == 0 ? fx.inSubstitution("\(dir)/\(name)") : fx.inMain("\(dir)/\(name)"), "\(i)")
+            if i % 10 == 1 { try Disk.write(fx.inSubstitution("\(dir)/\(name)"), "shadow") }
             names.insert(name)
         }
         return names

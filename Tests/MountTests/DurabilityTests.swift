@@ -20,7 +20,7 @@ final class DurabilityTests: XCTestCase {
 
     /// The pages of the substitution's file at `relative` that are not on the disk yet.
     private func unwrittenPages(_ relative: String) throws -> Int {
-        let fd = open(fx.inPatch(relative), O_RDONLY)
+        let fd = open(fx.inSubstitution(relative), O_RDONLY)
         guard fd >= 0 else { throw TestFailure("open \(relative): errno \(errno)") }
         defer { close(fd) }
         let pages = Int(pb_unwritten_pages(fd, 0))
@@ -30,13 +30,13 @@ final class DurabilityTests: XCTestCase {
 
     func testACopiedUpFileIsOnTheDiskWhenTheChangeThatCopiedItReturns() throws {
         XCTAssertEqual(chmod(fx.inMount("file"), 0o600), 0)
-        XCTAssertEqual(try Disk.read(fx.inPatch("file")).count, 240_000)
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("file")).count, 240_000)
         XCTAssertEqual(try unwrittenPages("file"), 0)
     }
 
     func testAMaterializedDirectorysFilesAreOnTheDiskWhenTheRenameReturns() throws {
         XCTAssertEqual(rename(fx.inMount("dir"), fx.inMount("moved")), 0)
-        XCTAssertEqual(try Disk.read(fx.inPatch("moved/inner")).count, 120_000)
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("moved/inner")).count, 120_000)
         XCTAssertEqual(try unwrittenPages("moved/inner"), 0)
     }
 }

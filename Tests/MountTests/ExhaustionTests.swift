@@ -26,8 +26,8 @@ final class ExhaustionTests: XCTestCase {
         try mountTmpfs("size=4m")
         for i in 0..<8 { try Filler.dense(fx.inMain("tree/sub\(i % 2)/f\(i)"), mebibytes: 1, stamp: i) }
         try Disk.write(fx.inMain("tree/gone"), "hidden")
-        try Disk.whiteout(fx.inPatch("tree"), "gone")
-        try Disk.write(fx.inPatch("tree/own"), "patch's own")
+        try Disk.whiteout(fx.inSubstitution("tree"), "gone")
+        try Disk.write(fx.inSubstitution("tree/own"), "patch's own")
         try Disk.mkdir(fx.inMain("elsewhere"))
         try fx.start()
         let before = try Probe.describe(fx.mountpoint, modes: true)
@@ -88,7 +88,7 @@ final class ExhaustionTests: XCTestCase {
         try Disk.write(fx.inMain("file"), "main file")
         try Disk.write(fx.inMain("dir/inner"), "main inner")
         try Disk.mkdir(fx.inMain("emptydir"))
-        try Disk.mkdir(fx.inPatch("own"))
+        try Disk.mkdir(fx.inSubstitution("own"))
         try fx.start()
         try leaveFreeInodes(0)
         let before = try Probe.describe(fx.mountpoint, modes: true)
@@ -158,7 +158,7 @@ final class ExhaustionTests: XCTestCase {
             XCTAssertEqual(try Disk.list(fx.inMount("d")), [], "main's entries came back under a new directory")
         } else {
             XCTAssertEqual(error, ENOSPC)
-            XCTAssertEqual(Disk.lstatError(fx.inPatch("d")), ENOENT, "mkdir failed with ENOSPC but left the directory in the substitution")
+            XCTAssertEqual(Disk.lstatError(fx.inSubstitution("d")), ENOENT, "mkdir failed with ENOSPC but left the directory in the substitution")
             XCTAssertEqual(Disk.lstatError(fx.inMount("d")), ENOENT, "mkdir failed with ENOSPC but the directory shows")
         }
         XCTAssertEqual(Disk.lstatError(fx.inMount("d/old")), ENOENT)
@@ -200,7 +200,7 @@ final class ExhaustionTests: XCTestCase {
         extraMounts.append(fx.substitution)
     }
 
-    private var fillerDirectory: String { fx.inPatch(".wh..wh.filler") }
+    private var fillerDirectory: String { fx.inSubstitution(".wh..wh.filler") }
 
     /// Creates or removes empty files in a hidden directory of the substitution until exactly
     /// `count` inodes are free.

@@ -4,11 +4,6 @@ import XCTest
 
 /// What a new user types first: --version, help, and the errors of a mistyped command.
 final class HelpAndVersionTests: XCTestCase {
-    private func proxybundle(_ arguments: [String], environment: [String] = []) throws
-        -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
-    }
-
     private static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
 

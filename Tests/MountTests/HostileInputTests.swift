@@ -64,7 +64,7 @@ final class HostileInputTests: XCTestCase {
             XCTAssertEqual(Raw.errno(fx.inMount("names"), name) { symlink("t", $0) }, EEXIST)
         }
         XCTAssertEqual(Raw.list(fx.inMount("names")), Set(names), "readdir shows every name once, byte for byte")
-        XCTAssertEqual(Raw.list(fx.inPatch("names")), Set(names), "the substitution holds the same bytes")
+        XCTAssertEqual(Raw.list(fx.inSubstitution("names")), Set(names), "the substitution holds the same bytes")
         for name in names {
             var st = stat()
             XCTAssertEqual(Raw.call(fx.inMount("names"), name) { lstat($0, &st) }, 0, "lstat \(Raw.show(name))")
@@ -82,7 +82,7 @@ final class HostileInputTests: XCTestCase {
             XCTAssertEqual(Raw.call(fx.inMount("moved"), name) { unlink($0) }, 0, "unlink \(Raw.show(name))")
         }
         XCTAssertEqual(Raw.list(fx.inMount("moved")), [])
-        XCTAssertEqual(Raw.list(fx.inPatch("moved")), [], "nothing left behind")
+        XCTAssertEqual(Raw.list(fx.inSubstitution("moved")), [], "nothing left behind")
         // `.wh.` names cannot be made, whatever follows the prefix
         for name in [".wh.", ".wh.\n", ".wh.\u{FF}", ".wh...", ".wh..wh..opq"].map({ Array($0.utf8) }) {
             XCTAssertEqual(Raw.errno(fx.mountpoint, name) { open($0, O_WRONLY | O_CREAT, 0o644) }, EPERM, Raw.show(name))
@@ -100,14 +100,14 @@ final class HostileInputTests: XCTestCase {
     func testHostileNamesOnDiskInBothLayers() throws {
         let names = HostileInputTests.hostileNames
         try Disk.mkdir(fx.inMain("d"))
-        try Disk.mkdir(fx.inPatch("d"))
+        try Disk.mkdir(fx.inSubstitution("d"))
         for (index, name) in names.enumerated() {
             if index % 3 != 1 { try Raw.write(fx.inMain("d"), name, "main:" + Raw.show(name)) }
-            if index % 3 != 0 { try Raw.write(fx.inPatch("d"), name, "patch:" + Raw.show(name)) }
+            if index % 3 != 0 { try Raw.write(fx.inSubstitution("d"), name, "patch:" + Raw.show(name)) }
         }
         // a hostile name hidden by a whiteout in the substitution
         let hidden = names[6]  // main only
-        try Raw.write(fx.inPatch("d"), Array(".wh.".utf8) + hidden, "")
+        try Raw.write(fx.inSubstitution("d"), Array(".wh.".utf8) + hidden, "")
         // `.wh.` names in the main bundle are never shown; docs/MERGED-VIEW.md has the substitution's
         // whiteouts hide main's entries, so main's own `.wh.` files and markers hide nothing
         try Disk.write(fx.inMain("d/mainonly"), "main only")
@@ -132,12 +132,10 @@ final class HostileInputTests: XCTestCase {
 
         // kernel overlayfs with the substitution above, whiteout-free, agrees on names and content
         let kernel = fx.root + "/kernel"
-        try Disk.mkdir(kernel)
-        guard Glibc.mount("overlay", kernel, "overlay", UInt(MS_RDONLY), "lowerdir=\(fx.inPatch("d")):\(fx.inMain("d"))") == 0 else {
-            throw MachineSkip.overlayfs(errno, options: "lowerdir=\(fx.inPatch("d")):\(fx.inMain("d"))")
-        }
+        try KernelOverlay.mountReadOnly(lowers: [fx.inSubstitution("d"), fx.inMain("d")], at: kernel)
         binds.append(kernel)
         let theirs = Raw.list(kernel).filter { !$0.starts(with: Array(".wh.".utf8)) }
+        XCTAssertFalse(theirs.isEmpty, "kernel overlayfs shows nothing")
         XCTAssertEqual(Raw.describe(Raw.list(fx.inMount("d")), Set(theirs).subtracting([hidden])), "", "as kernel overlayfs")
         for name in theirs where name != hidden {
             XCTAssertEqual(Raw.read(fx.inMount("d"), name), Raw.read(kernel, name), Raw.show(name))
@@ -185,11 +183,11 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("short")), "main 252")
         var st = stat()
         for name in [long255, long252] {
-            XCTAssertEqual(lstat(fx.inPatch(name), &st), 0, "the whiteout device of \(name.count) bytes")
+            XCTAssertEqual(lstat(fx.inSubstitution(name), &st), 0, "the whiteout device of \(name.count) bytes")
             XCTAssertEqual(st.st_mode & S_IFMT, S_IFCHR)
             XCTAssertEqual(st.st_rdev, 0)
         }
-        XCTAssertEqual(lstat(fx.inPatch(".wh." + long251), &st), 0, "a name that fits gets an OCI whiteout")
+        XCTAssertEqual(lstat(fx.inSubstitution(".wh." + long251), &st), 0, "a name that fits gets an OCI whiteout")
         try assertAlive()
     }
 
@@ -201,24 +199,24 @@ final class HostileInputTests: XCTestCase {
         // the substitution replaces main directories with links out of the layer
         try Disk.write(fx.inMain("dir/x"), "main's dir/x")
         try Disk.write(fx.inMain("dir/y"), "main's dir/y")
-        try Disk.symlink(fx.inPatch("dir"), to: "../sentinel")
+        try Disk.symlink(fx.inSubstitution("dir"), to: "../sentinel")
         try Disk.write(fx.inMain("etcdir/passwd"), "main's passwd")
-        try Disk.symlink(fx.inPatch("etcdir"), to: "/etc")
+        try Disk.symlink(fx.inSubstitution("etcdir"), to: "/etc")
         try Disk.write(fx.inMain("a/b/x"), "main's a/b/x")
-        try Disk.mkdir(fx.inPatch("a"))
-        try Disk.symlink(fx.inPatch("a/b"), to: "../../sentinel")
+        try Disk.mkdir(fx.inSubstitution("a"))
+        try Disk.symlink(fx.inSubstitution("a/b"), to: "../../sentinel")
         // a substitution directory over a main symlink to the outside: not merged with it
         try Disk.symlink(fx.inMain("m"), to: "../sentinel")
-        try Disk.write(fx.inPatch("m/own"), "patch's m/own")
+        try Disk.write(fx.inSubstitution("m/own"), "patch's m/own")
         // links to files, absolute and relative, in both layers, and loops
-        try Disk.symlink(fx.inPatch("wlink"), to: "../sentinel/x")
+        try Disk.symlink(fx.inSubstitution("wlink"), to: "../sentinel/x")
         try Disk.symlink(fx.inMain("mwlink"), to: "../sentinel/x")
-        try Disk.symlink(fx.inPatch("tabs"), to: layout.tmp + "/x")
+        try Disk.symlink(fx.inSubstitution("tabs"), to: layout.tmp + "/x")
         try Disk.symlink(fx.inMain("mtabs"), to: layout.tmp + "/x")
         try Disk.symlink(fx.inMain("mtdir"), to: layout.tmp)
-        try Disk.symlink(fx.inPatch("up"), to: "../../../../../../../..")
-        try Disk.symlink(fx.inPatch("loop1"), to: "loop2")
-        try Disk.symlink(fx.inPatch("loop2"), to: "loop1")
+        try Disk.symlink(fx.inSubstitution("up"), to: "../../../../../../../..")
+        try Disk.symlink(fx.inSubstitution("loop1"), to: "loop2")
+        try Disk.symlink(fx.inSubstitution("loop2"), to: "loop1")
         try Disk.symlink(fx.inMain("self"), to: "self")
         try Disk.write(fx.inMain("plain"), "plain file")
         try fx.start()
@@ -296,10 +294,10 @@ final class HostileInputTests: XCTestCase {
             XCTAssertEqual(errno, EPERM, "user xattrs on a symlink: \(name)")
             XCTAssertEqual(lsetxattr(view + "/" + name, "trusted.test", "v", 1, 0), 0, "trusted xattr on link \(name): \(Raw.error())")
             XCTAssertEqual(Disk.lstat(view + "/" + name)?.st_uid, 1234, name)
-            XCTAssertEqual(Disk.lstat(fx.inPatch(name)).map { $0.st_mode & S_IFMT }, S_IFLNK, "the copy of \(name) is a link")
+            XCTAssertEqual(Disk.lstat(fx.inSubstitution(name)).map { $0.st_mode & S_IFMT }, S_IFLNK, "the copy of \(name) is a link")
         }
-        XCTAssertEqual(Disk.readLink(fx.inPatch("mwlink")), "../sentinel/x", "a copied-up link keeps its target")
-        XCTAssertEqual(Disk.readLink(fx.inPatch("mtdir")), layout.tmp)
+        XCTAssertEqual(Disk.readLink(fx.inSubstitution("mwlink")), "../sentinel/x", "a copied-up link keeps its target")
+        XCTAssertEqual(Disk.readLink(fx.inSubstitution("mtdir")), layout.tmp)
         // changes the kernel makes through the links, on the user's side: only the decoy changes
         XCTAssertEqual(chmod(view + "/wlink", 0o600), 0)
         XCTAssertEqual(truncate(view + "/mwlink", 3), 0)
@@ -322,7 +320,7 @@ final class HostileInputTests: XCTestCase {
         XCTAssertEqual(mkdir(view + "/dir", 0o755), 0)
         XCTAssertEqual(try Disk.list(view + "/dir"), [])
         try Disk.write(view + "/dir/inside", "inside")
-        XCTAssertEqual(try Disk.read(fx.inPatch("dir/inside")), "inside")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("dir/inside")), "inside")
 
         XCTAssertEqual(layout.snapshot(), before, "a sentinel changed")
         XCTAssertEqual(try Disk.read(layout.decoy + "/created"), "through the link", "the kernel wrote through the link")
@@ -337,7 +335,7 @@ final class HostileInputTests: XCTestCase {
         outside.append(layout.tmp)
         try Disk.write(fx.inMain("cdir/file"), "main's cdir/file")
         try Disk.write(fx.inMain("cdir/other"), "main's other")
-        try Disk.write(fx.inPatch("pdir/own"), "patch's own")
+        try Disk.write(fx.inSubstitution("pdir/own"), "patch's own")
         try Disk.write(fx.inMain("pdir/mainfile"), "main's pdir/mainfile")
         try Disk.write(fx.inMain("deep/er/file"), "main's deep/er/file")
         try fx.start()
@@ -347,11 +345,11 @@ final class HostileInputTests: XCTestCase {
         }
         let before = layout.snapshot()
         // now an intruder puts links out of the layer where the daemon expects directories
-        try FileManager.default.moveItem(atPath: fx.inPatch("pdir"), toPath: fx.root + "/pdir.old")
-        try Disk.symlink(fx.inPatch("pdir"), to: "../sentinel")
-        try Disk.symlink(fx.inPatch("cdir"), to: "../sentinel")
-        try Disk.mkdir(fx.inPatch("deep"))
-        try Disk.symlink(fx.inPatch("deep/er"), to: "../../sentinel")
+        try FileManager.default.moveItem(atPath: fx.inSubstitution("pdir"), toPath: fx.root + "/pdir.old")
+        try Disk.symlink(fx.inSubstitution("pdir"), to: "../sentinel")
+        try Disk.symlink(fx.inSubstitution("cdir"), to: "../sentinel")
+        try Disk.mkdir(fx.inSubstitution("deep"))
+        try Disk.symlink(fx.inSubstitution("deep/er"), to: "../../sentinel")
 
         var outcomes: [String: Int32] = [:]
         func attempt(_ label: String, _ body: () -> Int32) { outcomes[label] = body() == 0 ? 0 : errno }

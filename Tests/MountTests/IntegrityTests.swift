@@ -21,7 +21,7 @@ final class IntegrityTests: XCTestCase {
     func testRandomIOOnANewFileMatchesTheModel() throws {
         try runSeeds(defaultSeed: 1) { fx, _ in
             try fx.start()
-            return (path: fx.inMount("dir/new.bin"), model: nil, patchFile: fx.inPatch("dir/new.bin"))
+            return (path: fx.inMount("dir/new.bin"), model: nil, patchFile: fx.inSubstitution("dir/new.bin"))
         }
     }
 
@@ -40,7 +40,7 @@ final class IntegrityTests: XCTestCase {
                   content[250_000...].withUnsafeBytes({ pwrite(fd, $0.baseAddress, 50_000, 250_000) }) == 50_000
             else { throw TestFailure("write: errno \(errno)") }
             try fx.start()
-            return (path: fx.inMount("dir/main.bin"), model: content, patchFile: fx.inPatch("dir/main.bin"))
+            return (path: fx.inMount("dir/main.bin"), model: content, patchFile: fx.inSubstitution("dir/main.bin"))
         }
     }
 
@@ -55,7 +55,7 @@ final class IntegrityTests: XCTestCase {
         XCTAssertNil(try run.run(operations: 300))
         XCTAssertNil(try run.compareAll(.fullCompare))
         guard run.model.count > 10 else { return XCTFail("the run left an empty file") }
-        let fd = open(fx.inPatch("f"), O_WRONLY)
+        let fd = open(fx.inSubstitution("f"), O_WRONLY)
         XCTAssertGreaterThanOrEqual(fd, 0)
         var byte = run.model[7] ^ 0xFF
         XCTAssertEqual(pwrite(fd, &byte, 1, 7), 1)

@@ -34,7 +34,7 @@ class InvalidateTests: XCTestCase {
         try fx.start()
         try warm()
         XCTAssertEqual(Disk.lstatError(fx.inMount("Images/new.png")), ENOENT)
-        try Disk.write(fx.inPatch("Images/new.png"), "new")
+        try Disk.write(fx.inSubstitution("Images/new.png"), "new")
         XCTAssertEqual(Disk.lstatError(fx.inMount("Images/new.png")), ENOENT, "the cached view holds until invalidation")
         try invalidate()
         XCTAssertEqual(try Disk.read(fx.inMount("Images/new.png")), "new")
@@ -42,15 +42,15 @@ class InvalidateTests: XCTestCase {
     }
 
     func testFileChangedWithSameSizeAndTimeShowsNewContent() throws {
-        try Disk.write(fx.inPatch("strings.json"), "AAAA")
+        try Disk.write(fx.inSubstitution("strings.json"), "AAAA")
         try fx.start()
         try warm()
         // an open file keeps the kernel's inode, and with it the cached pages
         let held = open(fx.inMount("strings.json"), O_RDONLY)
         defer { close(held) }
         XCTAssertGreaterThanOrEqual(held, 0)
-        let before = try XCTUnwrap(Disk.lstat(fx.inPatch("strings.json")))
-        let fd = open(fx.inPatch("strings.json"), O_WRONLY)
+        let before = try XCTUnwrap(Disk.lstat(fx.inSubstitution("strings.json")))
+        let fd = open(fx.inSubstitution("strings.json"), O_WRONLY)
         XCTAssertEqual(pwrite(fd, "BBBB", 4, 0), 4)
         var times = [before.st_atim, before.st_mtim]
         XCTAssertEqual(futimens(fd, &times), 0)
@@ -61,10 +61,10 @@ class InvalidateTests: XCTestCase {
 
     func testDeletedSubstitutionFileUncoversTheMainFile() throws {
         try Disk.write(fx.inMain("a.txt"), "main")
-        try Disk.write(fx.inPatch("a.txt"), "patch")
+        try Disk.write(fx.inSubstitution("a.txt"), "patch")
         try fx.start()
         try warm()
-        XCTAssertEqual(unlink(fx.inPatch("a.txt")), 0)
+        XCTAssertEqual(unlink(fx.inSubstitution("a.txt")), 0)
         try invalidate()
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "main")
         XCTAssertEqual(Disk.lstat(fx.inMount("a.txt"))?.st_size, 4)
@@ -73,12 +73,12 @@ class InvalidateTests: XCTestCase {
     func testNewWhiteoutHidesAndRemovedWhiteoutShows() throws {
         try Disk.write(fx.inMain("dir/gone.txt"), "main")
         try Disk.write(fx.inMain("dir/back.txt"), "main")
-        try Disk.whiteout(fx.inPatch("dir"), "back.txt")
+        try Disk.whiteout(fx.inSubstitution("dir"), "back.txt")
         try fx.start()
         try warm()
         XCTAssertEqual(try Disk.list(fx.inMount("dir")), ["gone.txt"])
-        try Disk.whiteout(fx.inPatch("dir"), "gone.txt")
-        XCTAssertEqual(unlink(fx.inPatch("dir/.wh.back.txt")), 0)
+        try Disk.whiteout(fx.inSubstitution("dir"), "gone.txt")
+        XCTAssertEqual(unlink(fx.inSubstitution("dir/.wh.back.txt")), 0)
         try invalidate()
         XCTAssertEqual(Disk.lstatError(fx.inMount("dir/gone.txt")), ENOENT)
         XCTAssertEqual(try Disk.read(fx.inMount("dir/back.txt")), "main")
@@ -90,10 +90,10 @@ class InvalidateTests: XCTestCase {
         try fx.start()
         try warm()
         XCTAssertEqual(Disk.lstatError(fx.inMount("fresh")), ENOENT)
-        try Disk.write(fx.inPatch("fresh/deep/file.txt"), "deep")
-        try Disk.mkdir(fx.inPatch("res"))
-        try Disk.opaque(fx.inPatch("res"))
-        try Disk.write(fx.inPatch("res/only.txt"), "only")
+        try Disk.write(fx.inSubstitution("fresh/deep/file.txt"), "deep")
+        try Disk.mkdir(fx.inSubstitution("res"))
+        try Disk.opaque(fx.inSubstitution("res"))
+        try Disk.write(fx.inSubstitution("res/only.txt"), "only")
         try invalidate()
         XCTAssertEqual(try Disk.read(fx.inMount("fresh/deep/file.txt")), "deep")
         XCTAssertEqual(try Disk.list(fx.inMount("res")), ["only.txt"])
@@ -103,7 +103,7 @@ class InvalidateTests: XCTestCase {
     func testSwappedSubstitutionDirectoryIsServedAsAWhole() throws {
         try Disk.write(fx.inMain("a.txt"), "main a")
         try Disk.write(fx.inMain("b.txt"), "main b")
-        try Disk.write(fx.inPatch("a.txt"), "old patch a")
+        try Disk.write(fx.inSubstitution("a.txt"), "old patch a")
         try fx.start()
         try warm()
         let next = fx.root + "/patch.new"
@@ -116,7 +116,7 @@ class InvalidateTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("b.txt")), "new patch b")
         XCTAssertEqual(try Disk.read(fx.inMount("c.txt")), "new patch c")
         try Disk.write(fx.inMount("d.txt"), "written after the swap")
-        XCTAssertEqual(try Disk.read(fx.inPatch("d.txt")), "written after the swap")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("d.txt")), "written after the swap")
         XCTAssertEqual(Disk.lstatError(fx.root + "/patch.old/d.txt"), ENOENT)
     }
 
@@ -130,28 +130,28 @@ class InvalidateTests: XCTestCase {
     }
 
     func testTypeChangesOnDiskNeverGiveEIO() throws {
-        try Disk.write(fx.inPatch("thing"), "file")
-        try Disk.mkdir(fx.inPatch("other"))
+        try Disk.write(fx.inSubstitution("thing"), "file")
+        try Disk.mkdir(fx.inSubstitution("other"))
         try fx.start()
         try warm()
-        XCTAssertEqual(unlink(fx.inPatch("thing")), 0)
-        try Disk.write(fx.inPatch("thing/inside"), "now a directory")
-        XCTAssertEqual(rmdir(fx.inPatch("other")), 0)
-        try Disk.write(fx.inPatch("other"), "now a file")
+        XCTAssertEqual(unlink(fx.inSubstitution("thing")), 0)
+        try Disk.write(fx.inSubstitution("thing/inside"), "now a directory")
+        XCTAssertEqual(rmdir(fx.inSubstitution("other")), 0)
+        try Disk.write(fx.inSubstitution("other"), "now a file")
         try invalidate()
         XCTAssertEqual(try Disk.read(fx.inMount("thing/inside")), "now a directory")
         XCTAssertEqual(try Disk.read(fx.inMount("other")), "now a file")
     }
 
     func testOpenFilesKeepTheirContentAndNewOpensSeeTheNewFile() throws {
-        try Disk.write(fx.inPatch("doc.txt"), "first")
+        try Disk.write(fx.inSubstitution("doc.txt"), "first")
         try fx.start()
         let old = open(fx.inMount("doc.txt"), O_RDONLY)
         defer { close(old) }
         XCTAssertGreaterThanOrEqual(old, 0)
         let replacement = fx.root + "/doc.tmp"
         try Disk.write(replacement, "second")
-        XCTAssertEqual(rename(replacement, fx.inPatch("doc.txt")), 0)
+        XCTAssertEqual(rename(replacement, fx.inSubstitution("doc.txt")), 0)
         try invalidate()
         XCTAssertEqual(try Disk.read(fx.inMount("doc.txt")), "second")
         var buffer = [UInt8](repeating: 0, count: 16)
@@ -166,8 +166,8 @@ class InvalidateTests: XCTestCase {
         try warm()
         XCTAssertEqual(Disk.lstatError(fx.inMount("Images/icons/b.png")), ENOENT)
         XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT)
-        try Disk.write(fx.inPatch("Images/icons/b.png"), "b")
-        try Disk.write(fx.inPatch("Sounds/t.caf"), "t")
+        try Disk.write(fx.inSubstitution("Images/icons/b.png"), "b")
+        try Disk.write(fx.inSubstitution("Sounds/t.caf"), "t")
         try invalidate("Images/icons")
         XCTAssertEqual(try Disk.read(fx.inMount("Images/icons/b.png")), "b")
         XCTAssertEqual(try Disk.list(fx.inMount("Images/icons")).sorted(), ["a.png", "b.png"])
@@ -180,13 +180,13 @@ class InvalidateTests: XCTestCase {
         try fx.start()
         try warm()
         XCTAssertEqual(Disk.lstatError(fx.inMount("late.txt")), ENOENT)
-        try Disk.write(fx.inPatch("late.txt"), "late")
+        try Disk.write(fx.inSubstitution("late.txt"), "late")
         XCTAssertEqual(try Spawn.run(MountFixture.binary, ["invalidate", fx.mountpoint]).status, 0)
         XCTAssertEqual(try Disk.read(fx.inMount("late.txt")), "late")
         let bad = try Spawn.run(MountFixture.binary, ["invalidate", fx.mountpoint, "a/../.."])
         XCTAssertEqual(bad.status, 1)
         XCTAssertEqual(bad.error.split(separator: "\n").count, 1, bad.error)
-        try Disk.write(fx.inPatch("later.txt"), "later")
+        try Disk.write(fx.inSubstitution("later.txt"), "later")
         XCTAssertEqual(try Spawn.run(MountFixture.binary, ["invalidate", "--all", fx.mountpoint]).status, 0)
         XCTAssertEqual(try Disk.read(fx.inMount("later.txt")), "later")
         XCTAssertEqual(try Spawn.run(MountFixture.binary, ["invalidate", "--all", fx.mountpoint, "x"]).status, 64)
@@ -195,10 +195,29 @@ class InvalidateTests: XCTestCase {
         XCTAssertTrue(notMounted.error.contains("not a proxybundle mount"), notMounted.error)
     }
 
+    /// `proxybundle invalidate MOUNTPOINT PATH` refreshes that subtree, and only that.
+    func testInvalidateCommandWithAPathRefreshesThatSubtree() throws {
+        try Disk.write(fx.inMain("Images/icons/a.png"), "a")
+        try Disk.write(fx.inMain("Sounds/s.caf"), "s")
+        try fx.start()
+        try warm()
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Images/icons/b.png")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT)
+        try Disk.write(fx.inSubstitution("Images/icons/b.png"), "b")
+        try Disk.write(fx.inSubstitution("Sounds/t.caf"), "t")
+        let invalidated = try proxybundle(["invalidate", fx.mountpoint, "Images/icons"])
+        XCTAssertEqual(invalidated.status, 0, invalidated.error)
+        XCTAssertEqual(invalidated.output + invalidated.error, "")
+        XCTAssertEqual(try Disk.read(fx.inMount("Images/icons/b.png")), "b")
+        XCTAssertEqual(try Disk.list(fx.inMount("Images/icons")).sorted(), ["a.png", "b.png"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT, "outside the path nothing is forgotten")
+        XCTAssertEqual(try fx.figure("invalidations"), 1)
+    }
+
     func testReadOnlyMountCanBeInvalidated() throws {
         try fx.start(["-o", "ro"])
         try warm()
-        try Disk.write(fx.inPatch("late.txt"), "late")
+        try Disk.write(fx.inSubstitution("late.txt"), "late")
         try invalidate()
         XCTAssertEqual(try Disk.read(fx.inMount("late.txt")), "late")
         XCTAssertEqual(open(fx.inMount("late.txt"), O_WRONLY), -1)
@@ -233,11 +252,11 @@ final class FullInvalidateTests: InvalidateTests {
         for index in 0..<20 { try Disk.write(fx.inMain("a/m\(index)"), "main") }
         try fx.start()
         try warm()
-        let before = Int(try fx.stats()["misses"] ?? "") ?? -1
+        let before = try fx.figure("misses")
         try invalidate()
         XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "no")
         try warm()
-        XCTAssertGreaterThanOrEqual((Int(try fx.stats()["misses"] ?? "") ?? -1) - before, 20)
+        XCTAssertGreaterThanOrEqual(try fx.figure("misses") - before, 20)
     }
 }
 
@@ -260,19 +279,19 @@ final class ExactInvalidateTests: XCTestCase {
         return count
     }
 
-    func misses() throws -> Int { Int(try fx.stats()["misses"] ?? "") ?? -1 }
+    func misses() throws -> Int { try fx.figure("misses") }
 
     func testUnchangedNamesStayCachedInTheKernel() throws {
         for index in 0..<150 {
             try Disk.write(fx.inMain("a/m\(index)"), "main \(index)")
-            try Disk.write(fx.inPatch("b/p\(index)"), "patch \(index)")
+            try Disk.write(fx.inSubstitution("b/p\(index)"), "patch \(index)")
         }
         try fx.start()
         XCTAssertEqual(try walk(), 300)
         XCTAssertEqual(try Disk.read(fx.inMount("b/p7")), "patch 7")
         let before = try misses()
-        try Disk.write(fx.inPatch("b/p7.new"), "changed")
-        XCTAssertEqual(rename(fx.inPatch("b/p7.new"), fx.inPatch("b/p7")), 0)
+        try Disk.write(fx.inSubstitution("b/p7.new"), "changed")
+        XCTAssertEqual(rename(fx.inSubstitution("b/p7.new"), fx.inSubstitution("b/p7")), 0)
         try Disk.write(fx.inMount(".invalidate"), "\n")
         XCTAssertEqual(try Disk.read(fx.inMount("b/p7")), "changed")
         XCTAssertEqual(try walk(), 300)

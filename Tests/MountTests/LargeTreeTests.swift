@@ -19,14 +19,14 @@ final class LargeTreeTests: XCTestCase {
         }
         for i in 0..<9_500 {
             let name = "patch-\(i).strings"
-            try touch(fx.inPatch("big/" + name))
+            try touch(fx.inSubstitution("big/" + name))
             expected.insert(name)
         }
         for i in 0..<1_000 {  // shadowed: present in both, listed once
-            try touch(fx.inPatch("big/main-\(i).png"))
+            try touch(fx.inSubstitution("big/main-\(i).png"))
         }
         for i in 10_500..<11_000 {  // whited out
-            try Disk.whiteout(fx.inPatch("big"), "main-\(i).png")
+            try Disk.whiteout(fx.inSubstitution("big"), "main-\(i).png")
             expected.remove("main-\(i).png")
         }
         XCTAssertEqual(expected.count, 20_000)

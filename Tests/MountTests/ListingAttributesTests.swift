@@ -17,15 +17,15 @@ final class ListingAttributesTests: XCTestCase {
             sizes["main-\(i).png"] = i % 97
         }
         for i in 0..<300 {  // shadowed, with other contents
-            try Disk.write(fx.inPatch("big/main-\(i).png"), String(repeating: "p", count: 100 + i % 7))
+            try Disk.write(fx.inSubstitution("big/main-\(i).png"), String(repeating: "p", count: 100 + i % 7))
             sizes["main-\(i).png"] = 100 + i % 7
         }
         for i in 0..<400 {
-            try Disk.write(fx.inPatch("big/patch-\(i).strings"), String(repeating: "s", count: i % 13))
+            try Disk.write(fx.inSubstitution("big/patch-\(i).strings"), String(repeating: "s", count: i % 13))
             sizes["patch-\(i).strings"] = i % 13
         }
         for i in 1_400..<1_500 {
-            try Disk.whiteout(fx.inPatch("big"), "main-\(i).png")
+            try Disk.whiteout(fx.inSubstitution("big"), "main-\(i).png")
             sizes["main-\(i).png"] = nil
         }
         try Disk.write(fx.inMain("tree/a/b/leaf.txt"), "leaf")

@@ -12,11 +12,6 @@ final class LogDestinationTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String], environment: [String] = []) throws
-        -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
-    }
-
     /// What the daemon says of an unreachable /dev/log: refused (a socket nobody reads) on
     /// every machine, and missing where the machine has none (only there can it be missing).
     private func unreachableStates() -> [(reason: String, listening: Bool?)] {

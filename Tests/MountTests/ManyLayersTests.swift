@@ -27,6 +27,7 @@ final class ManyLayersTests: XCTestCase {
             try Disk.write(path + "/shared", "\(index)")
         }
         try Disk.write(list, paths.joined(separator: "\n") + "\n")
+        try fx.guardUnchanged(paths)
         return paths
     }
 
@@ -81,6 +82,7 @@ final class ManyLayersTests: XCTestCase {
             ([paths[1], fx.root], "the main bundle \(fx.main) is inside patch 2 (\(fx.root))"),
         ]
         try Disk.mkdir(paths[4] + "/inner")
+        try fx.guardUnchanged([paths[4]])  // changed by the test itself
         for (patches, message) in cases {
             try Disk.write(list, patches.joined(separator: "\n"))
             let result = try Spawn.run(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,

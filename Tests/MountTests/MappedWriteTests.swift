@@ -20,7 +20,7 @@ final class MappedWriteTests: XCTestCase {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
         try Disk.write(fx.inMain("main.bin"), String(repeating: "m", count: 8192))
-        try Disk.write(fx.inPatch("substitution.bin"), String(repeating: "s", count: 8192))
+        try Disk.write(fx.inSubstitution("substitution.bin"), String(repeating: "s", count: 8192))
         let kernel = fx.root + "/kernel", upper = fx.root + "/kernel-upper"
         let copy = try Spawn.run("/bin/cp", ["-a", fx.substitution, upper])
         XCTAssertEqual(copy.status, 0, copy.error)
@@ -32,9 +32,16 @@ final class MappedWriteTests: XCTestCase {
         XCTAssertEqual(theirs, ["main.bin: mtime later, ctime later", "substitution.bin: mtime later, ctime later"])
         XCTAssertEqual(mine, theirs)
         for name in ["main.bin", "substitution.bin"] {
-            XCTAssertEqual(try Disk.read(fx.inPatch(name)).first, "X", "\(name): the write landed in the substitution")
+            XCTAssertEqual(try Disk.read(fx.inSubstitution(name)).first, "X", "\(name): the write landed in the substitution")
         }
         XCTAssertEqual(try Disk.read(fx.inMain("main.bin")).first, "m", "the main bundle untouched")
+    }
+
+    /// The clock the kernel takes file times from (CLOCK_REALTIME_COARSE, 5 on Linux).
+    static func coarseNow() -> Double {
+        var now = timespec()
+        clock_gettime(clockid_t(5), &now)
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 
     /// For each file below `root`: opened, written through a shared mapping, synced, closed, and
@@ -46,7 +53,12 @@ final class MappedWriteTests: XCTestCase {
             let fd = open(path, O_RDWR)
             guard fd >= 0 else { return "\(name): open: errno \(errno)" }
             let before = Disk.lstat(path)
-            usleep(50_000)  // past the file system's timestamp granularity
+            // until the clock file times are taken from has passed them (its granularity is a
+            // tick), so a change made now shows as later
+            if let before {
+                let latest = max(seconds(before.st_mtim), seconds(before.st_ctim))
+                try? eventually("the coarse clock passes the file's times") { Self.coarseNow() > latest }
+            }
             let map = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
             guard let map, map != MAP_FAILED else {
                 close(fd)

@@ -16,11 +16,6 @@ final class MountGuardTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String], environment: [String] = []) throws
-        -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
-    }
-
     /// Before the fix `/x/A/Resources` and `/x/B/Resources` both defaulted to
     /// `~/.cache/proxybundle/Resources/patch`, and a file written through one mount showed in
     /// the other.
@@ -76,23 +71,32 @@ final class MountGuardTests: XCTestCase {
         XCTAssertEqual(taken.status, 0, "the killed daemon left its guard behind: \(taken.error)")
         mounted.append(otherMount)
         try Disk.write(otherMount + "/new", "through the second mount")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new")), "through the second mount")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "through the second mount")
     }
 
     /// A substitution's lock that no mount holds any more is waited for, up to 2 s: `umount`
     /// returns before the daemon has exited and let go of it, and a mount of the same
     /// substitution right after was refused now and then (CI saw it once in
     /// `DaemonLifeTests.testMountHelperAndFstabLine`). Here a process that is no mount holds
-    /// it for a moment, then for good.
+    /// it until the mount command is seen waiting for it (the substitution open and the
+    /// command asleep between two tries), then for good.
     func testASubstitutionLockNoMountHoldsIsWaitedFor() throws {
         try Disk.write(fx.inMain("file"), "main")
         let holder = open(fx.substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         XCTAssertEqual(flock(holder, LOCK_EX | LOCK_NB), 0)
         let release = Release()
         let asked = Date()
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { release.close(holder) }
-        let waited = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution])
+        let errors = fx.root + "/mount.err"
+        let command = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution],
+                                      stderrPath: errors)
+        try eventually("the mount command waits for the lock") {
+            KernelWait.hasEnded(command) || KernelWait.channel(command) == "hrtimer_nanosleep"
+                && Self.descriptors(of: command).contains(fx.substitution)
+        }
+        release.close(holder)
+        let status = Spawn.wait(command, seconds: 30)
         let returned = Date()
+        let waited = (status: status ?? -1, error: (try? Disk.read(errors)) ?? "")
         XCTAssertEqual(waited.status, 0, waited.error)
         mounted.append(fx.mountpoint)
         let released = try XCTUnwrap(release.date, "the mount returned before the lock was let go")
@@ -214,6 +218,16 @@ final class MountGuardTests: XCTestCase {
 }
 
 /// When a descriptor was closed (its lock let go), for a test to compare with.
+extension MountGuardTests {
+    /// What `pid`'s open descriptors lead to.
+    static func descriptors(of pid: pid_t) -> [String] {
+        let directory = "/proc/\(pid)/fd"
+        return ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: directory + "/" + $0)
+        }
+    }
+}
+
 private final class Release: @unchecked Sendable {
     private let lock = NSLock()
     private var closed: Date?

@@ -17,9 +17,9 @@ final class OverlayDifferentialTests: XCTestCase {
     func testHandwrittenAndGeneratedLayersMatchKernelOverlayfs() throws {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
-        try OverlayScenario.buildHandwritten(main: fx.main, patch: fx.substitution)
+        try OverlayScenario.buildHandwritten(main: fx.main, substitution: fx.substitution)
         var generator = OverlayScenario.Generator(seed: 0x0b5e_55ed_5eed_2024)
-        try generator.build(main: fx.main + "/gen", patch: fx.substitution + "/gen")
+        try generator.build(main: fx.main + "/gen", substitution: fx.substitution + "/gen")
         let kernel = fx.root + "/kernel"
         defer { Unmounter.force(kernel) }
         try KernelOverlay.mount(fx, at: kernel)
@@ -50,7 +50,7 @@ final class OverlayDifferentialTests: XCTestCase {
     func testComparisonReportsDifferences() throws {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
-        try OverlayScenario.buildHandwritten(main: fx.main, patch: fx.substitution)
+        try OverlayScenario.buildHandwritten(main: fx.main, substitution: fx.substitution)
         let good = fx.root + "/good", bad = fx.root + "/bad"
         defer { Unmounter.force(good); Unmounter.force(bad) }
         try KernelOverlay.mount(fx, at: good)
@@ -121,9 +121,9 @@ enum OverlayScenario {
     }
 
     /// Every kind of shadowing, whiteout and attribute by hand; names say what they test.
-    static func buildHandwritten(main: String, patch: String) throws {
+    static func buildHandwritten(main: String, substitution: String) throws {
         func m(_ p: String) -> String { main + "/" + p }
-        func p(_ q: String) -> String { patch + "/" + q }
+        func p(_ q: String) -> String { substitution + "/" + q }
 
         // shadowed files with different content, sizes, modes, owners and times
         try Disk.write(m("shadowed.txt"), "main version\n")
@@ -217,13 +217,13 @@ enum OverlayScenario {
         try Disk.write(m("sub1/root-whiteout"), "kept in sub1 (merged)")
         try Disk.write(m("sub2/deeper/root-whiteout"), "kept in sub2/deeper (main only)")
         try Disk.write(p("sub1/other"), "makes sub1 merged")
-        try Disk.whiteout(patch, "root-whiteout")
-        try Disk.whiteout(patch, "absent-in-main")
+        try Disk.whiteout(substitution, "root-whiteout")
+        try Disk.whiteout(substitution, "absent-in-main")
 
         // a whiteout hiding a directory
         try Disk.write(m("gone-dir/a"), "a")
         try Disk.write(m("gone-dir/b/c"), "c")
-        try Disk.whiteout(patch, "gone-dir")
+        try Disk.whiteout(substitution, "gone-dir")
         // a whiteout in a nested merged directory, hiding a symlink
         try Disk.whiteout(p("links"), "dangling")
 
@@ -326,9 +326,9 @@ enum OverlayScenario {
             if chance(60) { try OverlayScenario.setTime(path, OverlayScenario.baseTime + below(1_000_000), below(1_000_000_000)) }
         }
 
-        mutating func build(main: String, patch: String) throws {
+        mutating func build(main: String, substitution: String) throws {
             let tree = try buildMain(main)
-            try buildPatch(patch, over: tree)
+            try buildLayer(substitution, over: tree)
         }
 
         /// The main bundle: directories up to four levels deep, each with a few files, and a
@@ -353,9 +353,10 @@ enum OverlayScenario {
             return (directories, files)
         }
 
-        /// A patch over the main bundle's `tree` (and over any patch already made over it):
-        /// whiteouts, replaced files, retyped entries, opaque and new directories, new files.
-        mutating func buildPatch(_ patch: String, over tree: (directories: [String], files: [String])) throws {
+        /// A layer (a patch or the substitution) over the main bundle's `tree` (and over any
+        /// layer already made over it): whiteouts, replaced files, retyped entries, opaque and
+        /// new directories, new files.
+        mutating func buildLayer(_ layer: String, over tree: (directories: [String], files: [String])) throws {
             let (directories, files) = tree
             // visit main's directories parent first; a hidden or retyped directory takes its
             // subtree with it
@@ -366,408 +367,44 @@ enum OverlayScenario {
             for directory in directories.dropFirst() where !isGone(directory) {
                 switch below(100) {
                 case 0..<8:
-                    try Disk.whiteout(patch + "/" + parent(directory), name(directory))
+                    try Disk.whiteout(layer + "/" + parent(directory), name(directory))
                     gone.append(directory)
                 case 8..<12:
-                    try file(patch + "/" + directory)
+                    try file(layer + "/" + directory)
                     gone.append(directory)
                 case 12..<15:
-                    try Disk.symlink(patch + "/" + directory, to: chance(50) ? "../elsewhere" : "/usr")
+                    try Disk.symlink(layer + "/" + directory, to: chance(50) ? "../elsewhere" : "/usr")
                     gone.append(directory)
                 case 15..<22:
-                    try Disk.mkdir(patch + "/" + directory, mode: mode() | 0o100)
-                    try Disk.opaque(patch + "/" + directory)
-                    try file(patch + "/" + directory + "/opaque-new")
+                    try Disk.mkdir(layer + "/" + directory, mode: mode() | 0o100)
+                    try Disk.opaque(layer + "/" + directory)
+                    try file(layer + "/" + directory + "/opaque-new")
                 case 22..<60:
-                    try Disk.mkdir(patch + "/" + directory, mode: chance(20) ? 0o700 : 0o755)
+                    try Disk.mkdir(layer + "/" + directory, mode: chance(20) ? 0o700 : 0o755)
                 default:
                     break
                 }
             }
             for path in files where !isGone(parent(path)) {
                 switch below(100) {
-                case 0..<20: try file(patch + "/" + path)
-                case 20..<30: try Disk.whiteout(patch + "/" + parent(path), name(path))
-                case 30..<34: try Disk.symlink(patch + "/" + path, to: chance(50) ? name(path) + ".other" : "/etc/passwd")
-                case 34..<37: try file(patch + "/" + path + "/now-a-directory")
+                case 0..<20: try file(layer + "/" + path)
+                case 20..<30: try Disk.whiteout(layer + "/" + parent(path), name(path))
+                case 30..<34: try Disk.symlink(layer + "/" + path, to: chance(50) ? name(path) + ".other" : "/etc/passwd")
+                case 34..<37: try file(layer + "/" + path + "/now-a-directory")
                 default: break
                 }
-                if chance(8) { try file(patch + "/" + path + ".added") }
+                if chance(8) { try file(layer + "/" + path + ".added") }
             }
             for index in 0..<20 {
                 let directory = directories[below(directories.count)]
                 guard !isGone(directory) else { continue }
-                let path = (directory.isEmpty ? "" : directory + "/") + "patch-only-\(index)"
+                let path = (directory.isEmpty ? "" : directory + "/") + "layer-only-\(index)"
                 if chance(30) {
-                    try file(patch + "/" + path + "/inside")
+                    try file(layer + "/" + path + "/inside")
                 } else {
-                    try file(patch + "/" + path)
+                    try file(layer + "/" + path)
                 }
             }
         }
-    }
-}
-
-// MARK: - the kernel's overlay
-
-enum KernelOverlay {
-    /// Copies the fixture's substitution, converts it to overlayfs' forms and mounts it above the
-    /// main bundle, read-only. Skips the test when overlayfs cannot be mounted here.
-    static func mount(_ fx: MountFixture, at mountpoint: String, converted: String? = nil,
-                      keep: Set<String> = []) throws {
-        try mountStack([fx.substitution, fx.main], at: mountpoint, scratch: converted ?? fx.root + "/converted", keep: keep)
-    }
-
-    /// Mounts `layers` (top first; each but the last copied under `scratch` and converted to
-    /// overlayfs' forms) as one read-only kernel overlay at `mountpoint`: what proxybundle must
-    /// show for the same stack. Skips the test when overlayfs cannot be mounted here.
-    static func mountStack(_ layers: [String], at mountpoint: String, scratch: String, keep: Set<String> = []) throws {
-        let lowers = try convertedStack(layers, scratch: scratch, keep: keep)
-        try Disk.mkdir(mountpoint)
-        let options = "lowerdir=" + lowers.joined(separator: ":")
-        guard Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), options) == 0 else {
-            throw MachineSkip.overlayfs(errno, options: options)
-        }
-    }
-
-    /// `layers` as overlayfs' lower directories: each but the last copied (`cp -a`) to
-    /// `scratch`/N and converted (see `convert`); the last as it is.
-    static func convertedStack(_ layers: [String], scratch: String, keep: Set<String> = []) throws -> [String] {
-        var result: [String] = []
-        for (index, layer) in layers.enumerated() {
-            guard index < layers.count - 1 else {
-                result.append(layer)
-                break
-            }
-            let copy = layers.count == 2 ? scratch : scratch + "/\(index)"
-            try Disk.makeParent(copy)
-            let made = try Spawn.run("/bin/cp", ["-a", layer, copy])
-            guard made.status == 0 else { throw TestFailure("cp -a: \(made.error)") }
-            // the roots below, down to the first opaque one
-            var below: [String] = []
-            for root in layers[(index + 1)...] {
-                below.append(root)
-                if isOpaque(root, names: (try? Disk.list(root)) ?? [], keep: keep) { break }
-            }
-            try convert(copy, original: layer, below: below, keep: keep)
-            result.append(copy)
-        }
-        return result
-    }
-
-    /// A writable overlay of the fixture's main bundle at `mountpoint`, with `upper` (made empty
-    /// if missing) and a work directory beside the mountpoint. Skips the test when overlayfs
-    /// cannot be mounted here.
-    static func mountWritable(_ fx: MountFixture, at mountpoint: String, upper: String) throws {
-        try mountWritable(lowers: [fx.main], at: mountpoint, upper: upper)
-    }
-
-    /// A writable overlay of `lowers` (overlayfs' lower directories, top first) at `mountpoint`,
-    /// with `upper` and a work directory beside the mountpoint. `extra` options are appended;
-    /// `flags` are mount(2)'s (MS_NOATIME, ...).
-    static func mountWritable(lowers: [String], at mountpoint: String, upper: String, extra: String = "",
-                              flags: UInt = 0) throws {
-        let work = mountpoint + "-work"
-        for directory in [mountpoint, upper, work] where Disk.lstat(directory) == nil { try Disk.mkdir(directory) }
-        let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work)" + extra
-        guard Glibc.mount("overlay", mountpoint, "overlay", flags, options) == 0 else {
-            throw MachineSkip.overlayfs(errno, options: options)
-        }
-    }
-
-    /// Starts the fixture's mount and a writable kernel overlay of the same main bundle (with an
-    /// empty upper directory), runs `exercise` on the root of each, and returns what each gave.
-    static func onBoth(_ fx: MountFixture, options: [String] = [],
-                       _ exercise: (String) throws -> [String]) throws -> (mine: [String], theirs: [String]) {
-        let kernel = fx.root + "/kernel"
-        defer { Unmounter.force(kernel) }
-        try mountWritable(fx, at: kernel, upper: fx.root + "/kernel-upper")
-        try fx.start(options)
-        return (try exercise(fx.mountpoint), try exercise(kernel))
-    }
-
-    /// Converts `copy`, a copy of the layer directory `original`, to overlayfs' forms:
-    /// `.wh.NAME` becomes a 0/0 character device NAME (or, beside a directory NAME of the same
-    /// layer, which it marks as made anew, `trusted.overlay.opaque=y` on that directory);
-    /// `.wh..wh..opq` becomes `trusted.overlay.opaque=y` on its directory. Each directory's
-    /// times are put back afterwards, so directory mtimes can be compared. Names in `keep` are
-    /// left alone (to prove the comparison notices). `below` are the directories of the layers
-    /// under this one that it merges unless it is opaque itself (originals, top first).
-    ///
-    /// In a directory that merges nothing below (opaque, or with no directory below it that it
-    /// merges) a whiteout hides nothing, so it is dropped instead of converted: the kernel
-    /// lists the whiteout devices of such a directory in readdir although lstat of them fails
-    /// with ENOENT (seen on 6.18), an artifact proxybundle need not copy. proxybundle is still
-    /// given them.
-    static func convert(_ copy: String, original: String, below: [String], keep: Set<String>) throws {
-        guard let st = Disk.lstat(copy) else { throw TestFailure("lstat \(copy): errno \(errno)") }
-        let names = try Disk.list(original)
-        let mergedBelow = isOpaque(original, names: names, keep: keep) ? [] : below
-        for name in names {
-            let path = copy + "/" + name
-            guard let child = Disk.lstat(original + "/" + name) else { throw TestFailure("lstat \(path): errno \(errno)") }
-            if name.hasPrefix(".wh..wh.") && (child.st_mode & S_IFMT) == S_IFDIR {
-                // the daemon's own (its copy-up work directory), never shown
-                try FileManager.default.removeItem(atPath: path)
-                continue
-            }
-            if (child.st_mode & S_IFMT) == S_IFDIR {
-                let anew = names.contains(".wh." + name) && !keep.contains(".wh." + name)
-                if anew {
-                    guard setxattr(path, "trusted.overlay.opaque", "y", 1, 0) == 0 else {
-                        throw TestFailure("setxattr \(path): errno \(errno)")
-                    }
-                }
-                let childBelow = anew ? [] : merged(name, under: mergedBelow, keep: keep)
-                try convert(path, original: original + "/" + name, below: childBelow, keep: keep)
-                continue
-            }
-            if mergedBelow.isEmpty && (child.st_mode & S_IFMT) == S_IFCHR && child.st_rdev == 0 {
-                guard unlink(path) == 0 else { throw TestFailure("unlink \(path): errno \(errno)") }
-                continue
-            }
-            guard name.hasPrefix(".wh."), !keep.contains(name) else { continue }
-            guard unlink(path) == 0 else { throw TestFailure("unlink \(path): errno \(errno)") }
-            if name == ".wh..wh..opq" {
-                guard setxattr(copy, "trusted.overlay.opaque", "y", 1, 0) == 0 else {
-                    throw TestFailure("setxattr \(copy): errno \(errno)")
-                }
-            } else if !mergedBelow.isEmpty, Disk.lstat(original + "/" + String(name.dropFirst(4))) == nil {
-                let hidden = copy + "/" + String(name.dropFirst(4))
-                guard mknod(hidden, S_IFCHR, 0) == 0 else { throw TestFailure("mknod \(hidden): errno \(errno)") }
-            }
-        }
-        var times = [st.st_atim, st.st_mtim]
-        guard utimensat(AT_FDCWD, copy, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
-            throw TestFailure("utimensat \(copy): errno \(errno)")
-        }
-    }
-
-    /// The directories `name` of `parents` (lower directories a directory merges, top first)
-    /// that the directory `name` merges: each that is a directory, until a layer has a whiteout
-    /// for it, another kind of entry, or an opaque directory (merged, and the last). A layer
-    /// without the name is passed over.
-    private static func merged(_ name: String, under parents: [String], keep: Set<String>) -> [String] {
-        var result: [String] = []
-        for parent in parents {
-            let whitedOut = !keep.contains(".wh." + name) && Disk.lstat(parent + "/.wh." + name) != nil
-            guard let st = Disk.lstat(parent + "/" + name) else {
-                if whitedOut { break }
-                continue
-            }
-            guard (st.st_mode & S_IFMT) == S_IFDIR else { break }
-            let path = parent + "/" + name
-            result.append(path)
-            if whitedOut || isOpaque(path, names: (try? Disk.list(path)) ?? [], keep: keep) { break }
-        }
-        return result
-    }
-
-    private static func isOpaque(_ directory: String, names: [String], keep: Set<String>) -> Bool {
-        var flag: UInt8 = 0
-        return (names.contains(".wh..wh..opq") && !keep.contains(".wh..wh..opq"))
-            || (lgetxattr(directory, "trusted.overlay.opaque", &flag, 1) == 1 && flag == UInt8(ascii: "y"))
-    }
-}
-
-// MARK: - walking and comparing
-
-enum OverlayTree {
-    struct Entry: Equatable {
-        var type: String
-        var mode: mode_t
-        var uid: uid_t
-        var gid: gid_t
-        var size: Int  // -1 for directories
-        var mtime: String
-        var nlink: Int  // -1 for directories
-        var target: String?
-        var content: String?
-        var xattrs: [String]
-        var listedType: String = "-"  // d_type in the parent's readdir
-        var followed: String = "-"  // what stat(2) finds through a symlink
-        var inode: String  // "dev:ino", only to group hard links
-    }
-
-    /// Walks the mount at `proxy` and the kernel overlay at `kernel` and fails once, with every
-    /// difference, if they are not the same; returns the mount's tree. Modification times from
-    /// `since` on are shown as `(recent)` on both (two calls on two file systems never happen in
-    /// the same nanosecond).
-    @discardableResult
-    static func assertSame(_ proxy: String, _ kernel: String, since: Int? = nil, label: String = "",
-                           file: StaticString = #filePath, line: UInt = #line) throws -> [String: Entry] {
-        let ours = try walk(proxy, recentFrom: since)
-        let theirs = try walk(kernel, recentFrom: since)
-        XCTAssertGreaterThan(theirs.count, 1, "\(label)the kernel overlay shows nothing", file: file, line: line)
-        let found = differences(ours, theirs, leftName: "proxybundle", rightName: "overlayfs")
-        let shown = found.prefix(300)
-        XCTAssertTrue(found.isEmpty,
-                      "\(label)\(found.count) difference(s) between proxybundle and kernel overlayfs "
-                          + "(\(ours.count) vs \(theirs.count) paths):\n" + shown.joined(separator: "\n")
-                          + (found.count > shown.count ? "\n..." : ""),
-                      file: file, line: line)
-        return ours
-    }
-
-    /// `walk`, with modification times from `since` on (if given) shown as `(recent)`.
-    static func walk(_ root: String, recentFrom since: Int?) throws -> [String: Entry] {
-        let entries = try walk(root)
-        guard let since else { return entries }
-        return entries.mapValues { entry in
-            var entry = entry
-            if let seconds = Int(entry.mtime.prefix { $0 != "." }), seconds >= since { entry.mtime = "(recent)" }
-            return entry
-        }
-    }
-
-    /// Every path below `root` ("" for the root itself), through readdir and lstat.
-    /// Names listed twice in one directory are recorded as `duplicate` entries.
-    static func walk(_ root: String) throws -> [String: Entry] {
-        var entries: [String: Entry] = [:]
-        var listedTypes: [String: UInt8] = [:]
-        var pending = [""]
-        while let relative = pending.popLast() {
-            let path = relative.isEmpty ? root : root + "/" + relative
-            var st = stat()
-            guard lstat(path, &st) == 0 else {
-                entries[relative] = Entry(type: "lstat failed: errno \(errno)", mode: 0, uid: 0, gid: 0, size: 0,
-                                          mtime: "", nlink: 0, target: nil, content: nil, xattrs: [], inode: "")
-                continue
-            }
-            let kind = st.st_mode & S_IFMT
-            var entry = Entry(type: typeName(kind), mode: st.st_mode & 0o7777, uid: st.st_uid, gid: st.st_gid,
-                              size: kind == S_IFDIR ? -1 : Int(st.st_size),
-                              mtime: "\(st.st_mtim.tv_sec).\(String(format: "%09d", st.st_mtim.tv_nsec))",
-                              nlink: kind == S_IFDIR ? -1 : Int(st.st_nlink), target: nil, content: nil,
-                              xattrs: xattrs(path), inode: "\(st.st_dev):\(st.st_ino)")
-            switch kind {
-            case S_IFLNK:
-                entry.target = Disk.readLink(path) ?? "(readlink failed)"
-                var followed = stat()
-                entry.followed = stat(path, &followed) == 0
-                    ? typeName(followed.st_mode & S_IFMT) + " 0" + String(followed.st_mode & 0o7777, radix: 8) + " \(followed.st_size)"
-                    : "errno \(errno)"
-            case S_IFREG:
-                do { entry.content = String(try ContentHash.of(path), radix: 16) } catch { entry.content = "\(error)" }
-            case S_IFCHR, S_IFBLK:
-                entry.content = "rdev \(st.st_rdev)"
-            case S_IFDIR:
-                var seen = Set<String>()
-                for (name, type) in try list(path) {
-                    let child = relative.isEmpty ? name : relative + "/" + name
-                    if !seen.insert(name).inserted {
-                        entries["duplicate " + child] = entry
-                        continue
-                    }
-                    listedTypes[child] = type
-                    pending.append(child)
-                }
-            default:
-                break
-            }
-            if let type = listedTypes[relative] { entry.listedType = direntTypeName(type) }
-            entries[relative] = entry
-        }
-        return entries
-    }
-
-    /// Names and d_type through readdir(3), "." and ".." excluded.
-    static func list(_ path: String) throws -> [(String, UInt8)] {
-        guard let dir = opendir(path) else { throw TestFailure("opendir \(path): errno \(errno)") }
-        defer { closedir(dir) }
-        var names: [(String, UInt8)] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            }
-            if name != "." && name != ".." {
-                names.append((name, entry.pointee.d_type))
-            }
-        }
-        return names
-    }
-
-    static func direntTypeName(_ type: UInt8) -> String {
-        switch Int(type) {
-        case Int(DT_REG): return "file"
-        case Int(DT_DIR): return "directory"
-        case Int(DT_LNK): return "symlink"
-        case Int(DT_CHR): return "char device"
-        case Int(DT_BLK): return "block device"
-        case Int(DT_FIFO): return "fifo"
-        case Int(DT_SOCK): return "socket"
-        case Int(DT_UNKNOWN): return "unknown"
-        default: return "d_type \(type)"
-        }
-    }
-
-    static func typeName(_ kind: mode_t) -> String {
-        switch kind {
-        case S_IFREG: return "file"
-        case S_IFDIR: return "directory"
-        case S_IFLNK: return "symlink"
-        case S_IFCHR: return "char device"
-        case S_IFBLK: return "block device"
-        case S_IFIFO: return "fifo"
-        case S_IFSOCK: return "socket"
-        default: return "type \(kind)"
-        }
-    }
-
-    /// Names and values of the extended attributes, sorted.
-    static func xattrs(_ path: String) -> [String] {
-        var buffer = [CChar](repeating: 0, count: 65536)
-        let length = llistxattr(path, &buffer, buffer.count)
-        guard length >= 0 else { return ["llistxattr: errno \(errno)"] }
-        let names = buffer[..<length].split(separator: 0).map { String(decoding: $0.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
-        return names.map { name in
-            var value = [UInt8](repeating: 0, count: 65536)
-            let size = lgetxattr(path, name, &value, value.count)
-            return size < 0 ? "\(name) (errno \(errno))" : "\(name)=\(String(decoding: value[..<size], as: UTF8.self))"
-        }.sorted()
-    }
-
-    /// Readable lines, one per difference; empty when the trees agree.
-    static func differences(_ left: [String: Entry], _ right: [String: Entry],
-                            leftName: String, rightName: String) -> [String] {
-        var lines: [String] = []
-        for path in Set(left.keys).union(right.keys).sorted() {
-            let shown = path.isEmpty ? "(root)" : path
-            guard let l = left[path] else {
-                lines.append("only in \(rightName): \(shown) (\(right[path]!.type))")
-                continue
-            }
-            guard let r = right[path] else {
-                lines.append("only in \(leftName): \(shown) (\(l.type))")
-                continue
-            }
-            func compare<T: Equatable>(_ what: String, _ a: T, _ b: T, _ describe: (T) -> String = { "\($0)" }) {
-                if a != b { lines.append("\(shown): \(what) \(leftName)=\(describe(a)) \(rightName)=\(describe(b))") }
-            }
-            compare("type", l.type, r.type)
-            compare("mode", l.mode, r.mode) { "0" + String($0, radix: 8) }
-            compare("owner", "\(l.uid):\(l.gid)", "\(r.uid):\(r.gid)")
-            compare("size", l.size, r.size)
-            compare("mtime", l.mtime, r.mtime)
-            compare("nlink", l.nlink, r.nlink)
-            compare("symlink target", l.target, r.target) { $0 ?? "-" }
-            compare("content", l.content, r.content) { $0 ?? "-" }
-            compare("xattrs", l.xattrs, r.xattrs) { "[" + $0.joined(separator: ", ") + "]" }
-            compare("d_type", l.listedType, r.listedType)
-            compare("stat through the symlink", l.followed, r.followed)
-        }
-        let leftLinks = hardLinkGroups(left), rightLinks = hardLinkGroups(right)
-        for group in leftLinks.subtracting(rightLinks).sorted() { lines.append("hard links only in \(leftName): \(group)") }
-        for group in rightLinks.subtracting(leftLinks).sorted() { lines.append("hard links only in \(rightName): \(group)") }
-        return lines
-    }
-
-    /// Paths of non-directories that share an inode, as "a = b = c".
-    static func hardLinkGroups(_ entries: [String: Entry]) -> Set<String> {
-        var groups: [String: [String]] = [:]
-        for (path, entry) in entries where entry.type != "directory" && !entry.inode.isEmpty && !path.hasPrefix("duplicate ") {
-            groups[entry.inode, default: []].append(path)
-        }
-        return Set(groups.values.filter { $0.count > 1 }.map { $0.sorted().joined(separator: " = ") })
     }
 }

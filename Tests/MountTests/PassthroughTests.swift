@@ -11,7 +11,7 @@ final class PassthroughTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
     override func tearDown() { fx?.tearDown() }
 
-    private func count(_ key: String) throws -> Int { Int(try fx.stats()[key] ?? "") ?? -1 }
+    private func count(_ key: String) throws -> Int { try fx.figure(key) }
 
     func testReadsAndWritesOfOpenFilesPassThrough() throws {
         try Disk.write(fx.inMain("main.txt"), "from the main bundle")
@@ -19,7 +19,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertEqual(try fx.stats()["passthrough"], "on")
         XCTAssertEqual(try Disk.read(fx.inMount("main.txt")), "from the main bundle")
         try Disk.write(fx.inMount("new.txt"), "written")
-        XCTAssertEqual(try Disk.read(fx.inPatch("new.txt")), "written")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("new.txt")), "written")
         XCTAssertEqual(try Disk.read(fx.inMount("new.txt")), "written")
         XCTAssertEqual(try count("passthrough_opens"), 3)
         XCTAssertEqual(try count("cached_opens"), 0)
@@ -48,7 +48,7 @@ final class PassthroughTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(writer, 0, String(cString: strerror(errno)))
         XCTAssertEqual(write(writer, "+more", 5), 5)
         close(writer)
-        XCTAssertEqual(try Disk.read(fx.inPatch("doc.txt")), "main+more")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("doc.txt")), "main+more")
         XCTAssertEqual(try Disk.read(fx.inMount("doc.txt")), "main+more", "a new open reads the copy")
         XCTAssertEqual(lseek(reader, 0, SEEK_SET), 0)
         XCTAssertEqual(try Disk.readAll(reader), "main", "the open reader keeps the main bundle's file")

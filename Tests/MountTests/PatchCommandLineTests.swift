@@ -27,11 +27,8 @@ final class PatchCommandLineTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     private func mount(_ extra: [String]) throws {
+        try fx.guardUnchanged([fx.main, hotfix, base])
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + extra)
         XCTAssertEqual(result.status, 0, result.error)
         guard result.status == 0 else { throw TestFailure("mount failed: \(result.error)") }
@@ -107,7 +104,7 @@ final class PatchCommandLineTests: XCTestCase {
     /// layer or inside the mountpoint: one line, non-zero exit, no mount.
     func testBadPatchesAreRefusedUpFront() throws {
         try Disk.write(fx.root + "/file", "x")
-        try Disk.mkdir(fx.inPatch("inner"))
+        try Disk.mkdir(fx.inSubstitution("inner"))
         try Disk.mkdir(base + "/inner")
         let cases: [([String], String)] = [
             (["--patch", fx.root + "/missing"], "patch \(fx.root)/missing does not exist"),
@@ -116,7 +113,7 @@ final class PatchCommandLineTests: XCTestCase {
             (["--patch", fx.substitution], "is the same directory as the substitution directory"),
             (["--patch", base, "--patch", base], "is the same directory as patch"),
             (["--patch", fx.inMain("dir")], "is inside the main bundle"),
-            (["--patch", fx.inPatch("inner")], "is inside the substitution directory"),
+            (["--patch", fx.inSubstitution("inner")], "is inside the substitution directory"),
             (["--patch", base, "--patch", base + "/inner"], "is inside patch"),
             (["--patch", fx.root], "is inside patch"),
             (["--patch", fx.inMount("sub")], "does not exist"),
@@ -151,6 +148,7 @@ final class PatchCommandLineTests: XCTestCase {
             XCTAssertEqual(result.output, expected + "\n", path)
         }
         try Disk.whiteout(hotfix, "only-base")
+        try fx.guardUnchanged([hotfix])  // changed by the test itself
         XCTAssertEqual(try proxybundle(["which", fx.inMount("only-base")]).output, "hidden by whiteout \(hotfix)/.wh.only-base\n")
         let status = try proxybundle(["status", fx.mountpoint])
         XCTAssertTrue(status.output.contains("  patch: \(hotfix)\n  patch: \(base)\n"), status.output)

@@ -394,20 +394,17 @@ private final class RandomSession {
                 try RandomNames.buildPatch(patch, seed: seed, index: index)
             }
             let lowers = try KernelOverlay.convertedStack(patchDirectories + [fx.main], scratch: fx.root + "/converted")
-            let upper = fx.root + "/kernel-upper", work = fx.root + "/kernel-work"
-            for dir in [upper, work, kernel] { try Disk.mkdir(dir) }
+            let upper = fx.root + "/kernel-upper"
+            try Disk.mkdir(upper)
             // the merged root shows the upper root's attributes: the same on both sides
             guard let root = Disk.lstat(fx.main) else { throw TestFailure("lstat \(fx.main): errno \(errno)") }
             for dir in [upper, fx.substitution] {
                 try OverlayScenario.setMode(dir, root.st_mode & 0o7777)
                 try OverlayScenario.setTime(dir, root.st_mtim.tv_sec, root.st_mtim.tv_nsec)
             }
-            let options = "lowerdir=\(lowers.joined(separator: ":")),upperdir=\(upper),workdir=\(work),"
-                + "redirect_dir=on,index=off,metacopy=off"
-            guard Glibc.mount("overlay", kernel, "overlay", 0, options) == 0 else {
-                throw MachineSkip.overlayfs(errno, options: options)
-            }
-            try fx.start(patchDirectories.flatMap { ["--patch", $0] })
+            try KernelOverlay.mountWritable(lowers: lowers, at: kernel, upper: upper,
+                                            extra: ",redirect_dir=on,index=off,metacopy=off")
+            try fx.start(patches: patchDirectories)
         } catch {
             close()
             throw error
@@ -419,15 +416,12 @@ private final class RandomSession {
         fx.tearDown()
     }
 
-    /// `forgotten_nodes` once above 0, or after 10 s, while the kernel's caches are dropped.
+    /// `forgotten_nodes` once above 0, while the kernel's caches are dropped.
     func forgottenNodes() throws -> Int {
-        let deadline = Date().addingTimeInterval(10)
-        var forgotten = try fx.figure("forgotten_nodes")
-        while forgotten == 0 && Date() < deadline {
-            usleep(20_000)
-            forgotten = try fx.figure("forgotten_nodes")
+        try eventually("the kernel forgets nodes") { () -> Int? in
+            let forgotten = try fx.figure("forgotten_nodes")
+            return forgotten > 0 ? forgotten : nil
         }
-        return forgotten
     }
 
     func walk(_ root: String) throws -> [String: OverlayTree.Entry] {

@@ -17,7 +17,7 @@ final class ReadAheadTests: XCTestCase {
         for a in 0..<6 {
             for b in 0..<5 {
                 try Disk.write(fx.inMain("tree/a\(a)/b\(b)/file.txt"), "main \(a) \(b)")
-                if b == 0 { try Disk.write(fx.inPatch("tree/a\(a)/b\(b)/patch.txt"), "patch \(a)") }
+                if b == 0 { try Disk.write(fx.inSubstitution("tree/a\(a)/b\(b)/patch.txt"), "patch \(a)") }
             }
         }
         try fx.start()
@@ -37,11 +37,7 @@ final class ReadAheadTests: XCTestCase {
     /// `.stats` figure `key` once the read-ahead thread has done all it was asked: what it was
     /// asked wrongly is counted only then, and the positive cases give it up to 10 s.
     private func settled(_ key: String) throws -> Int {
-        let deadline = Date().addingTimeInterval(10)
-        while try fx.figure("read_ahead_pending") > 0 {
-            guard Date() < deadline else { throw TestFailure("read-ahead still pending after 10 s: \(try fx.stats())") }
-            usleep(10_000)
-        }
+        try eventually("read-ahead done") { try fx.figure("read_ahead_pending") == 0 }
         return try fx.figure(key)
     }
 
@@ -54,9 +50,7 @@ final class ReadAheadTests: XCTestCase {
         // tree's subdirectories and theirs, less those listed before find was seen walking and
         // those find listed before the read-ahead thread (at a lower priority) got to them: on
         // a busy machine, a good part (the full suite once saw 21 of 36)
-        let deadline = Date().addingTimeInterval(2)
-        while try fx.figure("directories_read_ahead") < 10 && Date() < deadline { usleep(20_000) }
-        XCTAssertGreaterThanOrEqual(try fx.figure("directories_read_ahead"), 10)
+        XCTAssertGreaterThanOrEqual(try settled("directories_read_ahead"), 10)
     }
 
     func testListingOneDirectoryReadsNothingAhead() throws {
@@ -79,8 +73,7 @@ final class ReadAheadTests: XCTestCase {
             XCTAssertEqual(try Disk.read(fx.inMount("files/\(name)")),
                            String(repeating: "\(number % 10)", count: 5000 + number))
             guard let expected = asked[index + 1] else { continue }
-            let deadline = Date().addingTimeInterval(10)
-            while try fx.figure("files_read_ahead") < expected && Date() < deadline { usleep(10_000) }
+            try eventually("\(expected) files read ahead") { try fx.figure("files_read_ahead") >= expected }
             XCTAssertEqual(try settled("files_read_ahead"), expected, "after the open of file \(index + 1)")
         }
     }
@@ -93,8 +86,7 @@ final class ReadAheadTests: XCTestCase {
         XCTAssertEqual(read.status, 0, read.error)
         XCTAssertEqual(read.output.count, "main 0 0".count + "patch 0".count + 5000 + (Int(names[0].dropFirst()) ?? 0))
         // the b0 files ask for nothing after them; the first of files/ for the next 16
-        let deadline = Date().addingTimeInterval(5)
-        while try fx.figure("files_read_ahead") < 16 && Date() < deadline { usleep(20_000) }
+        try eventually("16 files read ahead") { try fx.figure("files_read_ahead") >= 16 }
         XCTAssertEqual(try settled("files_read_ahead"), 16)
     }
 
@@ -114,8 +106,7 @@ final class ReadAheadTests: XCTestCase {
     /// `files`) are the ones in the page cache.
     private func checkReadAhead(_ names: ArraySlice<String>, count: Int, _ what: String,
                                 file: StaticString = #filePath, line: UInt = #line) throws {
-        let deadline = Date().addingTimeInterval(10)
-        while try fx.figure("files_read_ahead") < count && Date() < deadline { usleep(10_000) }
+        try eventually("\(count) files read ahead") { try fx.figure("files_read_ahead") >= count }
         XCTAssertEqual(try settled("files_read_ahead"), count, what, file: file, line: line)
         for name in names {
             let fd = open(fx.inMain("files/\(name)"), O_RDONLY)

@@ -39,11 +39,11 @@ final class RealToolsTests: XCTestCase {
             XCTAssertEqual(mounted[path], entry, path)
         }
         XCTAssertEqual(try Disk.read(fx.inMount("tree/sub/run.sh")), "#!/bin/sh\necho run\n", "main files stay visible")
-        XCTAssertEqual(try Disk.read(fx.inPatch("tree/a.txt")), "alpha, second edition\n")
-        XCTAssertEqual(try Disk.read(fx.inPatch("tree/sub/new/deep.txt")), "deep\n")
-        XCTAssertEqual(Disk.readLink(fx.inPatch("tree/link")), "a.txt")
-        XCTAssertEqual(Disk.lstat(fx.inPatch("tree/a.txt")).map { $0.st_mode & 0o7777 }, 0o600)
-        XCTAssertEqual(try Disk.list(fx.inPatch("tree")).filter { $0.hasPrefix(".wh.") }, [])
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("tree/a.txt")), "alpha, second edition\n")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("tree/sub/new/deep.txt")), "deep\n")
+        XCTAssertEqual(Disk.readLink(fx.inSubstitution("tree/link")), "a.txt")
+        XCTAssertEqual(Disk.lstat(fx.inSubstitution("tree/a.txt")).map { $0.st_mode & 0o7777 }, 0o600)
+        XCTAssertEqual(try Disk.list(fx.inSubstitution("tree")).filter { $0.hasPrefix(".wh.") }, [])
         XCTAssertEqual(try Disk.read(fx.inMain("tree/a.txt")), "alpha\n")
     }
 
@@ -79,10 +79,10 @@ final class RealToolsTests: XCTestCase {
             XCTAssertEqual(mounted[path], entry, path)
         }
         XCTAssertEqual(try Disk.list(fx.inMount("tree/sub")).sorted(), ["empty", "run.sh"])
-        XCTAssertEqual(try Disk.read(fx.inPatch("tree/a.txt")), "alpha from tar\n")
-        XCTAssertEqual(try Disk.read(fx.inPatch("tree/sub/run.sh")), "#!/bin/sh\necho tar\n")
-        XCTAssertEqual(Disk.readLink(fx.inPatch("tree/link")), "added/file")
-        XCTAssertEqual(try Disk.list(fx.inPatch("tree")).filter { $0.hasPrefix(".wh.") }, [])
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("tree/a.txt")), "alpha from tar\n")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("tree/sub/run.sh")), "#!/bin/sh\necho tar\n")
+        XCTAssertEqual(Disk.readLink(fx.inSubstitution("tree/link")), "added/file")
+        XCTAssertEqual(try Disk.list(fx.inSubstitution("tree")).filter { $0.hasPrefix(".wh.") }, [])
         XCTAssertEqual(try Disk.read(fx.inMain("tree/sub/run.sh")), "#!/bin/sh\necho run\n")
     }
 
@@ -99,10 +99,10 @@ final class RealToolsTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("dir/gone.txt")), "gone\n", "without --delete nothing goes")
         let sent = Disk.lstat(fx.root + "/src/a.txt")
         XCTAssertEqual(Disk.lstat(fx.inMount("dir/a.txt"))?.st_mtim.tv_sec, sent?.st_mtim.tv_sec)
-        XCTAssertEqual(Disk.lstat(fx.inPatch("dir/a.txt"))?.st_mtim.tv_sec, sent?.st_mtim.tv_sec)
-        XCTAssertEqual(try Disk.read(fx.inPatch("dir/a.txt")), "a, updated by rsync\n")
-        XCTAssertEqual(try Disk.read(fx.inPatch("dir/sub/n.txt")), "nested\n")
-        XCTAssertEqual(Disk.lstatError(fx.inPatch("dir/b.txt")), ENOENT, "an unchanged file is not copied up")
+        XCTAssertEqual(Disk.lstat(fx.inSubstitution("dir/a.txt"))?.st_mtim.tv_sec, sent?.st_mtim.tv_sec)
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("dir/a.txt")), "a, updated by rsync\n")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("dir/sub/n.txt")), "nested\n")
+        XCTAssertEqual(Disk.lstatError(fx.inSubstitution("dir/b.txt")), ENOENT, "an unchanged file is not copied up")
         XCTAssertEqual(try Disk.list(fx.inMount("dir")).sorted(), ["a.txt", "b.txt", "gone.txt", "new.txt", "olddir", "sub"])
         // a second run finds nothing to do
         XCTAssertEqual(try tool("rsync", ["-a", "-i", fx.root + "/src/", fx.inMount("dir/")]), "")
@@ -115,9 +115,9 @@ final class RealToolsTests: XCTestCase {
         XCTAssertEqual(try Disk.list(fx.inMount("dir")).sorted(), ["a.txt", "b.txt", "new.txt", "sub"])
         XCTAssertEqual(Disk.lstatError(fx.inMount("dir/gone.txt")), ENOENT)
         XCTAssertEqual(Disk.lstatError(fx.inMount("dir/olddir")), ENOENT)
-        XCTAssertNotNil(Disk.lstat(fx.inPatch("dir/.wh.gone.txt")))
-        XCTAssertNotNil(Disk.lstat(fx.inPatch("dir/.wh.olddir")))
-        XCTAssertEqual(try Disk.read(fx.inPatch("dir/a.txt")), "a, updated by rsync\n")
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution("dir/.wh.gone.txt")))
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution("dir/.wh.olddir")))
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("dir/a.txt")), "a, updated by rsync\n")
         XCTAssertEqual(try Disk.read(fx.inMain("dir/gone.txt")), "gone\n")
         XCTAssertEqual(try tool("rsync", ["-a", "-i", "--delete", fx.root + "/src/", fx.inMount("dir/")]), "")
     }
@@ -129,11 +129,11 @@ final class RealToolsTests: XCTestCase {
         try fx.start()
         try tool("sed", ["-i", "s/blue/green/", fx.inMount("conf/settings.ini")])
         XCTAssertEqual(try Disk.read(fx.inMount("conf/settings.ini")), "[ui]\ncolor=green\nsize=10\n")
-        XCTAssertEqual(try Disk.read(fx.inPatch("conf/settings.ini")), "[ui]\ncolor=green\nsize=10\n")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("conf/settings.ini")), "[ui]\ncolor=green\nsize=10\n")
         XCTAssertEqual(try Disk.read(fx.inMain("conf/settings.ini")), "[ui]\ncolor=blue\nsize=10\n")
         XCTAssertEqual(Disk.lstat(fx.inMount("conf/settings.ini")).map { $0.st_mode & 0o7777 }, 0o640)
         XCTAssertEqual(try Disk.list(fx.inMount("conf")), ["settings.ini"], "no temporary file is left")
-        XCTAssertEqual(try Disk.list(fx.inPatch("conf")), ["settings.ini"])
+        XCTAssertEqual(try Disk.list(fx.inSubstitution("conf")), ["settings.ini"])
         // a second edit works on the substitution's copy
         try tool("sed", ["-i", "s/size=10/size=12/", fx.inMount("conf/settings.ini")])
         XCTAssertEqual(try Disk.read(fx.inMount("conf/settings.ini")), "[ui]\ncolor=green\nsize=12\n")
@@ -152,7 +152,7 @@ final class RealToolsTests: XCTestCase {
         XCTAssertEqual(try tool("sqlite3", [db, "SELECT group_concat(name, ',') FROM t;"]), "a,b,c,d,e\n")
         XCTAssertEqual(try tool("sqlite3", [db, "PRAGMA integrity_check;"]), "ok\n")
         XCTAssertEqual(try Disk.list(fx.inMount("db")), ["app.sqlite"], "the journal is gone")
-        XCTAssertEqual(try tool("sqlite3", [fx.inPatch("db/app.sqlite"), "SELECT count(*) FROM t;"]), "5\n")
+        XCTAssertEqual(try tool("sqlite3", [fx.inSubstitution("db/app.sqlite"), "SELECT count(*) FROM t;"]), "5\n")
         XCTAssertEqual(try tool("sqlite3", ["-readonly", fx.inMain("db/app.sqlite"), "SELECT count(*) FROM t;"]), "3\n")
     }
 
@@ -165,7 +165,7 @@ final class RealToolsTests: XCTestCase {
         let db = fx.inMount("db/app.sqlite")
         try tool("sqlite3", [db, "INSERT INTO t VALUES (3); INSERT INTO t VALUES (4);"])
         XCTAssertEqual(try tool("sqlite3", [db, "SELECT sum(x) FROM t;"]), "10\n")
-        XCTAssertEqual(try tool("sqlite3", [fx.inPatch("db/app.sqlite"), "SELECT sum(x) FROM t;"]), "10\n")
+        XCTAssertEqual(try tool("sqlite3", [fx.inSubstitution("db/app.sqlite"), "SELECT sum(x) FROM t;"]), "10\n")
     }
 
     func testSqliteInWalModeThroughTheMount() throws {
@@ -180,7 +180,7 @@ final class RealToolsTests: XCTestCase {
         try tool("sqlite3", [db, "BEGIN; INSERT INTO t VALUES (3); COMMIT;"])
         XCTAssertEqual(try tool("sqlite3", [db, "SELECT sum(x) FROM t;"]), "6\n")
         XCTAssertEqual(try tool("sqlite3", [db, "PRAGMA integrity_check;"]), "ok\n")
-        XCTAssertEqual(try tool("sqlite3", [fx.inPatch("db/wal.sqlite"), "SELECT sum(x) FROM t;"]), "6\n")
+        XCTAssertEqual(try tool("sqlite3", [fx.inSubstitution("db/wal.sqlite"), "SELECT sum(x) FROM t;"]), "6\n")
     }
 
     // MARK: git
@@ -206,7 +206,7 @@ final class RealToolsTests: XCTestCase {
                         .split(separator: "\n").map { String($0.prefix(6)) + " " + ($0.split(separator: "\t").last ?? "") },
                        ["100644 README.md", "100755 run.sh", "100644 src/main.c"])
         try tool("git", ["-C", project, "fsck", "--strict"], environment: env)
-        XCTAssertNotNil(Disk.lstat(fx.inPatch("project/.git/HEAD")))
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution("project/.git/HEAD")))
         XCTAssertEqual(Disk.lstatError(fx.inMain("project/.git")), ENOENT)
     }
 
@@ -236,7 +236,7 @@ final class RealToolsTests: XCTestCase {
                 close(fd)
             }
         }
-        XCTAssertNotNil(Disk.lstat(fx.inPatch("bin/env")), "the program was copied up")
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution("bin/env")), "the program was copied up")
     }
 
     // MARK: helpers

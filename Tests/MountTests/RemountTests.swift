@@ -12,16 +12,12 @@ final class RemountTests: XCTestCase {
         fx = try MountFixture(name)
         try Disk.write(fx.inMain("file"), "main")
         try Disk.mkdir(fx.inMain("d"))
-        try Disk.write(fx.inPatch("own"), "own")
+        try Disk.write(fx.inSubstitution("own"), "own")
     }
 
     override func tearDown() {
         if let fx, fx.daemon > 0 { kill(fx.daemon, SIGCONT) }
         fx?.tearDown()
-    }
-
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
     }
 
     private func mountCommand(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
@@ -100,7 +96,7 @@ final class RemountTests: XCTestCase {
         XCTAssertEqual(kernelOptions(mountpoint).first, "rw", file: file, line: line)
         XCTAssertEqual(try fx.stats()["read_only"], "no", file: file, line: line)
         try Disk.write(mountpoint + "/again", "written")
-        XCTAssertEqual(try Disk.read(fx.inPatch("again")), "written", file: file, line: line)
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("again")), "written", file: file, line: line)
         XCTAssertEqual(mkdir(mountpoint + "/newdir", 0o755), 0, file: file, line: line)
         XCTAssertEqual(unlink(mountpoint + "/file"), 0, file: file, line: line)
     }
@@ -143,7 +139,7 @@ final class RemountTests: XCTestCase {
             try Disk.write(mountpoint + "/after", "x")
             XCTAssertEqual(try Disk.read(mountpoint + "/after"), "x")
         }
-        XCTAssertEqual(try Disk.read(fx.inPatch("after")), "x")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("after")), "x")
     }
 
     // MARK: cache timeouts

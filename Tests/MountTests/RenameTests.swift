@@ -23,13 +23,13 @@ final class RenameTests: XCTestCase {
     /// and keeps its modification time, as with kernel overlayfs (an attribute there). Before
     /// the fix: the time of the rename (RandomOperationsTests, seeds 0xf and 0x12).
     func testADirectoryMarkedOpaqueByARenameKeepsItsTimes() throws {
-        try Disk.write(fx.inPatch("moved/file"), "f")
+        try Disk.write(fx.inSubstitution("moved/file"), "f")
         try Disk.mkdir(fx.inMain("target"))
         var times = [timespec(tv_sec: 1_600_000_000, tv_nsec: 0), timespec(tv_sec: 1_600_000_000, tv_nsec: 0)]
-        XCTAssertEqual(utimensat(AT_FDCWD, fx.inPatch("moved"), &times, 0), 0)
+        XCTAssertEqual(utimensat(AT_FDCWD, fx.inSubstitution("moved"), &times, 0), 0)
         try fx.start()
         XCTAssertEqual(rename(fx.inMount("moved"), fx.inMount("target")), 0, "errno \(errno)")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: fx.inPatch("target/.wh..wh..opq")), "fixture: marked opaque")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: fx.inSubstitution("target/.wh..wh..opq")), "fixture: marked opaque")
         XCTAssertEqual(Disk.lstat(fx.inMount("target"))?.st_mtim.tv_sec, 1_600_000_000)
     }
 
@@ -37,8 +37,8 @@ final class RenameTests: XCTestCase {
         try Disk.write(fx.inMain("res/a.txt"), "a")
         try Disk.write(fx.inMain("res/sub/b.txt"), "b")
         try Disk.write(fx.inMain("res/gone"), "hidden")
-        try Disk.write(fx.inPatch("res/p.txt"), "p")
-        try Disk.whiteout(fx.inPatch("res"), "gone")
+        try Disk.write(fx.inSubstitution("res/p.txt"), "p")
+        try Disk.whiteout(fx.inSubstitution("res"), "gone")
         try fx.start()
         XCTAssertEqual(rename(fx.inMount("res"), fx.inMount("moved")), 0, "errno \(errno)")
         for _ in 0..<2 {
@@ -48,8 +48,8 @@ final class RenameTests: XCTestCase {
             XCTAssertEqual(try Disk.read(fx.inMount("moved/p.txt")), "p")
             try remount()
         }
-        XCTAssertNotNil(Disk.lstat(fx.inPatch(".wh.res")), "the source's main entry is whited out")
-        XCTAssertNotNil(Disk.lstat(fx.inPatch("moved/.wh..wh..opq")), "the moved tree stands alone")
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution(".wh.res")), "the source's main entry is whited out")
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution("moved/.wh..wh..opq")), "the moved tree stands alone")
     }
 
     /// Moved away and back, a main-bundle directory leaves no whiteout beside itself in the
@@ -62,7 +62,7 @@ final class RenameTests: XCTestCase {
         for (name, other) in [("res", "moved"), ("file", "other")] {
             XCTAssertEqual(rename(fx.inMount(name), fx.inMount(other)), 0, "errno \(errno)")
             XCTAssertEqual(rename(fx.inMount(other), fx.inMount(name)), 0, "errno \(errno)")
-            XCTAssertEqual(Disk.lstatError(fx.inPatch(".wh." + name)), ENOENT, "\(name) and its whiteout side by side")
+            XCTAssertEqual(Disk.lstatError(fx.inSubstitution(".wh." + name)), ENOENT, "\(name) and its whiteout side by side")
         }
         for _ in 0..<2 {
             XCTAssertEqual(try Disk.list(fx.inMount("res")), ["a.txt"])
@@ -85,8 +85,8 @@ final class RenameTests: XCTestCase {
 
     func testDirectoryReplacesASubstitutionDirectoryThatHoldsWhiteouts() throws {
         try Disk.write(fx.inMain("t/x"), "main x")
-        try Disk.whiteout(fx.inPatch("t"), "x")
-        try Disk.write(fx.inPatch("s/f"), "f")
+        try Disk.whiteout(fx.inSubstitution("t"), "x")
+        try Disk.write(fx.inSubstitution("s/f"), "f")
         try fx.start()
         XCTAssertEqual(try Disk.list(fx.inMount("t")), [])
         XCTAssertEqual(rename(fx.inMount("s"), fx.inMount("t")), 0, "errno \(errno)")
@@ -99,7 +99,7 @@ final class RenameTests: XCTestCase {
 
     func testExchangeAFileAndADirectoryAcrossLayers() throws {
         try Disk.write(fx.inMain("a"), "main file a")
-        try Disk.write(fx.inPatch("d/inside"), "inside")
+        try Disk.write(fx.inSubstitution("d/inside"), "inside")
         try fx.start()
         XCTAssertEqual(exchange("a", "d"), 0, "errno \(errno)")
         for _ in 0..<2 {

@@ -24,10 +24,6 @@ final class ResourceCommandTests: XCTestCase {
         fx?.tearDown()
     }
 
-    private func proxybundle(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
-        try Spawn.run(MountFixture.binary, arguments, seconds: 60)
-    }
-
     func testResolveOnAMountNamesTheServingLayer() throws {
         try fx.start()
         let three = try proxybundle(["resolve", fx.mountpoint, "Images/icon", "--image", "--scale", "3"])
@@ -49,13 +45,30 @@ final class ResourceCommandTests: XCTestCase {
             """), regular.output)
     }
 
+    /// `--tall` (a 4-inch phone) puts -568h variants first, from whichever layer has them.
+    func testResolveTallPrefersThe568hVariant() throws {
+        for name in ["splash.png", "splash@2x.png", "splash-568h.png"] { try Disk.write(fx.inMain("Images/" + name), name) }
+        try Disk.write(fx.inSubstitution("Images/splash-568h@2x.png"), "tall")
+        try fx.start()
+        let plain = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "2"])
+        XCTAssertEqual(plain.output, "Images/splash@2x.png\tmain \(fx.main)/Images/splash@2x.png\n", plain.error)
+        let tall = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "2", "--tall"])
+        XCTAssertEqual(tall.status, 0, tall.error)
+        XCTAssertEqual(tall.output, "Images/splash-568h@2x.png\tsubstitution \(fx.substitution)/Images/splash-568h@2x.png\n")
+        let one = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "1", "--tall"])
+        XCTAssertEqual(one.output, "Images/splash-568h.png\tmain \(fx.main)/Images/splash-568h.png\n", one.error)
+        let refused = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--tall"])
+        XCTAssertEqual(refused.status, 64)
+        XCTAssertEqual(refused.error, "proxybundle: --scale and --tall need --image (see proxybundle --help)\n")
+    }
+
     /// The issue's first case: the first matched localization's copy whited out by a patch, so
     /// Base.lproj (searched right after it) wins over fr.lproj; the JSON says why.
     func testBaseComesRightAfterTheFirstMatchAndAWhiteoutIsNamed() throws {
         let patch = fx.root + "/hotfix"
         for language in ["Base", "fr", "fr_CA"] { try Disk.write(fx.inMain(language + ".lproj/Main.nib/objects.nib"), language) }
         try Disk.whiteout(patch + "/fr_CA.lproj", "Main.nib")
-        try fx.start(["--patch", patch])
+        try fx.start(patches: [patch])
         let nib = try proxybundle(["resolve", fx.mountpoint, "Main", "--type", ".nib", "--languages", "fr-CA", "--json",
                                    "--candidates"])
         XCTAssertEqual(nib.status, 0, nib.error)
@@ -214,7 +227,7 @@ final class ResourceCommandTests: XCTestCase {
         try Disk.write(hotfix + "/en.lproj/config.json", "{}")
         try Disk.write(hotfix + "/CONFIG.JSON", "{}")
         try Disk.write(hotfix + "/Images/.wh.never-there.png", "")
-        try fx.start(["--patch", hotfix])
+        try fx.start(patches: [hotfix])
         let found = try proxybundle(["check", fx.mountpoint])
         XCTAssertEqual(found.status, 1, found.error)
         let lines = found.output.split(separator: "\n").map(String.init)
@@ -246,7 +259,7 @@ final class ResourceCommandTests: XCTestCase {
         try Disk.whiteout(patch + "/fr.lproj", "InfoPlist.strings")
         try Disk.opaque(patch + "/Base.lproj")
         try Disk.write(patch + "/Base.lproj/new.nib", "")
-        try fx.start(["--patch", patch])
+        try fx.start(patches: [patch])
         let mounted = try DirectoryTree(path: fx.mountpoint)
         let merged = try LayeredTree(paths: [fx.substitution, patch, fx.main])
         var pending = [""]

@@ -11,8 +11,8 @@ final class SeekDirectoryTests: XCTestCase {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }
         for index in 0..<3000 { try Disk.write(fx.inMain("big/main-\(index)"), "") }
-        for index in 2000..<4500 { try Disk.write(fx.inPatch("big/sub-\(index)"), "") }
-        try Disk.whiteout(fx.inPatch("big"), "main-7")
+        for index in 2000..<4500 { try Disk.write(fx.inSubstitution("big/sub-\(index)"), "") }
+        try Disk.whiteout(fx.inSubstitution("big"), "main-7")
         let kernel = fx.root + "/kernel"
         defer { Unmounter.force(kernel) }
         try KernelOverlay.mount(fx, at: kernel)

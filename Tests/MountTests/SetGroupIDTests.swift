@@ -38,7 +38,7 @@ final class SetGroupIDTests: XCTestCase {
         XCTAssertGreaterThan(names.count, 20)
         for name in names {
             XCTAssertEqual(owner(fx.inMount(name)), owner(kernel + "/" + name), name)
-            XCTAssertEqual(owner(fx.inPatch(name)), owner(fx.inMount(name)), "\(name) in the substitution")
+            XCTAssertEqual(owner(fx.inSubstitution(name)), owner(fx.inMount(name)), "\(name) in the substitution")
         }
         XCTAssertEqual(try allNames(under: fx.mountpoint), names)
     }

@@ -40,10 +40,10 @@ final class SetIDBitsTests: XCTestCase {
         let before = try reads(fx)
         for _ in 0..<500 { XCTAssertEqual(write(fd, "line\n", 5), 5) }
         XCTAssertLessThanOrEqual(try reads(fx) - before, 1, "GETXATTR requests for 500 writes")
-        XCTAssertEqual(try Disk.read(fx.inPatch("log.txt")).count, 6 + 500 * 5)
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("log.txt")).count, 6 + 500 * 5)
     }
 
-    private func reads(_ fx: MountFixture) throws -> Int { Int(try fx.stats()["extended_attribute_reads"] ?? "") ?? -1 }
+    private func reads(_ fx: MountFixture) throws -> Int { try fx.figure("extended_attribute_reads") }
 
     private func compareWithKernelOverlayfs(environment: [String]) throws {
         let fx = try MountFixture(name)
@@ -66,7 +66,7 @@ final class SetIDBitsTests: XCTestCase {
             let mine = Disk.lstat(fx.inMount(name)).map { $0.st_mode & 0o7777 }
             let theirs = Disk.lstat(kernel + "/" + name).map { $0.st_mode & 0o7777 }
             XCTAssertEqual(mine.map { String($0, radix: 8) }, theirs.map { String($0, radix: 8) }, name)
-            XCTAssertEqual(Disk.lstat(fx.inPatch(name)).map { $0.st_mode & 0o7777 }, mine, "\(name) in the substitution")
+            XCTAssertEqual(Disk.lstat(fx.inSubstitution(name)).map { $0.st_mode & 0o7777 }, mine, "\(name) in the substitution")
             if let theirs, theirs & (S_ISUID | S_ISGID) == 0 { cleared += 1 }
         }
         // the comparison covers both outcomes: bits cleared, and bits kept

@@ -11,11 +11,11 @@ final class ShadowingTests: XCTestCase {
 
     func testFilesDirectoriesAndSymlinksAreShadowed() throws {
         try Disk.write(fx.inMain("file"), "main file")
-        try Disk.write(fx.inPatch("file"), "patch file, longer")
+        try Disk.write(fx.inSubstitution("file"), "patch file, longer")
         try Disk.write(fx.inMain("dir/inner"), "main inner")
-        try Disk.write(fx.inPatch("dir/inner"), "patch inner")
+        try Disk.write(fx.inSubstitution("dir/inner"), "patch inner")
         try Disk.symlink(fx.inMain("link"), to: "file")
-        try Disk.symlink(fx.inPatch("link"), to: "dir/inner")
+        try Disk.symlink(fx.inSubstitution("link"), to: "dir/inner")
         try fx.start()
         XCTAssertEqual(try Disk.read(fx.inMount("file")), "patch file, longer")
         XCTAssertEqual(Disk.lstat(fx.inMount("file"))?.st_size, 18)
@@ -27,13 +27,13 @@ final class ShadowingTests: XCTestCase {
     func testTypeChangesAcrossLayers() throws {
         // file in main, directory in the patch: the directory wins and is not merged
         try Disk.write(fx.inMain("a"), "main a")
-        try Disk.write(fx.inPatch("a/child"), "patch child")
+        try Disk.write(fx.inSubstitution("a/child"), "patch child")
         // directory in main, file in the patch: the file wins, main's children are gone
         try Disk.write(fx.inMain("b/child"), "main child")
-        try Disk.write(fx.inPatch("b"), "patch b")
+        try Disk.write(fx.inSubstitution("b"), "patch b")
         // directory in main, symlink in the patch
         try Disk.write(fx.inMain("c/child"), "main c child")
-        try Disk.symlink(fx.inPatch("c"), to: "a")
+        try Disk.symlink(fx.inSubstitution("c"), to: "a")
         try fx.start()
         XCTAssertEqual(Disk.lstat(fx.inMount("a")).map { $0.st_mode & S_IFMT }, S_IFDIR)
         XCTAssertEqual(try Disk.list(fx.inMount("a")), ["child"])
@@ -47,9 +47,9 @@ final class ShadowingTests: XCTestCase {
 
     func testMergedListingHasEveryNameOnce() throws {
         for name in ["both1", "both2", "onlyMain1", "onlyMain2"] { try Disk.write(fx.inMain("d/\(name)"), name) }
-        for name in ["both1", "both2", "onlyPatch"] { try Disk.write(fx.inPatch("d/\(name)"), name + "!") }
+        for name in ["both1", "both2", "onlyPatch"] { try Disk.write(fx.inSubstitution("d/\(name)"), name + "!") }
         try Disk.mkdir(fx.inMain("d/sub"))
-        try Disk.mkdir(fx.inPatch("d/sub"))
+        try Disk.mkdir(fx.inSubstitution("d/sub"))
         try fx.start()
         let names = try Disk.list(fx.inMount("d"))
         XCTAssertEqual(names.count, Set(names).count, "duplicates in \(names)")
@@ -77,7 +77,7 @@ final class ShadowingTests: XCTestCase {
         try Disk.whiteout(fx.substitution, "a")
         try Disk.whiteout(fx.substitution, "never-existed")
         try Disk.write(fx.inMain(".wh.inmain"), "a main file named like a whiteout")
-        try Disk.opaque(fx.inPatch("o"))
+        try Disk.opaque(fx.inSubstitution("o"))
         try fx.start()
         XCTAssertEqual(try Disk.list(fx.mountpoint).sorted(), ["o"])
         for name in [".wh.a", ".wh.never-existed", ".wh.inmain", "o/.wh..wh..opq", ".wh..wh..opq"] {
@@ -100,9 +100,9 @@ final class ShadowingTests: XCTestCase {
         try Disk.write(fx.inMain("res/old2/deep"), "o2")
         try Disk.write(fx.inMain("res/same"), "main same")
         try Disk.write(fx.inMain("other/kept"), "kept")
-        try Disk.opaque(fx.inPatch("res"))
-        try Disk.write(fx.inPatch("res/new"), "new")
-        try Disk.write(fx.inPatch("res/same"), "patch same")
+        try Disk.opaque(fx.inSubstitution("res"))
+        try Disk.write(fx.inSubstitution("res/new"), "new")
+        try Disk.write(fx.inSubstitution("res/same"), "patch same")
         try fx.start()
         XCTAssertEqual(try Disk.list(fx.inMount("res")).sorted(), ["new", "same"])
         XCTAssertEqual(Disk.lstatError(fx.inMount("res/old1")), ENOENT)
@@ -114,11 +114,11 @@ final class ShadowingTests: XCTestCase {
     func testOverlayfsWhiteoutFormsAreHonoured() throws {
         try Disk.write(fx.inMain("dev-hidden"), "x")
         try Disk.write(fx.inMain("xattr-opaque/old"), "old")
-        try Disk.write(fx.inPatch("xattr-opaque/new"), "new")
-        guard mknod(fx.inPatch("dev-hidden"), S_IFCHR | 0o600, 0) == 0 else {
+        try Disk.write(fx.inSubstitution("xattr-opaque/new"), "new")
+        guard mknod(fx.inSubstitution("dev-hidden"), S_IFCHR | 0o600, 0) == 0 else {
             throw XCTSkip("cannot create a 0/0 character device (not root?)")
         }
-        guard setxattr(fx.inPatch("xattr-opaque"), "trusted.overlay.opaque", "y", 1, 0) == 0 else {
+        guard setxattr(fx.inSubstitution("xattr-opaque"), "trusted.overlay.opaque", "y", 1, 0) == 0 else {
             throw XCTSkip("cannot set trusted xattrs here")
         }
         try fx.start()
@@ -131,11 +131,11 @@ final class ShadowingTests: XCTestCase {
         let deepMain = (1...40).map { "m\($0)" }.joined(separator: "/")
         let deepPatch = (1...40).map { "p\($0)" }.joined(separator: "/")
         try Disk.write(fx.inMain(deepMain + "/leaf"), "main leaf")
-        try Disk.write(fx.inPatch(deepPatch + "/leaf"), "patch leaf")
+        try Disk.write(fx.inSubstitution(deepPatch + "/leaf"), "patch leaf")
         try Disk.mkdir(fx.inMain("emptyMain"))
-        try Disk.mkdir(fx.inPatch("emptyPatch"))
+        try Disk.mkdir(fx.inSubstitution("emptyPatch"))
         try Disk.mkdir(fx.inMain("emptyBoth"))
-        try Disk.mkdir(fx.inPatch("emptyBoth"))
+        try Disk.mkdir(fx.inSubstitution("emptyBoth"))
         try fx.start()
         XCTAssertEqual(try Disk.read(fx.inMount(deepMain + "/leaf")), "main leaf")
         XCTAssertEqual(try Disk.read(fx.inMount(deepPatch + "/leaf")), "patch leaf")

@@ -11,7 +11,6 @@ final class StackedPatchesTests: XCTestCase {
     var fx: MountFixture!
     /// The patches, highest priority first, under the fixture's root.
     var patches: [String] = []
-    private var checksums: [String: String] = [:]
     /// Directories outside the fixture's root, removed after the checks of tearDown.
     private var elsewhere: [String] = []
 
@@ -22,19 +21,14 @@ final class StackedPatchesTests: XCTestCase {
     }
 
     override func tearDown() {
-        fx?.stop()
-        for (patch, before) in checksums {
-            XCTAssertEqual(try? TreeChecksum.of(patch), before, "the patch \(patch) was modified")
-        }
         fx?.tearDown()
         for path in elsewhere { try? FileManager.default.removeItem(atPath: path) }
     }
 
-    /// Mounts the fixture with `patches` (and `extra` arguments); remembers the patches'
-    /// checksums for tearDown.
+    /// Mounts the fixture with `patches` (and `extra` arguments), which tearDown checks are
+    /// unchanged.
     func start(_ patches: [String]? = nil, _ extra: [String] = []) throws {
-        for patch in patches ?? self.patches { checksums[patch] = try TreeChecksum.of(patch) }
-        try fx.start((patches ?? self.patches).flatMap { ["--patch", $0] } + extra)
+        try fx.start(extra, patches: patches ?? self.patches)
     }
 
     /// The kernel's read-only overlay of the substitution, `patches` and the main bundle.
@@ -186,7 +180,7 @@ final class StackedPatchesTests: XCTestCase {
             let tag = String(seed, radix: 16)
             let tree = try generator.buildMain(fx.main + "/" + tag)
             for layer in patches.reversed() + [fx.substitution] {
-                try generator.buildPatch(layer + "/" + tag, over: tree)
+                try generator.buildLayer(layer + "/" + tag, over: tree)
             }
         }
         let kernel = try kernel()
@@ -206,7 +200,7 @@ final class StackedPatchesTests: XCTestCase {
         for (index, layer) in many.enumerated().reversed() {
             try Disk.mkdir(layer)
             if index < 3 {
-                try generator.buildPatch(layer + "/g", over: tree)
+                try generator.buildLayer(layer + "/g", over: tree)
                 continue
             }
             try Disk.write(layer + "/own-\(index)", "\(index)")
@@ -250,13 +244,10 @@ final class StackedPatchesTests: XCTestCase {
         try Disk.symlink(scratch + "/main", to: fx.main)
         let relative = lowers.dropLast().map { String($0.dropFirst(scratch.count + 1)) } + ["main"]
         let mountpoint = fx.root + "/" + name
-        try Disk.mkdir(mountpoint)
         let previous = FileManager.default.currentDirectoryPath
         guard chdir(scratch) == 0 else { throw TestFailure("chdir \(scratch)") }
         defer { _ = chdir(previous) }
-        guard Glibc.mount("overlay", mountpoint, "overlay", UInt(MS_RDONLY), "lowerdir=" + relative.joined(separator: ":")) == 0 else {
-            throw TestFailure("mount -t overlay of 400 layers: \(String(cString: strerror(errno)))")
-        }
+        try KernelOverlay.mountReadOnly(lowers: relative, at: mountpoint)
         return mountpoint
     }
 
@@ -311,10 +302,10 @@ final class StackedPatchesTests: XCTestCase {
         XCTAssertEqual(try Self.whiteouts(fx.substitution), try Self.whiteouts(fx.root + "/kernel-upper"),
                        "whiteouts where a layer below shows the name, and only there")
         for name in ["three.txt", "back.txt", "only-p1.txt", "low.txt"] {
-            XCTAssertNotNil(Disk.lstat(fx.inPatch(".wh." + name)), name)
+            XCTAssertNotNil(Disk.lstat(fx.inSubstitution(".wh." + name)), name)
         }
-        XCTAssertNil(Disk.lstat(fx.inPatch(".wh.revived.txt")), "p1 whites out main's: nothing below shows it")
-        XCTAssertEqual(try Disk.read(fx.inPatch("links/a")), "linked in p2+", "the copy is in the substitution")
+        XCTAssertNil(Disk.lstat(fx.inSubstitution(".wh.revived.txt")), "p1 whites out main's: nothing below shows it")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("links/a")), "linked in p2+", "the copy is in the substitution")
         XCTAssertEqual(Disk.lstat(fx.inMount("links/a"))?.st_nlink, 1, "a copy-up breaks the link (as on overlayfs)")
     }
 
@@ -331,12 +322,12 @@ final class StackedPatchesTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(fd, 0)
         XCTAssertEqual(write(fd, "!", 1), 1)
         close(fd)
-        XCTAssertEqual(try Disk.read(fx.inPatch("dir/deep.txt")), "deep in p2!")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("dir/deep.txt")), "deep in p2!")
         XCTAssertEqual(Disk.lstat(fx.inMount("dir/deep.txt"))?.st_ino, before.st_ino, "the copy keeps its number")
         XCTAssertEqual(chmod(fx.inMount("file.txt"), 0o600), 0)
-        XCTAssertEqual(try Disk.read(fx.inPatch("file.txt")), "from p2")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("file.txt")), "from p2")
         var value = [UInt8](repeating: 0, count: 8)
-        XCTAssertEqual(getxattr(fx.inPatch("file.txt"), "user.from", &value, value.count), 2)
+        XCTAssertEqual(getxattr(fx.inSubstitution("file.txt"), "user.from", &value, value.count), 2)
         XCTAssertEqual(Array(value.prefix(2)), Array("p2".utf8))
     }
 
@@ -351,7 +342,7 @@ final class StackedPatchesTests: XCTestCase {
             try Disk.write(fx.inMain("f\(index)"), "main")
             try Disk.write(patches[0] + "/p1-\(index)", "p1")
             try Disk.write(shm + "/shm-\(index)", "shm")
-            try Disk.write(fx.inPatch("s-\(index)"), "s")
+            try Disk.write(fx.inSubstitution("s-\(index)"), "s")
         }
         try Disk.write(shm + "/a", "linked")
         try OverlayScenario.link(shm + "/a", shm + "/b")
@@ -382,7 +373,7 @@ final class StackedPatchesTests: XCTestCase {
         try Self.buildHandwritten(s: fx.substitution, p1: patches[0], p2: patches[1], m: fx.main)
         var generator = OverlayScenario.Generator(seed: 0x700_15)
         let tree = try generator.buildMain(fx.main + "/gen")
-        for layer in patches.reversed() + [fx.substitution] { try generator.buildPatch(layer + "/gen", over: tree) }
+        for layer in patches.reversed() + [fx.substitution] { try generator.buildLayer(layer + "/gen", over: tree) }
         try Disk.mkdir(patches[1] + "/db")
         try run("sqlite3", [patches[1] + "/db/app.sqlite", "CREATE TABLE t(name); INSERT INTO t VALUES ('a'), ('b');"])
         try Disk.write(patches[0] + "/config.txt", "colour=red\nsize=2\n")
@@ -401,10 +392,10 @@ final class StackedPatchesTests: XCTestCase {
         try run("sqlite3", [db, "BEGIN; INSERT INTO t VALUES ('c'); COMMIT;"])
         XCTAssertEqual(try run("sqlite3", [db, "SELECT group_concat(name, ',') FROM t;"]), "a,b,c\n")
         XCTAssertEqual(try run("sqlite3", [db, "PRAGMA integrity_check;"]), "ok\n")
-        XCTAssertEqual(try run("sqlite3", [fx.inPatch("db/app.sqlite"), "SELECT count(*) FROM t;"]), "3\n")
+        XCTAssertEqual(try run("sqlite3", [fx.inSubstitution("db/app.sqlite"), "SELECT count(*) FROM t;"]), "3\n")
         try run("sed", ["-i", "s/red/blue/", fx.inMount("config.txt")])
         XCTAssertEqual(try Disk.read(fx.inMount("config.txt")), "colour=blue\nsize=2\n")
-        XCTAssertEqual(try Disk.read(fx.inPatch("config.txt")), "colour=blue\nsize=2\n")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("config.txt")), "colour=blue\nsize=2\n")
         let env = ["HOME=\(fx.root)", "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@e",
                    "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@e"]
         let project = fx.inMount("all")
@@ -457,7 +448,7 @@ final class StackedPatchesTests: XCTestCase {
     func testChangesInAnyLayerShowAfterInvalidate() throws {
         try Self.buildHandwritten(s: fx.substitution, p1: patches[0], p2: patches[1], m: fx.main)
         try start()
-        checksums = [:]  // the test changes the patches itself
+        defer { try? fx.acceptLayersAsTheyAre() }  // the test changes the layers itself
         _ = try OverlayTree.walk(fx.mountpoint)
         try Disk.write(patches[1] + "/low.txt", "patch 2, second version")  // in place
         try Disk.write(patches[1] + "/added-in-p2.txt", "new in p2")
@@ -488,7 +479,7 @@ final class StackedPatchesTests: XCTestCase {
         try Disk.write(third + "/three.txt", "patch 3")
         try Disk.write(third + "/op/p3", "p3")
         try Disk.whiteout(third, "four.txt")
-        checksums[third] = try TreeChecksum.of(third)
+        try fx.guardUnchanged([third])
         try start([patches[1]])
         XCTAssertEqual(try Disk.read(fx.inMount(".layers")),
                        "substitution \(fx.substitution)\npatch \(patches[1])\nmain \(fx.main)\n")
@@ -505,24 +496,28 @@ final class StackedPatchesTests: XCTestCase {
         // writes go on: a copy-up from the new patches lands in the substitution
         XCTAssertEqual(try Disk.read(fx.inMount("three.txt")), "patch 2, longer")
         try Disk.write(fx.inMount("three.txt"), "written")
-        XCTAssertEqual(try Disk.read(fx.inPatch("three.txt")), "written")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("three.txt")), "written")
         XCTAssertEqual(try fx.stats()["patch"], third, "the last patch line names the lowest patch")
     }
 
     /// Readers and copy-ups go on while `.layers` swaps between one patch and two (another
     /// above it, which has nothing of theirs), so that layer numbers change meaning: every read
     /// sees the patch's file whole (or its copy once appended to), never an error; every
-    /// copy-up copies it.
+    /// copy-up copies it. Each swap is sent while a copy-up is held at a known point (a lease
+    /// on its source, which the daemon's open of it waits for) and readers read the other
+    /// files, so every swap overlaps a copy-up, whatever the machine's speed.
     func testRequestsInFlightWhileThePatchesAreSwapped() throws {
-        let count = 40
+        let count = 20
         for index in 0..<count {
             try Disk.write(fx.inMain("x/f\(index)"), "main \(index)")
             try Disk.write(patches[0] + "/x/f\(index)", "p1 \(index)")
         }
         try Disk.write(patches[1] + "/elsewhere", "p2 has nothing in x")
         try start([patches[0]])
-        checksums[patches[1]] = try TreeChecksum.of(patches[1])
+        try fx.guardUnchanged([patches[1]])
         let errors = Locked<[String]>([])
+        // the file whose copy-up is held (readers leave it alone), and what each reader reads
+        let reading = Locked<(held: Int?, current: [Int?])>((nil, [nil, nil]))
         let stop = Locked(false)
         let mountpoint = fx.mountpoint
         let group = DispatchGroup()
@@ -531,6 +526,13 @@ final class StackedPatchesTests: XCTestCase {
                 var index = reader
                 while !stop.withLock({ $0 }) {
                     index = (index + 7) % count
+                    let chosen = index
+                    guard reading.withLock({ (state) -> Bool in
+                        guard state.held != chosen else { return false }
+                        state.current[reader] = chosen
+                        return true
+                    }) else { continue }
+                    defer { reading.withLock { $0.current[reader] = nil } }
                     guard let text = try? Disk.read(mountpoint + "/x/f\(index)") else {
                         errors.withLock { $0.append("read f\(index): errno \(errno)") }
                         continue
@@ -541,25 +543,32 @@ final class StackedPatchesTests: XCTestCase {
                 }
             }
         }
-        DispatchQueue.global().async(group: group) {
-            for index in 0..<count {
-                let fd = open(mountpoint + "/x/f\(index)", O_WRONLY | O_APPEND)
-                guard fd >= 0 else { errors.withLock { $0.append("open f\(index) to append: errno \(errno)") }; continue }
-                if write(fd, "+", 1) != 1 { errors.withLock { $0.append("append f\(index): errno \(errno)") } }
-                close(fd)
-                usleep(2_000)
-            }
-        }
-        for round in 0..<30 {
-            try Disk.write(fx.inMount(".layers"), (round % 2 == 0 ? [patches[1], patches[0]] : [patches[0]]).map { $0 + "\n" }.joined())
-            usleep(3_000)
-        }
-        usleep(200_000)
-        stop.withLock { $0 = true }
-        XCTAssertEqual(group.wait(timeout: .now() + 60), .success, "a reader or the writer hangs")
-        XCTAssertEqual(errors.withLock { $0 }, [])
+        defer { stop.withLock { $0 = true } }
+        var swapsDone = 0
         for index in 0..<count {
-            let copy = try Disk.read(fx.inPatch("x/f\(index)"))
+            reading.withLock { $0.held = index }
+            try eventually("readers leave f\(index)") { !reading.withLock { $0.current.contains(index) } }
+            // the daemon closes a reader's descriptor on RELEASE, which comes after close()
+            let lease = try eventually("a lease on f\(index)") { try? Lease(patches[0] + "/x/f\(index)") }
+            defer { lease.release() }
+            let appender = try Spawn.start("/bin/sh", ["-c", "printf + >> \"$0\"", fx.inMount("x/f\(index)")])
+            try eventually("the copy-up of f\(index) waits for the lease") { lease.isWanted || KernelWait.hasEnded(appender) }
+            XCTAssertTrue(lease.isWanted, "f\(index) was appended to without a read of the patch's file")
+            let stack = index % 2 == 0 ? [patches[1], patches[0]] : [patches[0]]
+            let swapper = try Spawn.start("/bin/sh", ["-c", "printf '%s\\n' \"$@\" > \"$0\"", fx.inMount(".layers")] + stack)
+            try eventually("the swap is sent") { KernelWait.isInTheDaemonOrDone(swapper) }
+            if KernelWait.hasEnded(swapper) { swapsDone += 1 }
+            lease.release()
+            XCTAssertEqual(Spawn.wait(appender, seconds: 20), 0, "append to f\(index)")
+            XCTAssertEqual(Spawn.wait(swapper, seconds: 20), 0, "swap to \(stack)")
+            reading.withLock { $0.held = nil }
+        }
+        stop.withLock { $0 = true }
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success, "a reader hangs")
+        XCTAssertEqual(errors.withLock { $0 }, [])
+        print("swaps done while a copy-up was held: \(swapsDone) of \(count)")
+        for index in 0..<count {
+            let copy = try Disk.read(fx.inSubstitution("x/f\(index)"))
             XCTAssertEqual(copy, "p1 \(index)+", "f\(index)")
         }
         XCTAssertFalse(fx.log.contains(": EIO"), fx.log)

@@ -23,8 +23,8 @@ final class StressFindingsTests: XCTestCase {
         let reader = open(fx.inMount("f"), O_RDONLY)
         XCTAssertGreaterThanOrEqual(reader, 0, "errno \(errno)")
         defer { close(reader) }
-        XCTAssertEqual(unlink(fx.inPatch("f")), 0)
-        try Disk.symlink(fx.inPatch("f"), to: "elsewhere")
+        XCTAssertEqual(unlink(fx.inSubstitution("f")), 0)
+        try Disk.symlink(fx.inSubstitution("f"), to: "elsewhere")
         try Disk.write(fx.inMount(".invalidate"), "\n")
 
         XCTAssertEqual(Disk.readLink(fx.inMount("f")), "elsewhere")
@@ -73,7 +73,9 @@ final class StressFindingsTests: XCTestCase {
     private func race(_ arguments: [String], failing: Set<String>, seconds: Double = 5) throws -> [String] {
         let seconds = ProcessInfo.processInfo.environment["STRESS_SECONDS"].flatMap { Double($0) } ?? seconds
         var workers: [(pid: pid_t, output: String)] = []
-        defer { for worker in workers { kill(worker.pid, SIGKILL); _ = Spawn.wait(worker.pid, seconds: 10) } }
+        var reaped: Set<pid_t> = []
+        // a reaped child's pid may be another process's by now: only those not reaped are signalled
+        defer { for worker in workers where !reaped.contains(worker.pid) { kill(worker.pid, SIGKILL); _ = Spawn.wait(worker.pid, seconds: 10) } }
         for i in 0..<8 {
             let output = fx.root + "/worker-\(i).out"
             let pid = try Spawn.start(StressTests.workerBinary,
@@ -82,7 +84,11 @@ final class StressFindingsTests: XCTestCase {
                                       stderrPath: output, stdoutPath: output)
             workers.append((pid, output))
         }
-        for worker in workers { XCTAssertNotNil(Spawn.wait(worker.pid, seconds: seconds + 60), "a worker hangs") }
+        for worker in workers {
+            let status = Spawn.wait(worker.pid, seconds: seconds + 60)
+            XCTAssertNotNil(status, "a worker hangs")
+            if status != nil { reaped.insert(worker.pid) }
+        }
         let lines = workers.flatMap { worker in
             ((try? String(contentsOfFile: worker.output, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }

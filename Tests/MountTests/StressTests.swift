@@ -94,7 +94,7 @@ final class StressTests: XCTestCase {
         XCTAssertEqual(before["a/e"]?.kind, "file", "the substitution's file shadows the main bundle's directory")
         XCTAssertNotNil(before["a/b/c"], "a directory in both layers is merged")
 
-        try Disk.whiteout(fx.inPatch("d/a"), "a")
+        try Disk.whiteout(fx.inSubstitution("d/a"), "a")
         try Disk.write(fx.inMount(".invalidate"), "\n")
         let after = try MergedView.expected(main: fx.main, substitution: fx.substitution)
         let mount = try MergedView.walk(fx.mountpoint)
@@ -245,7 +245,7 @@ final class StressTests: XCTestCase {
         if status != 0 && !(underTSan && status == 66) {
             problems.append("the daemon exited with status \(String(describing: status)) on SIGTERM")
         }
-        let leftovers = (try? MergedView.names(fx.inPatch(".wh..wh.work"))) ?? []
+        let leftovers = (try? MergedView.names(fx.inSubstitution(".wh..wh.work"))) ?? []
         if !leftovers.isEmpty { problems.append("left in the work directory: \(leftovers.sorted())") }
         let expected = try MergedView.expected(main: fx.main, substitution: fx.substitution)
         try fx.start()
@@ -275,10 +275,10 @@ final class StressTests: XCTestCase {
     /// (A walk that fails because a name went away under it counts as a change.)
     static func waitUntilServing(_ fx: MountFixture) {
         guard let before = try? TreeChecksum.of(fx.substitution) else { return }
-        let deadline = Date().addingTimeInterval(10)
-        while (try? TreeChecksum.of(fx.substitution)) == before {
-            guard Date() < deadline else { return XCTFail("the workers changed nothing in the substitution within 10 s") }
-            usleep(1_000)
+        do {
+            try eventually("the workers change the substitution") { (try? TreeChecksum.of(fx.substitution)) != before }
+        } catch {
+            XCTFail("\(error)")
         }
     }
 
@@ -371,13 +371,13 @@ enum StressLayers {
         guard fd >= 0, pwrite(fd, "end", 3, 200_000) == 3 else { throw TestFailure("sparse file: errno \(errno)") }
         close(fd)
 
-        try Disk.write(fx.inPatch("a/c"), bytes(1234, 12))
-        try Disk.write(fx.inPatch("a/e"), bytes(50, 13))
-        try Disk.write(fx.inPatch("a/b/e"), bytes(60, 14))
-        try Disk.whiteout(fx.inPatch("a"), "d")
+        try Disk.write(fx.inSubstitution("a/c"), bytes(1234, 12))
+        try Disk.write(fx.inSubstitution("a/e"), bytes(50, 13))
+        try Disk.write(fx.inSubstitution("a/b/e"), bytes(60, 14))
+        try Disk.whiteout(fx.inSubstitution("a"), "d")
         try Disk.whiteout(fx.substitution, "e")
-        try Disk.opaque(fx.inPatch("c"))
-        try Disk.write(fx.inPatch("c/d"), bytes(70, 15))
-        try Disk.write(fx.inPatch("d/a/b"), bytes(80, 16))
+        try Disk.opaque(fx.inSubstitution("c"))
+        try Disk.write(fx.inSubstitution("c/d"), bytes(70, 15))
+        try Disk.write(fx.inSubstitution("d/a/b"), bytes(80, 16))
     }
 }

@@ -14,9 +14,9 @@ final class TemporaryFileTests: XCTestCase {
         let (mine, theirs) = try KernelOverlay.onBoth(fx, exercise)
         XCTAssertEqual(mine, theirs)
         XCTAssertTrue(theirs.contains("link named 0"), "\(theirs)")  // the comparison covers a link that works
-        XCTAssertEqual(try Disk.read(fx.inPatch("d/named")), "unnamed data+more")
-        XCTAssertEqual(try Disk.list(fx.inPatch("d")).sorted(), ["named", "x"], "no whiteout left, nothing unnamed")
-        XCTAssertEqual(try Disk.list(fx.inPatch(".wh..wh.work")), [], "nothing left in the work directory")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("d/named")), "unnamed data+more")
+        XCTAssertEqual(try Disk.list(fx.inSubstitution("d")).sorted(), ["named", "x"], "no whiteout left, nothing unnamed")
+        XCTAssertEqual(try Disk.list(fx.inSubstitution(".wh..wh.work")), [], "nothing left in the work directory")
     }
 
     /// Each step and its outcome (0 or the errno), then what the names show.

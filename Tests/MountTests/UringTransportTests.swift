@@ -53,13 +53,7 @@ final class UringTransportTests: XCTestCase {
     /// Waits for the rings to carry the requests: their threads register once INIT is answered,
     /// so the first requests of a mount may still come through /dev/fuse.
     private func waitForRings(_ context: String = "", file: StaticString = #filePath, line: UInt = #line) throws {
-        let deadline = Date().addingTimeInterval(10)
-        var transport = try figures().transport
-        while transport != "uring" && Date() < deadline {
-            usleep(10_000)
-            transport = try figures().transport
-        }
-        XCTAssertEqual(transport, "uring", "the rings carry the requests \(context)", file: file, line: line)
+        try eventually("the rings carry the requests \(context)") { try figures().transport == "uring" }
     }
 
     /// The ring threads of the daemon, by name (pb-ring-QUEUE).
@@ -111,8 +105,8 @@ final class UringTransportTests: XCTestCase {
             XCTAssertLessThanOrEqual(made.device, 5, "\(name) through /dev/fuse (only FORGET and INTERRUPT belong there)")
         }
         for index in 0..<20 {
-            XCTAssertEqual(try Disk.read(fx.inPatch("new/moved\(index)")), "made \(index)")
-            XCTAssertEqual(Disk.lstatError(fx.inPatch("new/made\(index)")), ENOENT)
+            XCTAssertEqual(try Disk.read(fx.inSubstitution("new/moved\(index)")), "made \(index)")
+            XCTAssertEqual(Disk.lstatError(fx.inSubstitution("new/made\(index)")), ENOENT)
         }
         XCTAssertEqual(try figures().transport, "uring")
     }
@@ -146,11 +140,11 @@ final class UringTransportTests: XCTestCase {
             close(fd)
         }
         XCTAssertGreaterThanOrEqual(made.uring, 8, "reads and writes through the rings")
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fx.inPatch("copy.bin"))), data, "written through the mount")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: fx.inSubstitution("copy.bin"))), data, "written through the mount")
 
         try Disk.write(fx.inMount(long), "long name")
         XCTAssertEqual(try Disk.read(fx.inMount(long)), "long name")
-        XCTAssertEqual(try Disk.read(fx.inPatch(long)), "long name")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution(long)), "long name")
         let value = Array("value of the attribute".utf8)
         XCTAssertEqual(setxattr(fx.inMount(long), "user.proxybundle.test", value, value.count, 0), 0, "errno \(errno)")
         var read = [UInt8](repeating: 0, count: 64)
@@ -277,9 +271,7 @@ final class UringTransportTests: XCTestCase {
         let daemon = fx.daemon
         kill(daemon, SIGKILL)
         XCTAssertNotNil(Spawn.wait(daemon, seconds: 10))
-        let deadline = Date().addingTimeInterval(10)
-        while fx.isMounted && Date() < deadline { usleep(10_000) }
-        XCTAssertFalse(fx.isMounted, "still mounted after the daemon was killed")
+        try eventually("unmounted once the daemon was killed") { !fx.isMounted }
     }
 
 
@@ -291,11 +283,13 @@ final class UringTransportTests: XCTestCase {
         try waitForRings()
         for index in 0..<500 { XCTAssertEqual(Disk.lstatError(fx.inMount("burst-\(index)")), ENOENT) }
         XCTAssertEqual(try figures().transport, "uring")
-        usleep(100_000)
+        try eventually("the daemon's threads sleep after the burst") { KernelWait.allThreadsSleep(fx.daemon) }
         var before = try fx.processorTicks()
+        // the interval is what is measured: processor time used in an idle second
         usleep(1_000_000)
         XCTAssertLessThanOrEqual(try fx.processorTicks() - before, 2, "ticks of processor time in an idle second")
-        // 200 requests 4 ms apart: without backing off, 1 ms of polling after each, 20 ticks
+        // 200 requests 4 ms apart (the pause is the input): without backing off, 1 ms of
+        // polling after each, 20 ticks
         before = try fx.processorTicks()
         for index in 0..<200 {
             XCTAssertEqual(Disk.lstatError(fx.inMount("paced-\(index)")), ENOENT)

@@ -15,11 +15,11 @@ final class WritePathTests: XCTestCase {
         try fx.start()
         try Disk.write(fx.inMount("res/deep/new.txt"), "hello")
         XCTAssertEqual(mkdir(fx.inMount("res/deep/newdir"), 0o700), 0)
-        XCTAssertEqual(try Disk.read(fx.inPatch("res/deep/new.txt")), "hello")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("res/deep/new.txt")), "hello")
         XCTAssertEqual(try Disk.read(fx.inMount("res/deep/new.txt")), "hello")
         // missing parents were created in the substitution with the main bundle's mode
-        XCTAssertEqual(Disk.lstat(fx.inPatch("res/deep")).map { $0.st_mode & 0o7777 }, 0o750)
-        XCTAssertEqual(Disk.lstat(fx.inPatch("res/deep/newdir")).map { $0.st_mode & 0o7777 }, 0o700)
+        XCTAssertEqual(Disk.lstat(fx.inSubstitution("res/deep")).map { $0.st_mode & 0o7777 }, 0o750)
+        XCTAssertEqual(Disk.lstat(fx.inSubstitution("res/deep/newdir")).map { $0.st_mode & 0o7777 }, 0o700)
         XCTAssertEqual(Disk.lstatError(fx.inMain("res/deep/new.txt")), ENOENT)
     }
 
@@ -33,7 +33,7 @@ final class WritePathTests: XCTestCase {
         let fd = open(fx.inMount("data.bin"), O_WRONLY)  // copy-up without changing anything
         XCTAssertGreaterThanOrEqual(fd, 0)
         close(fd)
-        guard let copy = Disk.lstat(fx.inPatch("data.bin")), let original = Disk.lstat(fx.inMain("data.bin")) else {
+        guard let copy = Disk.lstat(fx.inSubstitution("data.bin")), let original = Disk.lstat(fx.inMain("data.bin")) else {
             return XCTFail("no copy in the substitution")
         }
         XCTAssertEqual(copy.st_size, original.st_size)
@@ -42,10 +42,10 @@ final class WritePathTests: XCTestCase {
         XCTAssertEqual(copy.st_gid, 8765)
         XCTAssertEqual(copy.st_mtim.tv_sec, 1_600_000_000)
         XCTAssertEqual(copy.st_mtim.tv_nsec, 7)
-        XCTAssertEqual(try ContentHash.of(fx.inPatch("data.bin")), try ContentHash.of(fx.inMain("data.bin")))
+        XCTAssertEqual(try ContentHash.of(fx.inSubstitution("data.bin")), try ContentHash.of(fx.inMain("data.bin")))
         var value = [CChar](repeating: 0, count: 8)
-        XCTAssertEqual(getxattr(fx.inPatch("data.bin"), "user.origin", &value, value.count), 4)
-        XCTAssertEqual(try Disk.list(fx.inPatch(".wh..wh.work")), [], "no temporary file is left behind")
+        XCTAssertEqual(getxattr(fx.inSubstitution("data.bin"), "user.origin", &value, value.count), 4)
+        XCTAssertEqual(try Disk.list(fx.inSubstitution(".wh..wh.work")), [], "no temporary file is left behind")
     }
 
     func testAppendAndTruncateCopyUpReadOnlyMainFiles() throws {
@@ -60,7 +60,7 @@ final class WritePathTests: XCTestCase {
         XCTAssertEqual(truncate(fx.inMount("trunc.txt"), 4), 0)
         XCTAssertEqual(try Disk.read(fx.inMount("trunc.txt")), "will")
         try Disk.write(fx.inMount("ro.txt"), "replaced", mode: 0o444)  // O_TRUNC
-        XCTAssertEqual(try Disk.read(fx.inPatch("ro.txt")), "replaced")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("ro.txt")), "replaced")
         XCTAssertEqual(chmod(fx.inMount("ro.txt"), 0o600), 0)
         XCTAssertEqual(Disk.lstat(fx.inMount("ro.txt")).map { $0.st_mode & 0o777 }, 0o600)
     }
@@ -72,7 +72,7 @@ final class WritePathTests: XCTestCase {
         close(fd)
         try fx.start()
         XCTAssertEqual(chmod(fx.inMount("sparse"), 0o600), 0)
-        let copy = Disk.lstat(fx.inPatch("sparse"))
+        let copy = Disk.lstat(fx.inSubstitution("sparse"))
         XCTAssertEqual(copy?.st_size, 256 << 20)
         XCTAssertLessThan(Int(copy?.st_blocks ?? .max), 1024, "the copy should stay sparse")
         XCTAssertEqual(try ContentHash.of(fx.inMount("sparse")), try ContentHash.of(fx.inMain("sparse")))
@@ -88,19 +88,19 @@ final class WritePathTests: XCTestCase {
         try fx.start()
         XCTAssertEqual(chmod(fx.inMount("trailing"), 0o600), 0)
         XCTAssertEqual(chmod(fx.inMount("plain"), 0o600), 0)
-        XCTAssertEqual(Disk.lstat(fx.inPatch("trailing"))?.st_size, 64 << 20)
+        XCTAssertEqual(Disk.lstat(fx.inSubstitution("trailing"))?.st_size, 64 << 20)
         XCTAssertEqual(try ContentHash.of(fx.inMount("trailing")), try ContentHash.of(fx.inMain("trailing")))
-        XCTAssertEqual(try Disk.read(fx.inPatch("plain")), "no hole")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("plain")), "no hole")
     }
 
     func testUnlinkWritesAWhiteoutAndRecreatingRemovesIt() throws {
         try Disk.write(fx.inMain("a"), "main a")
         try Disk.write(fx.inMain("b"), "main b")
-        try Disk.write(fx.inPatch("b"), "patch b")
+        try Disk.write(fx.inSubstitution("b"), "patch b")
         try fx.start()
         XCTAssertEqual(unlink(fx.inMount("a")), 0)
         XCTAssertEqual(Disk.lstatError(fx.inMount("a")), ENOENT)
-        XCTAssertNotNil(Disk.lstat(fx.inPatch(".wh.a")))
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution(".wh.a")))
         // deleting the substitution's copy must not expose the main one
         XCTAssertEqual(unlink(fx.inMount("b")), 0)
         XCTAssertEqual(Disk.lstatError(fx.inMount("b")), ENOENT)
@@ -108,16 +108,16 @@ final class WritePathTests: XCTestCase {
         // creating the name again removes its whiteout
         XCTAssertEqual(symlink("target", fx.inMount("a")), 0)
         XCTAssertEqual(Disk.readLink(fx.inMount("a")), "target")
-        XCTAssertEqual(Disk.lstatError(fx.inPatch(".wh.a")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inSubstitution(".wh.a")), ENOENT)
     }
 
     func testUnlinkFailsAndChangesNothingWhenTheWhiteoutCannotBeWritten() throws {
         try Disk.write(fx.inMain("dir/keep"), "main")
-        try Disk.mkdir(fx.inPatch("dir"), mode: 0o755)
+        try Disk.mkdir(fx.inSubstitution("dir"), mode: 0o755)
         try fx.start()
         // a full directory can't be simulated simply; an immutable one refuses new entries
-        guard chattr(fx.inPatch("dir"), immutable: true) else { throw XCTSkip("chattr +i not available") }
-        defer { _ = chattr(fx.inPatch("dir"), immutable: false) }
+        guard chattr(fx.inSubstitution("dir"), immutable: true) else { throw XCTSkip("chattr +i not available") }
+        defer { _ = chattr(fx.inSubstitution("dir"), immutable: false) }
         XCTAssertEqual(unlink(fx.inMount("dir/keep")), -1)
         XCTAssertEqual(try Disk.read(fx.inMount("dir/keep")), "main")
     }
@@ -291,12 +291,12 @@ extension WritePathTests {
         var to: Int64 = 5
         XCTAssertEqual(pb_copy_file_range(input, &from, output, &to, 4), 4, "errno \(errno)")
         XCTAssertEqual(try Disk.read(fx.inMount("target")), "abcde2345j")
-        XCTAssertEqual(try Disk.read(fx.inPatch("target")), "abcde2345j")
+        XCTAssertEqual(try Disk.read(fx.inSubstitution("target")), "abcde2345j")
     }
 
     func testFsyncOfDirectoriesInEitherLayer() throws {
         try Disk.mkdir(fx.inMain("main-only"))
-        try Disk.mkdir(fx.inPatch("patched"))
+        try Disk.mkdir(fx.inSubstitution("patched"))
         try fx.start()
         for dir in ["main-only", "patched", ""] {
             let fd = open(fx.inMount(dir), O_RDONLY | O_DIRECTORY)
@@ -320,15 +320,11 @@ extension WritePathTests {
         try Disk.write(fx.inMount("db"), "DATA")
         XCTAssertEqual(rename(fx.inMount("dir"), fx.inMount("moved")), 0)
         XCTAssertEqual(Disk.lstat(fx.inMount("moved/inside"))?.st_ino, inside, "after materializing")
-        let nodesBefore = Int(try fx.stats()["cached_nodes"] ?? "") ?? 0
-        for _ in 0..<50 {
-            let fd = open("/proc/sys/vm/drop_caches", O_WRONLY)
-            _ = write(fd, "2", 1)
-            close(fd)
-            if let now = Int(try fx.stats()["cached_nodes"] ?? ""), now < nodesBefore { break }
-            usleep(20_000)
+        let nodesBefore = try fx.figure("cached_nodes")
+        try eventually("the kernel forgets nodes") {
+            try Handles.dropKernelCaches()
+            return try fx.figure("cached_nodes") < nodesBefore
         }
-        XCTAssertLessThan(Int(try fx.stats()["cached_nodes"] ?? "") ?? 0, nodesBefore, "the kernel forgot nodes")
         XCTAssertEqual(Disk.lstat(fx.inMount("db"))?.st_ino, db, "after the kernel forgot the node")
         XCTAssertEqual(Disk.lstat(fx.inMount("moved/inside"))?.st_ino, inside)
     }

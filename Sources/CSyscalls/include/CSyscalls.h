@@ -68,6 +68,9 @@ int pb_set_process_name(const char *name);
 void pb_write_stderr(const char *text, size_t length);
 // pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.
 int pb_pidfd_open(int pid);
+// pidfd_send_signal(pidfd, sig, NULL, 0): signals the process the descriptor was opened
+// for, never another that got its pid since (the tests' way to signal a daemon not their child).
+int pb_pidfd_send_signal(int pidfd, int sig);
 // syslog(priority, "%s", message) (variadic, so not callable from Swift).
 void pb_syslog(int priority, const char *message);
 // pthread_rwlock_init with PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (a GNU kind).

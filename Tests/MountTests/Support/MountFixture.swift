@@ -3,8 +3,10 @@ import ProxyBundleCore
 import XCTest
 
 /// A main bundle, a substitution directory and a mountpoint in a fresh temporary directory,
-/// and the built `proxybundle` daemon serving them. `stop()` always leaves nothing mounted:
-/// SIGTERM, then aborting the FUSE connection, then a lazy unmount.
+/// and the built `proxybundle` daemon serving them, with any patches the test gives. `stop()`
+/// always leaves nothing mounted: SIGTERM, then aborting the FUSE connection, then a lazy
+/// unmount. `tearDown()` fails the test if a read-only layer (the main bundle or a patch)
+/// changed: each is fingerprinted (paths, stat, content hashes) when a mount is started.
 final class MountFixture {
     let root: String
     let main: String
@@ -12,7 +14,8 @@ final class MountFixture {
     let mountpoint: String
     let logPath: String
     private(set) var daemon: pid_t = 0
-    private var mainChecksum: String = ""
+    /// The read-only layers' fingerprints (TreeChecksum), by path: compared in tearDown.
+    private var readOnly: [String: String] = [:]
     /// More `NAME=value` settings for the daemon's environment.
     var environment: [String] = []
     /// Whether `start` gives the daemon the substitution directory (false: the test passes
@@ -26,12 +29,28 @@ final class MountFixture {
         guard let made = mkdtemp(&bytes) else { throw TestFailure("mkdtemp failed: \(errno)") }
         root = String(cString: made)
         main = root + "/main"
-        substitution = root + "/patch"
+        substitution = root + "/substitution"
         mountpoint = root + "/mnt"
         logPath = root + "/daemon.log"
         for dir in [main, substitution, mountpoint] {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         }
+        MountFixture.live.withLock { $0[main] = Weak(self) }
+    }
+
+    deinit { MountFixture.live.withLock { $0[main] = nil } }
+
+    private struct Weak { weak var fixture: MountFixture?; init(_ fixture: MountFixture) { self.fixture = fixture } }
+    /// The fixtures alive, by main bundle: a mount command the tests start of one (detached,
+    /// through Spawn) fingerprints that main bundle too, as `start` does.
+    private static let live = Locked<[String: Weak]>([:])
+
+    /// Called by Spawn for every `proxybundle` it starts: `mount MAIN ...` of a fixture's main
+    /// bundle fingerprints it for tearDown.
+    static func noteCommand(_ arguments: [String]) {
+        guard arguments.count > 1, arguments[0] == "mount",
+              let fixture = live.withLock({ $0[arguments[1]]?.fixture }) else { return }
+        try? fixture.guardUnchanged([fixture.main])
     }
 
     /// The built daemon: beside the test bundle, or PROXYBUNDLE_BIN.
@@ -59,13 +78,13 @@ final class MountFixture {
     /// gives up within 2 s; the rest is a margin for starting the command on a busy machine.
     static let commandPatience: Double = 3
 
-    /// Mounts in the foreground as a child process and waits until the mount answers.
-    func start(_ extra: [String] = []) throws {
-        mainChecksum = try TreeChecksum.of(main)
+    /// Mounts in the foreground as a child process with `patches` (highest priority first)
+    /// and waits until the mount answers. The main bundle and the patches are fingerprinted.
+    func start(_ extra: [String] = [], patches: [String] = []) throws {
+        try guardUnchanged(patches)  // the main bundle: by Spawn, as for any mount command
         let chosen = extra.contains { $0.contains("transport=") }
         let arguments = ["mount", main, mountpoint] + (usesSubstitution ? ["--substitution", substitution] : [])
-            + ["--foreground"] + extra
-            + (chosen ? [] : MountFixture.transportOptions)
+            + ["--foreground"] + patches.flatMap { ["--patch", $0] } + extra + (chosen ? [] : MountFixture.transportOptions)
         daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
                                  environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"] + environment)
         try waitForMount()
@@ -108,11 +127,20 @@ final class MountFixture {
         return status
     }
 
-    /// Stops, checks the main bundle is unchanged, and removes the directory (unless still mounted).
+    /// Fingerprints `layers` as they are now, as read-only layers that tearDown checks: for
+    /// patches a test gives a mount itself (`--patches-from`, `.layers`, a detached mount).
+    func guardUnchanged(_ layers: [String]) throws {
+        for layer in layers { readOnly[layer] = try TreeChecksum.of(layer) }
+    }
+
+    /// Stops, checks that no read-only layer changed, and removes the directory (unless still
+    /// mounted).
     func tearDown() {
         stop()
-        if !mainChecksum.isEmpty, let now = try? TreeChecksum.of(main) {
-            XCTAssertEqual(now, mainChecksum, "the main bundle was modified")
+        for (layer, before) in readOnly.sorted(by: { $0.key < $1.key }) {
+            let role = layer == main ? "the main bundle" : "the patch \(layer)"
+            // a layer the test removed itself is not checked
+            if let now = try? TreeChecksum.of(layer) { XCTAssertEqual(now, before, "\(role) was modified") }
         }
         if !isMounted { try? FileManager.default.removeItem(atPath: root) }
     }
@@ -128,7 +156,12 @@ final class MountFixture {
 
     /// Takes the main bundle's state now (changed by the test itself) as its expected state.
     func acceptMainBundleAsItIs() throws {
-        mainChecksum = try TreeChecksum.of(main)
+        try guardUnchanged([main])
+    }
+
+    /// Takes the read-only layers' state now (changed by the test itself) as their expected state.
+    func acceptLayersAsTheyAre() throws {
+        try guardUnchanged(Array(readOnly.keys))
     }
 
     /// The `key: value` lines of the mount's `.stats`.
@@ -178,7 +211,7 @@ final class MountFixture {
     }
 
     func inMain(_ relative: String) -> String { main + "/" + relative }
-    func inPatch(_ relative: String) -> String { substitution + "/" + relative }
+    func inSubstitution(_ relative: String) -> String { substitution + "/" + relative }
     func inMount(_ relative: String) -> String { relative.isEmpty ? mountpoint : mountpoint + "/" + relative }
 }
 

@@ -78,7 +78,7 @@ enum Probe {
 
     /// The substitution's copy-up work directory's entries, nil when it does not exist.
     static func workEntries(_ fx: MountFixture) -> [String]? {
-        try? Disk.list(fx.inPatch(".wh..wh.work"))
+        try? Disk.list(fx.inSubstitution(".wh..wh.work"))
     }
 
     /// What is left in the work directory: nothing when there is none (it is made when needed).

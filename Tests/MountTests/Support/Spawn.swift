@@ -5,6 +5,7 @@ import Foundation
 enum Spawn {
     static func start(_ program: String, _ arguments: [String], stderrPath: String? = nil,
                       stdoutPath: String? = nil, environment extra: [String] = []) throws -> pid_t {
+        if program == MountFixture.binary { MountFixture.noteCommand(arguments) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -82,4 +83,10 @@ enum Spawn {
         let error = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
         return (status, output, error)
     }
+}
+
+/// Runs the built `proxybundle` with `arguments` to its end (60 s at most): status, standard
+/// output and standard error.
+func proxybundle(_ arguments: [String], environment: [String] = []) throws -> (status: Int32, output: String, error: String) {
+    try Spawn.run(MountFixture.binary, arguments, environment: environment, seconds: 60)
 }

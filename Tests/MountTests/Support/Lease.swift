@@ -1,0 +1,35 @@
+import Foundation
+
+/// A write lease (fcntl F_SETLEASE) on a layer's file: the next open of it by another process,
+/// the daemon's included, waits until the lease is let go (or the kernel's lease-break-time,
+/// 45 s by default, passes). A test holds the daemon at a known point with it: `isWanted`
+/// tells that someone waits in that open.
+final class Lease {
+    // Linux's fcntl commands, which Glibc as imported by Swift lacks
+    private static let setLease: Int32 = 1024, getLease: Int32 = 1025, setSignal: Int32 = 10
+    private let fd: Int32
+    let path: String
+
+    init(_ path: String) throws {
+        self.path = path
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw TestFailure("open \(path): \(String(cString: strerror(errno)))") }
+        // the breaker's signal goes to this process: SIGURG, which it ignores, not SIGIO
+        guard fcntl(fd, Lease.setSignal, SIGURG) == 0, fcntl(fd, Lease.setLease, Int32(F_WRLCK)) == 0 else {
+            let code = errno
+            close(fd)
+            throw TestFailure("lease on \(path): \(String(cString: strerror(code)))")
+        }
+    }
+
+    /// Whether an open of the file waits for the lease: the kernel asks it to become a read
+    /// lease (an open for reading) or to go (for writing).
+    var isWanted: Bool { fcntl(fd, Lease.getLease) != Int32(F_WRLCK) }
+
+    /// Lets the waiting open go on.
+    func release() {
+        if fd >= 0 { _ = fcntl(fd, Lease.setLease, Int32(F_UNLCK)) }
+    }
+
+    deinit { close(fd) }
+}
