@@ -29,7 +29,7 @@ final class CommandLineTests: XCTestCase {
     func testUnmountClearsTheMountOfAKilledDaemon() throws {
         try fx.start()
         kill(fx.daemon, SIGKILL)
-        XCTAssertNotNil(Spawn.wait(fx.daemon, seconds: 5))
+        XCTAssertNotNil(fx.waitForExit(seconds: 5))
         // the kernel drops the connection once the last reference to the daemon's /dev/fuse
         // goes: at its exit, or over io_uring some milliseconds later, when the rings'
         // commands are cancelled (a call meanwhile fails with ECONNABORTED or ECANCELED)
@@ -53,7 +53,7 @@ final class CommandLineTests: XCTestCase {
         for signal in [SIGTERM, SIGINT, SIGHUP] {
             try fx.start()
             kill(fx.daemon, signal)
-            XCTAssertEqual(Spawn.wait(fx.daemon, seconds: 10), 0, "exit status after signal \(signal): \(fx.log)")
+            XCTAssertEqual(fx.waitForExit(seconds: 10), 0, "exit status after signal \(signal): \(fx.log)")
             XCTAssertFalse(fx.isMounted, "still mounted after signal \(signal)")
             fx.stop()
         }
@@ -62,7 +62,7 @@ final class CommandLineTests: XCTestCase {
     func testExternalUnmountEndsTheDaemon() throws {
         try fx.start()
         XCTAssertEqual(umount2(fx.mountpoint, 0), 0)
-        XCTAssertEqual(Spawn.wait(fx.daemon, seconds: 10), 0, fx.log)
+        XCTAssertEqual(fx.waitForExit(seconds: 10), 0, fx.log)
     }
 
     func testBadArgumentsGiveOneLineAndMountNothing() throws {

@@ -382,7 +382,7 @@ final class HostileInputTests: XCTestCase {
 
     private func assertAlive(file: StaticString = #filePath, line: UInt = #line) throws {
         XCTAssertTrue(fx.isMounted, "the mount is gone", file: file, line: line)
-        XCTAssertNil(Spawn.exited(fx.daemon), "the daemon died: \(fx.log)", file: file, line: line)
+        XCTAssertNil(fx.exited(), "the daemon died: \(fx.log)", file: file, line: line)
         var st = statvfs()
         XCTAssertEqual(statvfs(fx.mountpoint, &st), 0, "the mount does not answer", file: file, line: line)
         XCTAssertNoThrow(try Disk.list(fx.mountpoint), file: file, line: line)

@@ -16,7 +16,7 @@ final class RemountTests: XCTestCase {
     }
 
     override func tearDown() {
-        if let fx, fx.daemon > 0 { kill(fx.daemon, SIGCONT) }
+        if let fx, fx.isRunning { kill(fx.daemon, SIGCONT) }
         fx?.tearDown()
     }
 

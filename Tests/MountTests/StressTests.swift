@@ -168,7 +168,7 @@ final class StressTests: XCTestCase {
             for worker in workers where statuses[worker.pid] == nil {
                 if let status = Spawn.exited(worker.pid) { statuses[worker.pid] = status }
             }
-            daemonStatus = Spawn.exited(fx.daemon)
+            daemonStatus = fx.exited()
             usleep(20_000)
         }
         if let daemonStatus {

@@ -10,7 +10,7 @@ final class StuckDaemonTests: XCTestCase {
     override func setUpWithError() throws { fx = try MountFixture(name) }
 
     override func tearDown() {
-        if let fx, fx.daemon > 0 { kill(fx.daemon, SIGCONT) }
+        if let fx, fx.isRunning { kill(fx.daemon, SIGCONT) }
         fx?.tearDown()
     }
 
@@ -48,7 +48,7 @@ final class StuckDaemonTests: XCTestCase {
     func testCommandsSayADeadDaemonDied() throws {
         try fx.start()
         kill(fx.daemon, SIGKILL)
-        XCTAssertNotNil(Spawn.wait(fx.daemon, seconds: 10))
+        XCTAssertNotNil(fx.waitForExit(seconds: 10))
         for command in [["invalidate", fx.mountpoint], ["layers", fx.mountpoint], ["which", fx.mountpoint]] {
             let result = try Spawn.run(MountFixture.binary, command, seconds: 20)
             XCTAssertEqual(result.status, 1, "\(command)")

@@ -18,7 +18,7 @@ final class UringTransportTests: XCTestCase {
     }
 
     override func tearDown() {
-        if let fx, fx.daemon > 0 { kill(fx.daemon, SIGCONT) }
+        if let fx, fx.isRunning { kill(fx.daemon, SIGCONT) }
         fx?.tearDown()
         if let savedSwitch, UringSwitch.value != savedSwitch {
             XCTAssertNoThrow(try UringSwitch.set(savedSwitch), "the module's switch put back")
@@ -208,7 +208,6 @@ final class UringTransportTests: XCTestCase {
             try fx.start(["-o", "transport=uring"])
             try waitForRings(ending)
             for index in 0..<10 { try Disk.write(fx.inMount("made\(index)"), "made") }
-            let daemon = fx.daemon
             let started = Date()
             let status: Int32?
             if ending == "SIGTERM" {
@@ -216,7 +215,7 @@ final class UringTransportTests: XCTestCase {
             } else {
                 let result = try Spawn.run("/bin/umount", [fx.mountpoint], seconds: 10)
                 XCTAssertEqual(result.status, 0, result.error)
-                status = Spawn.wait(daemon, seconds: 10)
+                status = fx.waitForExit(seconds: 10)
             }
             let seconds = Date().timeIntervalSince(started)
             XCTAssertEqual(status, 0, ending)
@@ -268,9 +267,8 @@ final class UringTransportTests: XCTestCase {
 
         try fx.start(["-o", "auto_unmount,transport=auto"])
         XCTAssertEqual(try figures().transport, "device")
-        let daemon = fx.daemon
-        kill(daemon, SIGKILL)
-        XCTAssertNotNil(Spawn.wait(daemon, seconds: 10))
+        kill(fx.daemon, SIGKILL)
+        XCTAssertNotNil(fx.waitForExit(seconds: 10))
         try eventually("unmounted once the daemon was killed") { !fx.isMounted }
     }
 

@@ -14,6 +14,9 @@ final class MountFixture {
     let mountpoint: String
     let logPath: String
     private(set) var daemon: pid_t = 0
+    /// Whether the daemon was reaped by `exited` or `waitForExit` (its pid then kept, never 0,
+    /// so a stray kill(fx.daemon) cannot reach the test's own process group).
+    private var reaped = false
     /// The read-only layers' fingerprints (TreeChecksum), by path: compared in tearDown.
     private var readOnly: [String: String] = [:]
     /// More `NAME=value` settings for the daemon's environment.
@@ -87,6 +90,7 @@ final class MountFixture {
             + ["--foreground"] + patches.flatMap { ["--patch", $0] } + extra + (chosen ? [] : MountFixture.transportOptions)
         daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
                                  environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"] + environment)
+        reaped = false
         try waitForMount()
     }
 
@@ -110,19 +114,38 @@ final class MountFixture {
 
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
+    /// The daemon's exit status once it has ended (it is then reaped and forgotten, so
+    /// nothing signals its pid again), else nil. Tests wait for the daemon only through this
+    /// and `waitForExit`, never by its pid.
+    /// Whether the daemon started and has not been seen to end.
+    var isRunning: Bool { daemon > 0 && !reaped }
+
+    func exited() -> Int32? {
+        guard daemon > 0, !reaped, let status = Spawn.exited(daemon) else { return nil }
+        reaped = true
+        return status
+    }
+
+    /// Waits up to `seconds` for the daemon to end: its exit status, or nil.
+    func waitForExit(seconds: Double) -> Int32? {
+        guard daemon > 0, !reaped, let status = Spawn.wait(daemon, seconds: seconds) else { return nil }
+        reaped = true
+        return status
+    }
+
     /// Stops the daemon and makes sure nothing is left mounted. Returns the daemon's exit status.
     @discardableResult
     func stop() -> Int32? {
         var status: Int32? = nil
-        if daemon > 0 {
+        if daemon > 0 && !reaped {
             kill(daemon, SIGTERM)
             status = Spawn.wait(daemon, seconds: 10)
             if status == nil {
                 kill(daemon, SIGKILL)
                 status = Spawn.wait(daemon, seconds: 5)
             }
-            daemon = 0
         }
+        daemon = 0
         Unmounter.force(mountpoint)
         return status
     }
