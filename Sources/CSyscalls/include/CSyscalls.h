@@ -68,6 +68,8 @@ int pb_set_process_name(const char *name);
 void pb_write_stderr(const char *text, size_t length);
 // pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.
 int pb_pidfd_open(int pid);
+// syncfs(2), GNU-only in glibc's headers: a layer extracted whole is synced in one call.
+int pb_syncfs(int fd);
 // syslog(priority, "%s", message) (variadic, so not callable from Swift).
 void pb_syslog(int priority, const char *message);
 // pthread_rwlock_init with PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (a GNU kind).
