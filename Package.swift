@@ -106,6 +106,10 @@ let package = Package(
             dependencies: ["ProxyBundleResources", "ProxyBundleCore", "CatalogWriter"]
         ),
         .testTarget(
+            name: "ProxyBundleDeliveryTests",
+            dependencies: ["ProxyBundleDelivery"]
+        ),
+        .testTarget(
             name: "MountTests",
             dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "ProxyBundleResources", "CSyscalls",
                            "CatalogWriter", "ProxyBundleDelivery"]

@@ -9,7 +9,8 @@ public struct LayerRefusal: Error, CustomStringConvertible {
     }
 
     public var description: String {
-        entry.isEmpty ? rule : "entry '\(String(decoding: entry.prefix(200), as: UTF8.self))': \(rule)"
+        let shown = String(decoding: entry.prefix(200), as: UTF8.self) + (entry.count > 200 ? "..." : "")
+        return entry.isEmpty ? rule : "entry '\(shown)': \(rule)"
     }
 }
 

@@ -37,7 +37,7 @@ final class LayerWriter {
         for part in path.split(separator: UInt8(ascii: "/")) where !part.elementsEqual([0x2e]) {
             if part.elementsEqual([0x2e, 0x2e]) { throw LayerRefusal(entry: entry, rule: "a \(what) holding '..' is refused") }
             if part.count > ExtractLimits.maxName {
-                throw LayerRefusal(entry: entry, rule: "a name in its \(what) is longer than \(ExtractLimits.maxName) bytes")
+                throw LayerRefusal(entry: entry, rule: "a component of its \(what) is longer than \(ExtractLimits.maxName) bytes")
             }
             parts.append(Array(part))
         }
@@ -178,7 +178,12 @@ final class LayerWriter {
                 _ = part.withCStringCopy { mkdirat(fd, $0, 0o755) }
                 next = part.withCStringCopy { open(fd, $0) }
             }
-            let error = errno
+            var error = errno
+            var st = stat()
+            if next < 0 && error == ENOTDIR && part.withCStringCopy({ fstatat(fd, $0, &st, pb_AT_SYMLINK_NOFOLLOW) }) == 0
+                && st.st_mode & S_IFMT == S_IFLNK {
+                error = ELOOP
+            }
             close(fd)
             guard next >= 0 else {
                 switch error {
