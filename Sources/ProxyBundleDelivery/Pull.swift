@@ -10,13 +10,15 @@ public struct Pull {
     public var limits = ExtractLimits()
     /// Progress lines (a terminal's), or nothing.
     public var progress: (String) -> Void = { _ in }
+    /// The caller holds the store's lock (see `Store.lock`).
+    public var lockHeld = false
 
     public init(store: Store) { self.store = store }
 
     public func pull(_ reference: String) throws -> PulledImage {
         try store.prepare()
-        let lock = try store.lock()
-        defer { close(lock) }
+        let lock = lockHeld ? -1 : try store.lock()
+        defer { if lock >= 0 { close(lock) } }
         store.clearWork()
         let tag = Store.tag(for: reference)
         try skopeo.copy(from: Skopeo.source(reference), to: "oci:\(store.layout.path):\(tag)")

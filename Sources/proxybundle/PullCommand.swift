@@ -44,8 +44,10 @@ struct StoreOptions: ParsableArguments {
 
     var store: Store { Store(root: directory.map { $0.hasSuffix("/") && $0.count > 1 ? String($0.dropLast()) : $0 } ?? Store.defaultRoot) }
 
-    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions) throws(Failure) -> PulledImage {
+    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions, lockHeld: Bool = false)
+        throws(Failure) -> PulledImage {
         var pull = Pull(store: store)
+        pull.lockHeld = lockHeld
         pull.skopeo = registry.skopeo
         pull.limits = limits.limits
         if isatty(2) != 0 { pull.progress = { Failure(text: $0).report() } }
@@ -54,6 +56,17 @@ struct StoreOptions: ParsableArguments {
         } catch {
             throw Failure(text: "\(reference): \(error)")
         }
+    }
+
+    /// Runs `body` with the store made and its lock held.
+    func locked<T>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        let lock: Int32
+        do {
+            try store.prepare()
+            lock = try store.lock()
+        } catch { throw Failure(text: "\(error)") }
+        defer { close(lock) }
+        return try body()
     }
 }
 
