@@ -19,6 +19,7 @@ public struct ImageLayout {
 
     public struct Image: Sendable {
         public let manifestDigest: String
+        public let configDigest: String
         /// Bottom first, as the manifest lists them.
         public let layers: [Layer]
     }
@@ -68,7 +69,7 @@ public struct ImageLayout {
         guard diffIDs.count == layers.count else {
             throw DeliveryError("the config of manifest \(digest) lists \(diffIDs.count) diff-ids for \(layers.count) layers")
         }
-        return Image(manifestDigest: digest, layers: try zip(layers, diffIDs).map { layer, diffID in
+        return Image(manifestDigest: digest, configDigest: configDigest, layers: try zip(layers, diffIDs).map { layer, diffID in
             guard let blob = layer["digest"]?.string, ImageLayout.hex(of: blob) != nil, ImageLayout.hex(of: diffID) != nil else {
                 throw DeliveryError("a layer of manifest \(digest) has no sha256 digest or diff-id")
             }

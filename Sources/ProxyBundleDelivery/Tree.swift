@@ -5,7 +5,7 @@ import Glibc
 
 /// Removal of a directory tree through descriptors, never following a symlink: what a refused
 /// or replaced layer leaves is removed without reaching outside it.
-enum Tree {
+public enum Tree {
     static func remove(_ parent: Int32, _ name: [UInt8]) throws {
         var st = stat()
         guard name.withCStringCopy({ fstatat(parent, $0, &st, pb_AT_SYMLINK_NOFOLLOW) }) == 0 else {
