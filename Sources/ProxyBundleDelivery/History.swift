@@ -35,9 +35,15 @@ public struct History {
 
     /// The history of `mountpoint` (its absolute path) in `store`, empty if it has none.
     public init(store: Store, mountpoint: [UInt8]) {
-        self.mountpoint = mountpoint
-        file = store.root + "/history/" + String(SHA256.hex(mountpoint).prefix(40))
+        self.init(file: store.root + "/history/" + String(SHA256.hex(mountpoint).prefix(40)), mountpoint: mountpoint)
+    }
+
+    /// A history file as it is (its first line names the mountpoint).
+    init(file: String, mountpoint: [UInt8]? = nil) {
+        self.file = file
         let lines = (try? ImageLayout.read(file, limit: 16 << 20))?.split(separator: 0x0a) ?? []
+        let named = lines.first.flatMap { try? JSON.parse(Array($0)) }?["mountpoint"]?.string
+        self.mountpoint = mountpoint ?? Array((named ?? "").utf8)
         entries = lines.dropFirst().compactMap { try? JSON.parse(Array($0)) }.compactMap(Entry.init(json:))
     }
 

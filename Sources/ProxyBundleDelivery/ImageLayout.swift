@@ -20,6 +20,8 @@ public struct ImageLayout {
     public struct Image: Sendable {
         public let manifestDigest: String
         public let configDigest: String
+        /// Every blob the image was read from: indexes on the way, manifest, config, layers.
+        public var blobs: Set<String> = []
         /// Bottom first, as the manifest lists them.
         public let layers: [Layer]
     }
@@ -56,7 +58,9 @@ public struct ImageLayout {
         let document = try json(blob: digest)
         let mediaType = document["mediaType"]?.string ?? descriptor["mediaType"]?.string ?? ""
         if ImageLayout.indexTypes.contains(mediaType) || (document["manifests"] != nil && document["layers"] == nil) {
-            return try image(descriptor: try ImageLayout.choose(document["manifests"]?.array ?? [], index: digest), depth: depth + 1)
+            var chosen = try image(descriptor: try ImageLayout.choose(document["manifests"]?.array ?? [], index: digest), depth: depth + 1)
+            chosen.blobs.insert(digest)
+            return chosen
         }
         guard ImageLayout.manifestTypes.contains(mediaType) || (mediaType.isEmpty && document["layers"] != nil) else {
             throw DeliveryError("manifest \(digest) has the media type '\(mediaType)', which is not an image manifest")
@@ -69,12 +73,14 @@ public struct ImageLayout {
         guard diffIDs.count == layers.count else {
             throw DeliveryError("the config of manifest \(digest) lists \(diffIDs.count) diff-ids for \(layers.count) layers")
         }
-        return Image(manifestDigest: digest, configDigest: configDigest, layers: try zip(layers, diffIDs).map { layer, diffID in
+        let found = try zip(layers, diffIDs).map { layer, diffID in
             guard let blob = layer["digest"]?.string, ImageLayout.hex(of: blob) != nil, ImageLayout.hex(of: diffID) != nil else {
                 throw DeliveryError("a layer of manifest \(digest) has no sha256 digest or diff-id")
             }
             return Layer(digest: blob, mediaType: layer["mediaType"]?.string ?? "", diffID: diffID)
-        })
+        }
+        return Image(manifestDigest: digest, configDigest: configDigest, blobs: Set([digest, configDigest] + found.map(\.digest)),
+                     layers: found)
     }
 
     /// The entry for linux/amd64, or the only entry.
