@@ -111,6 +111,28 @@ final class ImageSwitchTests: XCTestCase {
         XCTAssertTrue(none.error.contains("no earlier image"), none.error)
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v1", "a refused rollback changes nothing")
     }
+
+    /// `-o image=`: pulled on the first mount (the registry reached through the registries.conf
+    /// skopeo finds in $HOME), from the store on the next, with the registry gone.
+    func testAMountOfAnImageBootsOfflineFromTheStore() throws {
+        let (v1, _, _, _) = try pushTwoVersions()
+        let home = fx.root + "/home"
+        try Disk.write(home + "/.config/containers/registries.conf",
+                       "[[registry]]\nlocation = \"\(registry.host)\"\ninsecure = true\n")
+        fx.environment = ["HOME=\(home)"]
+        try fx.start(["-o", "image=\(v1),store=\(store)"])
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v1")
+        XCTAssertEqual(try Disk.read(fx.inMount("files/7")), "v1 7")
+        fx.stop()
+        registry.stop()
+        try fx.start(["-o", "image=\(v1),store=\(store)"])
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v1", "mounted from the store, offline")
+        let history = try Spawn.run(MountFixture.binary, ["layers", fx.mountpoint, "--history", "--store", store])
+        XCTAssertEqual(history.output.split(separator: "\n").count, 1, "the same image is one entry: \(history.output)")
+        let status = try Spawn.run(MountFixture.binary, ["layers", fx.mountpoint])
+        XCTAssertEqual(status.output.split(separator: "\n").filter { $0.hasPrefix("patch \(store)/layers/sha256/") }.count, 2,
+                       status.output)
+    }
 }
 
 /// A value set once from any thread.
