@@ -71,6 +71,28 @@ public struct Store: Sendable {
         return PulledImage(json: json)
     }
 
+    /// Every reference pulled into the store, as last resolved.
+    public func records() -> [PulledImage] {
+        let fd = open(images, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        return ((try? Tree.names(fd)) ?? []).compactMap { name in
+            guard let bytes = try? ImageLayout.read(images + "/" + String(decoding: name, as: UTF8.self), limit: 1 << 20) else { return nil }
+            return (try? JSON.parse(bytes)).flatMap(PulledImage.init(json:))
+        }
+    }
+
+    /// The store a layer directory (`STORE/layers/sha256/HEX`) belongs to, and its diff-id.
+    public static func owning(layer path: [UInt8]) -> (store: Store, diffID: String)? {
+        let parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[parts.count - 3].elementsEqual("layers".utf8), parts[parts.count - 2].elementsEqual("sha256".utf8)
+        else { return nil }
+        let diffID = "sha256:" + String(decoding: parts[parts.count - 1], as: UTF8.self)
+        guard ImageLayout.hex(of: diffID) != nil else { return nil }
+        let root = parts.dropLast(3).joined(separator: [UInt8(ascii: "/")])
+        return (Store(root: String(decoding: Array(root), as: UTF8.self)), diffID)
+    }
+
     func record(_ image: PulledImage) throws {
         try Store.writeAtomically(images + "/" + Store.tag(for: image.reference), Array((image.json.text + "\n").utf8))
     }

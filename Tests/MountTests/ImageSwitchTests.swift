@@ -92,6 +92,12 @@ final class ImageSwitchTests: XCTestCase {
         defer { Unmounter.force(kernel) }
         try OverlayTree.assertSame(fx.mountpoint, kernel)
 
+        let status = try Spawn.run(MountFixture.binary, ["status", fx.mountpoint])
+        XCTAssertTrue(status.output.contains("  image: \(v2) sha256:"), status.output)
+        XCTAssertTrue(status.output.contains("(2 of the patches)"), status.output)
+        let json = try Spawn.run(MountFixture.binary, ["status", fx.mountpoint, "--json"])
+        XCTAssertTrue(json.output.contains(#""images":[{"reference":"\#(v2)","manifest":"sha256:"#), json.output)
+
         let history = try layers(["--history"])
         let lines = history.output.split(separator: "\n")
         XCTAssertEqual(lines.count, 2, history.output)
