@@ -11,10 +11,14 @@ extension LayersCommand {
     func switchTo(_ reference: String, _ mount: RunningMount) throws(Failure) {
         try store.locked { () throws(Failure) in
             let pulled = try store.pull(reference, registry: registry, limits: limits, lockHeld: true)
-            try setPatches(mount, patches(of: pulled))
+            let patches = patches(of: pulled)
+            // a timer that follows a tag that has not moved changes nothing
+            if mount.patches.map(Paths.absolute) != patches { try setPatches(mount, patches) }
             var history = History(store: store.store, mountpoint: mount.mountpoint.bytes)
-            history.append(pulled)
-            try save(history)
+            if history.current.map({ history.entries[$0].image.manifestDigest }) != pulled.manifestDigest {
+                history.append(pulled)
+                try save(history)
+            }
         }
     }
 

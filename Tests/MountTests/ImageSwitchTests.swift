@@ -103,6 +103,9 @@ final class ImageSwitchTests: XCTestCase {
         XCTAssertEqual(lines.count, 2, history.output)
         XCTAssertTrue(lines.first?.contains(v1) == true && lines.last?.contains(v2) == true, history.output)
         XCTAssertTrue(lines.last?.hasSuffix("(current)") == true, history.output)
+        let again = try layers(["--set-image", v2])
+        XCTAssertEqual(again.status, 0, again.error)
+        XCTAssertEqual(try layers(["--history"]).output, history.output, "a tag that has not moved adds no entry")
 
         let back = try layers(["--rollback"])
         XCTAssertEqual(back.status, 0, back.error)
