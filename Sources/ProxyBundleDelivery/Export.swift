@@ -66,9 +66,11 @@ public struct Export {
             close(ends[0])
             let writer = TarWriter(fd: ends[1])
             var layerSource = LayerSource(reproducible: reproducible)
+            signal(SIGPIPE, SIG_IGN)  // a gzip that failed (a full disk) is reported, not a signal's death
             do { try layerSource.write(source, to: writer) } catch {
                 close(ends[1])
-                gzip.stop()
+                let (status, message) = gzip.wait()
+                if status != 0 { throw DeliveryError("gzip failed: \(message)") }
                 throw error
             }
             close(ends[1])

@@ -33,8 +33,13 @@ public struct Store: Sendable {
         return stat(layerPath(diffID), &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
     }
 
-    /// Makes the store's directories; leftovers of an extraction that was killed are removed.
+    /// Makes the store's directories (and its missing parents).
     public func prepare() throws {
+        var parent = ""
+        for part in root.split(separator: "/").dropLast() {  // ~/.local/share may not exist yet
+            parent += (parent.isEmpty && !root.hasPrefix("/") ? "" : "/") + part
+            _ = mkdir(parent, 0o755)
+        }
         for dir in [root, root + "/oci", root + "/layers", layersDirectory, work, images] {
             guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
                 throw DeliveryError("cannot create the store directory \(dir): \(String(cString: strerror(errno)))")

@@ -198,6 +198,26 @@ final class LayerEscapeTests: XCTestCase {
         XCTAssertEqual(try Disk.list(store + "/layers/tmp"), [])
     }
 
+    /// A store on a small tmpfs: the layer that does not fit is refused in one line and
+    /// leaves nothing.
+    func testAFullDiskLeavesNothing() throws {
+        let small = fx.root + "/small"
+        try Disk.mkdir(small)
+        guard mount("tmpfs", small, "tmpfs", 0, "size=1m") == 0 else { throw TestFailure("mount tmpfs: \(errno)") }
+        defer { umount2(small, Int32(MNT_DETACH)) }
+        var tar = CraftedTar()
+        tar.add("zeros", content: [UInt8](repeating: 0, count: 2 << 20))
+        tar.end()
+        let layout = fx.root + "/layout"
+        try TestImage(layout: layout).add(tag: "t", [(tar.bytes, .gzip)])
+        let run = try Spawn.run(MountFixture.binary, ["pull", "oci:\(layout):t", "--store", small + "/store"])
+        XCTAssertEqual(run.status, 1, run.error)
+        XCTAssertEqual(run.error.split(separator: "\n").count, 1, run.error)
+        XCTAssertTrue(run.error.contains("No space left on device") && run.error.contains("'zeros'"), run.error)
+        XCTAssertEqual(try Disk.list(small + "/store/layers/sha256"), [])
+        XCTAssertEqual(try Disk.list(small + "/store/layers/tmp"), [])
+    }
+
     private func config(in manifest: String) throws -> String {
         guard let range = manifest.range(of: #""config":\{[^}]*"digest":"sha256:([0-9a-f]{64})""#, options: .regularExpression)
         else { throw TestFailure("no config in \(manifest)") }
