@@ -12,6 +12,9 @@ public struct Skopeo: Sendable {
     public var policy: String?
     /// Credentials (skopeo --authfile; REGISTRY_AUTH_FILE otherwise).
     public var authfile: String?
+    /// A directory of CA certificates (`*.crt`) and client keys for the registry (skopeo
+    /// --*-cert-dir; /etc/containers/certs.d/HOST:PORT otherwise).
+    public var certDirectory: String?
     /// skopeo's progress lines go to standard error (a terminal).
     public var showProgress = false
 
@@ -32,6 +35,7 @@ public struct Skopeo: Sendable {
         let side = pushing ? "dest" : "src"
         if !tlsVerify { arguments.append("--\(side)-tls-verify=false") }
         if let authfile { arguments += ["--\(side)-authfile", authfile] }
+        if let certDirectory { arguments += ["--\(side)-cert-dir", certDirectory] }
         arguments += [source, destination]
         let child = try ChildProcess("skopeo", arguments, outputTo: showProgress ? 2 : -1)
         let (status, message) = child.wait()

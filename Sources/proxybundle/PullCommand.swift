@@ -82,11 +82,16 @@ struct RegistryOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The registry credentials (as REGISTRY_AUTH_FILE).", valueName: "file"))
     var authfile: String?
 
+    @Option(name: .customLong("cert-dir"), help: ArgumentHelp(
+        "CA certificates (*.crt) for the registry (default: /etc/containers/certs.d/HOST:PORT).", valueName: "dir"))
+    var certDirectory: String?
+
     var skopeo: Skopeo {
         var skopeo = Skopeo()
         skopeo.tlsVerify = tlsVerify
         skopeo.policy = policy
         skopeo.authfile = authfile
+        skopeo.certDirectory = certDirectory
         skopeo.showProgress = isatty(2) != 0
         return skopeo
     }

@@ -164,4 +164,38 @@ final class PullTests: XCTestCase {
         XCTAssertEqual(try Disk.list(store + "/layers/sha256"), [])
         XCTAssertEqual(try Disk.list(store + "/layers/tmp"), [])
     }
+
+    /// A registry with TLS from a test CA and basic auth: reached with --cert-dir and
+    /// --authfile (as every container tool takes them); without either, one line that says why.
+    func testARegistryWithTLSAndAuthIsReachedThroughSkopeosSettings() throws {
+        registry.stop()
+        registry = try Registry.start(in: fx.root + "/secure", secure: true)
+        let started = registry
+        addTeardownBlock { started?.stop() }
+        let (base, _) = try buildLayers()
+        let layout = fx.root + "/layout"
+        try TestImage(layout: layout).add(tag: "v1", [(try TestImage.tar(of: base), .gzip)])
+        let reference = "\(registry.host)/app:v1"
+        let copied = try Spawn.run("/usr/bin/skopeo", ["copy", "--quiet", "--dest-cert-dir", registry.certificates,
+                                                       "--dest-creds", "\(Registry.user):\(Registry.password)",
+                                                       "oci:\(layout):v1", "docker://" + reference])
+        XCTAssertEqual(copied.status, 0, copied.error)
+        let auth = fx.root + "/auth.json"
+        try registry.authFile(at: auth)
+
+        let untrusted = try Spawn.run(MountFixture.binary, ["pull", reference, "--store", store, "--authfile", auth])
+        XCTAssertEqual(untrusted.status, 1)
+        XCTAssertEqual(untrusted.error.split(separator: "\n").count, 1, untrusted.error)
+        XCTAssertTrue(untrusted.error.contains(reference) && untrusted.error.contains("certificate"), untrusted.error)
+        let anonymous = try Spawn.run(MountFixture.binary, ["pull", reference, "--store", store, "--cert-dir", registry.certificates])
+        XCTAssertEqual(anonymous.status, 1)
+        XCTAssertEqual(anonymous.error.split(separator: "\n").count, 1, anonymous.error)
+        XCTAssertTrue(anonymous.error.contains("authentication required") || anonymous.error.contains("unauthorized"), anonymous.error)
+        XCTAssertEqual(try Disk.list(store + "/layers/sha256"), [])
+
+        let layers = try Spawn.run(MountFixture.binary, ["pull", reference, "--store", store, "--cert-dir", registry.certificates,
+                                                         "--authfile", auth])
+        XCTAssertEqual(layers.status, 0, layers.error)
+        XCTAssertEqual(try Disk.read(layers.output.trimmingCharacters(in: .newlines) + "/a.txt"), "base a")
+    }
 }

@@ -16,9 +16,16 @@ final class Registry {
         self.pid = pid
     }
 
-    /// Starts a plain-HTTP registry storing under `directory` (made if missing).
-    static func start(in directory: String) throws -> Registry {
+    /// With `secure`: the registry's test CA (`trust/ca.crt`, as skopeo's --cert-dir takes it)
+    /// and the user and password it demands.
+    static let user = "fleet", password = "s3cret-pass"
+    var certificates: String { directory + "/trust" }
+
+    /// Starts a registry storing under `directory` (made if missing): plain HTTP, or with
+    /// `secure` HTTPS with a certificate from a test CA and basic auth (htpasswd, bcrypt).
+    static func start(in directory: String, secure: Bool = false) throws -> Registry {
         try Disk.mkdir(directory + "/data")
+        let security = secure ? try makeSecurity(directory) : ""
         var lastLog = ""
         for _ in 0..<3 {  // another process may take the free port before the registry binds it
             let port = try freePort()
@@ -27,7 +34,8 @@ final class Registry {
                 version: 0.1
                 log: { level: info, accesslog: { disabled: false } }
                 storage: { filesystem: { rootdirectory: \(directory)/data }, delete: { enabled: true } }
-                http: { addr: 127.0.0.1:\(port) }
+                http: { addr: 127.0.0.1:\(port)\(security.isEmpty ? "" : ", tls: { certificate: \(directory)/certs/server.crt, key: \(directory)/certs/server.key }") }
+                \(security)
                 """.write(toFile: config, atomically: true, encoding: .utf8)
             let log = directory + "/registry.log"
             unlink(log)
@@ -37,6 +45,32 @@ final class Registry {
             lastLog = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         }
         throw TestFailure("the registry did not start: \(lastLog.suffix(600))")
+    }
+
+    /// A CA, a server certificate for 127.0.0.1 signed by it, and an htpasswd file; returns
+    /// the config's auth section.
+    private static func makeSecurity(_ directory: String) throws -> String {
+        let certs = directory + "/certs"
+        try Disk.mkdir(certs)
+        let script = """
+            set -e
+            cd "$1"
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=test-ca -keyout ca.key -out ca.crt 2>/dev/null
+            openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server.key -out server.csr 2>/dev/null
+            printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext
+            openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile san.ext -out server.crt 2>/dev/null
+            htpasswd -Bbn "$2" "$3" > ../htpasswd
+            mkdir ../trust && cp ca.crt ../trust/  # a *.key beside it would be taken for a client key
+            """
+        let run = try Spawn.run("/bin/sh", ["-c", script, "sh", certs, user, password])
+        guard run.status == 0 else { throw TestFailure("making the test CA: \(run.error)") }
+        return "auth: { htpasswd: { realm: test, path: \(directory)/htpasswd } }"
+    }
+
+    /// An auth file (containers-auth.json) with the registry's user and password.
+    func authFile(at path: String) throws {
+        let token = Data("\(Registry.user):\(Registry.password)".utf8).base64EncodedString()
+        try #"{"auths":{"\#(host)":{"auth":"\#(token)"}}}"#.write(toFile: path, atomically: true, encoding: .utf8)
     }
 
     /// True once the port accepts connections; false if the registry exited first.
