@@ -98,6 +98,13 @@ final class ImageSwitchTests: XCTestCase {
         let json = try Spawn.run(MountFixture.binary, ["status", fx.mountpoint, "--json"])
         XCTAssertTrue(json.output.contains(#""images":[{"reference":"\#(v2)","manifest":"sha256:"#), json.output)
 
+        let which = try Spawn.run(MountFixture.binary, ["which", fx.inMount("a.txt")])
+        let answer = which.output.split(separator: "\n")
+        XCTAssertEqual(answer.count, 2, which.output + which.error)
+        XCTAssertTrue(answer.first?.hasPrefix("patch \(store)/layers/sha256/") == true, which.output)
+        XCTAssertTrue(answer.last?.hasPrefix("image \(v2) sha256:") == true, which.output)
+        XCTAssertEqual(try Spawn.run(MountFixture.binary, ["which", fx.inMount("main.txt")]).output, "main \(fx.main)/main.txt\n")
+
         let history = try layers(["--history"])
         let lines = history.output.split(separator: "\n")
         XCTAssertEqual(lines.count, 2, history.output)
