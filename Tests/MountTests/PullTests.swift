@@ -198,4 +198,32 @@ final class PullTests: XCTestCase {
         XCTAssertEqual(layers.status, 0, layers.error)
         XCTAssertEqual(try Disk.read(layers.output.trimmingCharacters(in: .newlines) + "/a.txt"), "base a")
     }
+
+    /// A registry that loses a blob, then stops: each pull fails in one line naming the
+    /// reference and leaves no layer; once the blob is back, the pull completes.
+    func testARegistryThatFailsMidPullLeavesNoLayer() throws {
+        let (base, hotfix) = try buildLayers()
+        let layout = fx.root + "/layout"
+        let baseTar = try TestImage.tar(of: base), fixTar = try TestImage.tar(of: hotfix)
+        try TestImage(layout: layout).add(tag: "v1", [(baseTar, .gzip), (fixTar, .gzip)])
+        let reference = try push(layout, "v1")
+        let hex = String(TestImage.digest(try TestImage.compress(fixTar, .gzip)).dropFirst(7))
+        let blob = registry.directory + "/data/docker/registry/v2/blobs/sha256/\(hex.prefix(2))/\(hex)/data"
+        XCTAssertEqual(rename(blob, blob + ".away"), 0)
+        let lost = try Spawn.run(MountFixture.binary, ["pull", reference, "--store", store, "--tls-verify=false"])
+        XCTAssertEqual(lost.status, 1)
+        XCTAssertEqual(lost.error.split(separator: "\n").count, 1, lost.error)
+        XCTAssertTrue(lost.error.contains("skopeo could not copy docker://\(reference)"), lost.error)
+        XCTAssertEqual(try Disk.list(store + "/layers/sha256"), [])
+        XCTAssertEqual(rename(blob + ".away", blob), 0)
+        XCTAssertEqual(try pull(reference).count, 2)
+
+        registry.stop()
+        let stopped = try Spawn.run(MountFixture.binary, ["pull", reference.replacingOccurrences(of: ":v1", with: ":v2"),
+                                                          "--store", store, "--tls-verify=false"])
+        XCTAssertEqual(stopped.status, 1)
+        XCTAssertEqual(stopped.error.split(separator: "\n").count, 1, stopped.error)
+        XCTAssertTrue(stopped.error.contains("connection refused"), stopped.error)
+        XCTAssertEqual(try Disk.list(store + "/layers/sha256").count, 2, "the layers pulled before are kept")
+    }
 }
