@@ -110,6 +110,10 @@ struct ExtractOptions: ParsableArguments {
     @Flag(name: .customLong("allow-special"), help: "Keep device nodes, FIFOs and set-user/group-ID bits (as root only).")
     var allowSpecial = false
 
+    func validate() throws {
+        if allowSpecial && geteuid() != 0 { throw ValidationError("--allow-special is for root only: as another user a layer's devices and set-ID bits are always dropped") }
+    }
+
     var limits: ExtractLimits {
         var limits = ExtractLimits()
         limits.maxBytes = maxSize

@@ -158,6 +158,10 @@ final class LayerEscapeTests: XCTestCase {
         XCTAssertEqual(lgetxattr(layer + "/noted", "security.x", &value, value.count), -1)
 
         guard geteuid() == 0 else { return }
+        let asNobody = try Spawn.run("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", MountFixture.binary,
+                                                          "pull", "oci:/nonexistent:t", "--store", fx.root + "/nobody", "--allow-special"])
+        XCTAssertEqual(asNobody.status, 64, asNobody.error)
+        XCTAssertTrue(asNobody.error.contains("--allow-special is for root only"), asNobody.error)
         try FileManager.default.removeItem(atPath: store)
         let special = try pull(tar, ["--allow-special"])
         XCTAssertEqual(special.status, 0, special.error)
