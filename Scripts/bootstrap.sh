@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar fio
           man-db groff-base zsh fish  # the man page and completion tests
           python3  # its plistlib writes the property lists PropertyListTests read
+          unicode-data  # CaseFolding.txt, NormalizationTest.txt: CaseFoldTests; Scripts/casefold-table.py
           docker-registry skopeo zstd gzip openssl apache2-utils)  # delivery: registry, client, codecs; test CA, htpasswd
 missing=()
 for p in "${packages[@]}"; do

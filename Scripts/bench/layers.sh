@@ -4,7 +4,8 @@
 # one. Each workload runs on a fresh mount; the ratio is N patches' time over one patch's.
 #   Scripts/bench/layers.sh [BINARY] [COUNTS...]
 # BINARY: the proxybundle to time (default: the release build); COUNTS: patch counts (default
-# 1 10 100 1000 10000). Run as root. Prints a markdown table.
+# 1 10 100 1000 10000). Run as root. Prints a markdown table; with PROXYBUNDLE_BENCH_CHART=FILE,
+# also draws the ratios as an SVG line chart there (layers-chart.pl).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 binary=${1:-$here/../../.build/release/proxybundle}
@@ -85,4 +86,8 @@ for n in "${counts[@]}"; do
   per_entry=$(awk -v w="$w" -v n="$entries" -v ow="$ow" -v on="$oentries" 'BEGIN { printf "%.2f", (w / n) / ((ow > 0 ? ow : 1) / on) }')
   printf '| %s | %s (%s) | %s (%s) | %s (%s) | %s (%s) | %s |\n' "$n" "$m" "$om" "$e" "$(ratio "$e" "$oe")" \
     "$x" "$(ratio "$x" "$ox")" "$w" "$per_entry" "$(awk -v k="$peak" 'BEGIN { printf "%.1f", k / 1024 }')"
+  printf '%s\t%s\t%s\t%s\n' "$n" "$(ratio "$e" "$oe")" "$(ratio "$x" "$ox")" "$per_entry" >> "$scratch/ratios.tsv"
 done
+if [ -n "${PROXYBUNDLE_BENCH_CHART:-}" ]; then
+  perl "$here/layers-chart.pl" "$scratch/ratios.tsv" > "$PROXYBUNDLE_BENCH_CHART"
+fi

@@ -4,6 +4,14 @@
  *   pbbench missing DIR N          stat() of N distinct missing names in DIR (each must be ENOENT)
  *   pbbench create DIR N SIZE      mkdir DIR, then N new files of SIZE bytes in it
  *   pbbench append ROOT LIST       append one line to ROOT/each path listed in the file LIST
+ *   pbbench readloop ROOT LIST SECONDS
+ *                                  open, read and close ROOT/each path of LIST in turn for SECONDS;
+ *                                  each read must give one of the two contents "one\n" or "two\n"
+ *                                  (a path starting with "m") or "main\n"; prints reads, failures,
+ *                                  and the 50th, 99th and 99.9th percentile of a read in microseconds
+ *   pbbench swaploop FILE A B RATE SECONDS
+ *                                  writes the contents of file A, then B, then A... into FILE (a
+ *                                  mount's .layers) RATE times a second for SECONDS; prints the swaps
  * Exits 1 with a message on the first unexpected result. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -12,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -80,12 +89,100 @@ static int append(const char *root, const char *list) {
     return 0;
 }
 
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static int compare_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+static int readloop(const char *root, const char *list, double seconds) {
+    FILE *f = fopen(list, "r");
+    if (!f) return fail("open", list);
+    char line[4096];
+    char **paths = NULL;
+    size_t count = 0, capacity = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!*line) continue;
+        if (count == capacity) paths = realloc(paths, (capacity = capacity ? capacity * 2 : 1024) * sizeof *paths);
+        size_t length = strlen(root) + strlen(line) + 2;
+        paths[count] = malloc(length);
+        snprintf(paths[count++], length, "%s/%s", root, line);
+    }
+    fclose(f);
+    if (!count) { errno = ENOENT; return fail("no paths in", list); }
+    size_t samples = 0, room = 1 << 16, failures = 0;
+    long *micros = malloc(room * sizeof *micros);
+    double end = now() + seconds;
+    char buffer[64];
+    for (size_t i = 0; now() < end; i = (i + 1) % count) {
+        const char *path = paths[i];
+        double start = now();
+        int fd = open(path, O_RDONLY);
+        ssize_t got = fd < 0 ? -1 : read(fd, buffer, sizeof buffer - 1);
+        if (fd >= 0) close(fd);
+        double took = now() - start;
+        const char *name = strrchr(path, '/') + 1;
+        int good = got > 0;
+        if (good) {
+            buffer[got] = 0;
+            good = name[0] == 'm' ? !strcmp(buffer, "one\n") || !strcmp(buffer, "two\n") : !strcmp(buffer, "main\n");
+        }
+        if (!good && failures++ < 5)
+            fprintf(stderr, "pbbench: %s %s: %s\n", fd < 0 ? "open" : "read", path, got < 0 ? strerror(errno) : "unexpected content");
+        if (samples == room) micros = realloc(micros, (room *= 2) * sizeof *micros);
+        micros[samples++] = (long)(took * 1e6);
+    }
+    qsort(micros, samples, sizeof *micros, compare_long);
+    printf("reads %zu failures %zu p50 %ld p99 %ld p999 %ld\n", samples, failures, micros[samples / 2],
+           micros[samples * 99 / 100], micros[samples * 999 / 1000]);
+    return failures ? 1 : 0;
+}
+
+static int swaploop(const char *file, const char *a, const char *b, double rate, double seconds) {
+    char text[2][65536];
+    ssize_t length[2];
+    const char *sources[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        int fd = open(sources[k], O_RDONLY);
+        if (fd < 0) return fail("open", sources[k]);
+        length[k] = read(fd, text[k], sizeof text[k]);
+        close(fd);
+        if (length[k] <= 0) return fail("read", sources[k]);
+    }
+    double start = now();
+    long swaps = 0;
+    while (now() < start + seconds) {
+        int fd = open(file, O_WRONLY);
+        if (fd < 0) return fail("open", file);
+        if (write(fd, text[swaps % 2], length[swaps % 2]) != length[swaps % 2]) return fail("write", file);
+        if (close(fd) != 0) return fail("close", file);
+        swaps++;
+        double next = start + swaps / rate;
+        double wait = next - now();
+        if (wait > 0) {
+            struct timespec t = {(time_t)wait, (long)((wait - (time_t)wait) * 1e9)};
+            nanosleep(&t, NULL);
+        }
+    }
+    printf("swaps %ld in %.2f s\n", swaps, now() - start);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "statloop")) return statloop(argv[2], atol(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "statfsloop")) return statfsloop(argv[2], atol(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "missing")) return missing(argv[2], atol(argv[3]));
     if (argc == 5 && !strcmp(argv[1], "create")) return create(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "append")) return append(argv[2], argv[3]);
-    fprintf(stderr, "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST\n");
+    if (argc == 5 && !strcmp(argv[1], "readloop")) return readloop(argv[2], argv[3], atof(argv[4]));
+    if (argc == 7 && !strcmp(argv[1], "swaploop")) return swaploop(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]));
+    fprintf(stderr, "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST"
+                    " | readloop ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS\n");
     return 2;
 }

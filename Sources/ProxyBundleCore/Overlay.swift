@@ -7,66 +7,99 @@ import CSyscalls
 /// layer written, then the patches, then the main bundle. Operations are named after the FUSE
 /// requests that use them and take kernel node IDs; nothing here imports libfuse.
 ///
-/// Locks, in the order they may nest (a lock is never taken while one after it is held):
+/// Every lock of the daemon, in the order they may nest: a thread holding one takes only locks
+/// of a higher number, never one of the same or a lower number.
 /// 1. `FuseServer.invalidations` (FUSE target): held for a whole invalidation or change of
-///    the patches, during which the daemon calls into the layers and notifies the kernel.
-/// 2. `layersInUse`: held shared for the whole of each request that reads placements (a
-///    thread may take it again), exclusively while the stack is swapped and every placement
-///    forgotten (the swap waits for the requests in flight; they may call into the layers).
-/// 3. `DirectoryCache`'s, `KnownNames`'s and `LayerWatch`'s own locks, and `stack`: each held
-///    only to read or swap a value; `LayerWatch` adds inotify watches under its lock.
+///    the patches, during which the daemon calls into the layers and the overlay and notifies
+///    the kernel.
+/// 2. `Overlay.installs`: held while an invalidation or a swap makes and publishes a new view
+///    (so views are published in the order of their generations), and while a remount
+///    changes writability. Requests never take it.
+/// 3. `DirectoryCache`'s entries: may take (4) to check the table's version.
 /// 4. `NodeTable.state`: held for table changes only, never while calling into a layer or the
-///    kernel, except `withOpenFile`, which runs one `fstat`/`f*xattr` on a descriptor the
-///    table owns (a concurrent release must not close it meanwhile).
+///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
+///    concurrent release must not close it meanwhile): the calls that read or change that
+///    file (`fstat`, `f*xattr`, `fchmod`...), and for an unnamed file linked in, the open of
+///    its new directory in the substitution and the `linkat`. Callers read what they need
+///    from `LayerWatch` before taking it.
+/// 5. Leaves, each held only to read or swap a value and never while taking another lock:
+///    `Overlay.currentView`, `recentViews`, `inodes`, `controlTime`, `longCopies`;
+///    `Substitution`'s;
+///    `LayerWatch`'s (adds inotify watches under it),
+///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
+///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
+///    `extendedAttributeReads`, `ListingStore`'s, `ListingReaders`', `Passthrough`'s and
+///    `Prefetcher`'s (its mutex; `mincore` under it); the command line's `WriterLock`; and
+///    `Uring.c`'s `problem_lock`.
 /// No lock is held while the daemon replies to or notifies the kernel, except (1): a
 /// notification may wait for a directory lock that a request in flight holds, and that
 /// request never needs (1).
+///
+/// Requests take none of (1) and (2): each pins the view current when it starts (`pinView`)
+/// and sees only it, so a swap of the layers waits for no request (see `StackView`).
 public final class Overlay: Sendable {
     let nodes: NodeTable
-    /// The layers and what belongs to them; replaced as a whole when the patches change, or
-    /// when an invalidation finds that the substitution's path now names another directory.
-    let stack: Locked<Stack>
+    /// The view new requests pin: replaced whole (see `StackView`).
+    let currentView: Locked<StackView>
+    /// The view each serving thread pinned.
+    private let pins = ThreadPin<StackView>()
+    /// The views replaced last, newest first: a file the kernel holds through a node resolved
+    /// in one of them is still opened there after a swap (see `openFile`).
+    private let recentViews = Locked<[StackView]>([])
+    static let keptViews = 4
+    /// The most layers recent views may hold open beyond the current view's.
+    static let keptLayers = 256
+    /// Serializes the making of new views (see the lock order above).
+    let installs = Locked(())
+    /// The inode numbers of the layers' file systems (see `InodeNumbers`).
+    let inodes: Locked<InodeNumbers>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: RawPath?
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
-    /// Descriptors of directories recently looked in (DirectoryCache.swift).
-    let directories: DirectoryCache
     /// The directories looked into, watched for changes on disk (LayerWatch.swift).
     let watch = LayerWatch()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
-    /// Whether changes go to the substitution (false: they answer EROFS); changed by a remount.
-    public var isWritable: Bool { writable.withLock { $0 } }
-    private let writable: Locked<Bool>
-    /// Held shared by every request that interprets placements (layer numbers), exclusively
-    /// while the stack is replaced: a request runs wholly with one stack.
-    let layersInUse = ReadWriteLock()
+    /// Whether changes go to the substitution (false: they answer EROFS, as always without
+    /// one); changed by a remount.
+    public var isWritable: Bool { view.layers.substitution?.isWritable ?? false }
     /// Whether the request a thread serves was interrupted (long copies ask).
     public let interruption = Interruption()
     /// The directories being materialized now, and how far each copy got.
     let longCopies = Locked<[LongCopy]>([])
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
 
-    struct Stack {
-        var layers: LayerStack
-        /// The copy-up work directory once made (never for a read-only overlay).
-        var work: Workspace?
-        var inodes: InodeNumbers
-        /// Inode numbers copied-up entries of this substitution keep showing (Origins.swift).
-        var origins = Origins()
+    /// The view this thread's request pinned, or the current one.
+    var view: StackView { pins.pinned ?? currentView.withLock { $0 } }
+
+    /// Pins the current view on this thread until the matching `unpinView` (nested pins keep
+    /// the first): every public operation that reads placements runs wholly in one view.
+    func pinView() { pins.enter { currentView.withLock { $0 } } }
+    func unpinView() { pins.leave() }
+
+    /// Runs `body` in one view (for callers outside a request, like the FUSE layer's
+    /// listings of the layers).
+    public func withPinnedView<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        pinView(); defer { unpinView() }
+        return try body()
     }
 
+    /// The descriptors of directories recently looked in, of this request's view.
+    var directories: DirectoryCache { view.directories }
+
     /// The layers as they are now, top first.
-    public var layers: LayerStack { stack.withLock { $0.layers } }
-    /// The substitution: the only layer written.
-    public var substitution: Layer { stack.withLock { $0.layers.substitution } }
+    public var layers: LayerStack { view.layers }
+    /// The substitution's layer, the only one written; EROFS for a stack without one.
+    var substitution: Layer {
+        get throws(Errno) {
+            guard let top = view.layers.substitution else { throw Errno.readOnly }
+            return top.layer
+        }
+    }
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
-    /// Whether the warning that the substitution was removed has been given (since it was
-    /// last installed).
-    private let warnedOfRemovedSubstitution = Locked(false)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -74,91 +107,113 @@ public final class Overlay: Sendable {
         public var attributes: stat
     }
 
-    /// With `writable`, changes go to the substitution; otherwise they answer EROFS. With
-    /// `substitutionPath`, an invalidation reopens the substitution when that path has come to
-    /// name another directory.
-    public init(layers: LayerStack, writable: Bool = false, substitutionPath: RawPath? = nil,
+    /// Changes go to the stack's substitution while it is writable; otherwise, and without
+    /// one, they answer EROFS. With `substitutionPath`, an invalidation reopens the
+    /// substitution when that path has come to name another directory.
+    public init(layers: LayerStack, substitutionPath: RawPath? = nil,
                 cachesLookups: Bool = true, warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
-        self.writable = Locked(writable)
         self.cachesLookups = cachesLookups
-        self.substitutionPath = substitutionPath
+        self.substitutionPath = layers.substitution == nil ? nil : substitutionPath
         self.warn = warn
         var inodes = InodeNumbers(main: layers.main.device)
         inodes.register(layers)
-        // what a crash left of the work directory goes; it is made again when first needed
-        if writable { Workspace.remove(from: layers.substitution) }
-        stack = Locked(Stack(layers: layers, work: nil, inodes: inodes))
+        self.inodes = Locked(inodes)
         nodes = NodeTable(root: try layers.rootPlacement())
-        directories = DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)
+        currentView = Locked(StackView(layers: layers, generation: nodes.generation,
+                                       directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)))
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         controlTime = Locked(now)
     }
 
-    /// The overlay of `main` under `patches` (the first wins) under `substitution`.
-    public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer, writable: Bool = false,
+    /// The overlay of `main` under `patches` (the first wins) under `substitution` (none: a
+    /// read-only stack that writes nothing anywhere).
+    public convenience init(main: Layer, patches: [Layer] = [], substitution: Layer?, writable: Bool = false,
                             substitutionPath: RawPath? = nil, cachesLookups: Bool = true,
                             warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
-        try self.init(layers: LayerStack(substitution: substitution, patches: patches, main: main), writable: writable,
+        let top = substitution.map { Substitution($0, writable: writable) }
+        try self.init(layers: LayerStack(substitution: top, patches: patches, main: main),
                       substitutionPath: substitutionPath, cachesLookups: cachesLookups, warn: warn)
     }
 
-    /// Makes changes go to the substitution again, or answer EROFS (a remount). Made writable
-    /// for the first time, it starts without what a crash left of the work directory, as a
-    /// writable mount does (one it made itself stays, as at any time).
-    public func setWritable(_ writable: Bool) {
-        layersInUse.withExclusive {
-            let was = self.writable.withLock { value in
-                defer { value = writable }
-                return value
+    /// Makes changes go to the substitution again, or answer EROFS (a remount). EROFS for a
+    /// stack without a substitution, which is never made writable.
+    public func setWritable(_ writable: Bool) throws(Errno) {
+        try installs.withLock { _ throws(Errno) in
+            guard let top = currentView.withLock({ $0.layers.substitution }) else {
+                if writable { throw Errno.readOnly }
+                return
             }
-            let (substitution, work) = stack.withLock { ($0.layers.substitution, $0.work) }
-            if writable && !was && work == nil { Workspace.remove(from: substitution) }
+            top.setWritable(writable)
         }
     }
 
     /// Installs another substitution (after it was swapped on disk) and forgets everything
-    /// cached: its own work directory when needed, and no kept inode numbers (they belonged to
-    /// the old one's inodes). The old one is left without the daemon's work directory.
-    func replaceSubstitution(_ substitution: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
-        let next = try layers.replacingSubstitution(substitution)
-        if isWritable { Workspace.remove(from: substitution) }
-        let (old, invalidation) = try install(next, listingNames: listingNames)
-        if old.work != nil { Workspace.remove(from: old.substitution) }
-        warnedOfRemovedSubstitution.withLock { $0 = false }
-        return invalidation
+    /// cached: no kept inode numbers (they belonged to the old one's inodes). The old one is
+    /// left without the daemon's work directory.
+    func replaceSubstitution(_ layer: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
+        let current = layers
+        let next = try current.replacingSubstitution(Substitution(layer, writable: isWritable))
+        return try install(next, listingNames: listingNames)
     }
 
-    /// Puts `next` in place of the layers and forgets every placement, no request running
-    /// between the two; a new substitution starts without a work directory or kept inode
-    /// numbers. Returns the substitution and work directory before, and what the kernel must
-    /// forget.
-    func install(_ next: LayerStack, listingNames: Bool) throws(Errno)
-        -> (old: (substitution: Layer, work: Workspace?), Invalidation) {
-        try layersInUse.withExclusive { () throws(Errno) -> ((substitution: Layer, work: Workspace?), Invalidation) in
-            let old = stack.withLock { s -> (substitution: Layer, work: Workspace?) in
-                let old = (s.layers.substitution, s.work)
-                if next.substitution !== s.layers.substitution {
-                    s.work = nil
-                    s.origins = Origins()
-                }
-                s.layers = next
-                s.inodes.register(next)
-                return old
-            }
-            let swapped = next.substitution !== old.substitution
-            return (old, try invalidateEverything(listingNames: listingNames, swappedSubstitution: swapped))
+    /// Puts `next` in place of the layers and forgets every placement: requests that start
+    /// after this returns see `next`; those in flight finish in the view they began with. A
+    /// substitution replaced is left without the daemon's work directory. Returns what the
+    /// kernel must forget.
+    func install(_ next: LayerStack, listingNames: Bool) throws(Errno) -> Invalidation {
+        try installs.withLock { _ throws(Errno) -> Invalidation in
+            let root = try next.rootPlacement()
+            let old = currentView.withLock { $0.layers.substitution }
+            inodes.withLock { $0.register(next) }
+            let swapped = next.substitution !== old
+            let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
+            publishView(of: next)
+            if swapped { old?.close() }
+            watch.restart()
+            touchControlTime()
+            return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
         }
+    }
+
+    /// Makes a view of `layers` in the node table's current generation the one new requests
+    /// pin (with no directory descriptors yet). Called with `installs` held.
+    func publishView(of layers: LayerStack) {
+        let next = StackView(layers: layers, generation: nodes.generation,
+                             directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
+        let old = currentView.withLock { current -> StackView in
+            defer { current = next }
+            return current
+        }
+        // its directories close once no request in flight holds them; its layers stay open
+        // while it is among the recent views
+        old.directories.removeAll()
+        // the layers only recent views hold keep their descriptors open: a few hundred at most
+        let current = Set(layers.layers.map(ObjectIdentifier.init))
+        let dropped = recentViews.withLock { views -> [StackView] in
+            views.insert(old, at: 0)
+            var kept = 0
+            var held = Set<ObjectIdentifier>()
+            for view in views.prefix(Overlay.keptViews) {
+                held.formUnion(view.layers.layers.lazy.map(ObjectIdentifier.init).filter { !current.contains($0) })
+                guard held.count <= Overlay.keptLayers else { break }
+                kept += 1
+            }
+            defer { views.removeLast(views.count - kept) }
+            return Array(views[kept...])
+        }
+        _ = dropped  // let go outside the lock
+    }
+
+    func touchControlTime() {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        controlTime.withLock { $0 = now }
     }
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
     public func close() {
-        let (substitution, work) = stack.withLock { s -> (Layer, Workspace?) in
-            let current = (s.layers.substitution, s.work)
-            s.work = nil
-            return current
-        }
-        if work != nil { Workspace.remove(from: substitution) }
+        layers.substitution?.close()
     }
 
     /// The number of nodes the kernel currently holds references to (the root included).
@@ -168,7 +223,7 @@ public final class Overlay: Sendable {
 
     /// Resolves `name` in `parent`, from the cache when it knows the answer.
     public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         switch try find(name, in: parent) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
@@ -185,7 +240,7 @@ public final class Overlay: Sendable {
 
     /// A readdirplus entry: the lookup of `item` of `listing`.
     public func lookup(listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         switch try find(listing.name(item), in: listing.node, listed: (item, listing)) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
@@ -197,12 +252,12 @@ public final class Overlay: Sendable {
     /// found it.
     public func find(_ name: [UInt8], in parent: NodeID,
                      listed: (item: DirectoryListing.Item, listing: DirectoryListing)? = nil) throws(Errno) -> Found {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try Names.checkLookup(name)
         if let control = ControlFile(name: name, in: parent) {
             return .found(Entry(node: control.node, attributes: controlAttributes(control)))
         }
-        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name) : .unknown {
+        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name, in: view.generation) : .unknown {
         case .absent:
             return .absent(remembered: true)
         case .found(let id, let location):
@@ -225,11 +280,12 @@ public final class Overlay: Sendable {
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),
-                                    resolvedAt: resolvedAt)
+                                    resolvedAt: resolvedAt, in: view.generation)
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
             nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
-            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt)
+            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
+                                                                          in: view.generation)
             return .absent(remembered: remembered)
         }
     }
@@ -239,9 +295,10 @@ public final class Overlay: Sendable {
     }
 
     public func attributes(of node: NodeID) throws(Errno) -> stat {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
+        let before = nodes.lastKnownLocation(of: node, in: view.generation)
         do throws(Errno) {
             let location = try locate(node)
             let st = try attributes(of: node, at: location)
@@ -252,8 +309,11 @@ public final class Overlay: Sendable {
             }
             return st
         } catch let error where error.code == ESTALE {
-            // its name now leads elsewhere (found just now by `locate`), but it may still be open
-            guard let st = nodes.openFileAttributes(of: node, detachedOnly: true) else { throw error }
+            // its name now leads elsewhere (found just now by `locate`), but it may still be open,
+            // or still be where it was before the layers were swapped
+            if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
+            guard let before, let (fd, st) = openWhereItWas(before, flags: pb_O_PATH) else { throw error }
+            Sys.close(fd)
             return shown(st)
         }
     }
@@ -274,7 +334,7 @@ public final class Overlay: Sendable {
     }
 
     public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if ControlFile(node: node) != nil { throw Errno.invalid }
         let location = try locate(node)
         return try layer(serving: location.placement).readLink(location.path)
@@ -293,8 +353,19 @@ public final class Overlay: Sendable {
     /// Opens the file behind `node`. Opening a main-bundle file for writing (or with O_TRUNC)
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
-        var location = try locate(node)
+        pinView(); defer { unpinView() }
+        let before = nodes.lastKnownLocation(of: node, in: view.generation)
+        var location: NodeTable.Location
+        do {
+            location = try locate(node)
+        } catch let error where error.code == ESTALE {
+            // the layers were swapped since the kernel looked the name up, and the name leads
+            // to another file now: the file the kernel holds is still served, for reading
+            guard let before, flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0,
+                  let (fd, st) = openWhereItWas(before, flags: flags & pb_O_PASSED) else { throw error }
+            nodes.opened(node, fd: fd)
+            return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        }
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inSubstitution {
@@ -312,6 +383,30 @@ public final class Overlay: Sendable {
         }
         nodes.opened(node, fd: fd)
         return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+    }
+
+    /// Opens `node`'s file with `flags` where it still is after the layers were swapped: at
+    /// its path in the layer that served it, in the view it was last resolved in if that is
+    /// among the recent ones, else in this request's view and the recent ones at the same
+    /// layer number (a patch is never changed through the mount). Only the very file the node
+    /// is (its identity) is found. Nil when it is found nowhere.
+    private func openWhereItWas(_ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
+        guard !location.placement.isDirectory, location.identity != 0 else { return nil }
+        let recent = recentViews.withLock { $0 }
+        let views = recent.filter { $0.generation.number == location.resolvedIn } + [view] + recent
+        var tried = Set<ObjectIdentifier>()
+        for candidate in views where Int(location.placement.top) < candidate.layers.count {
+            let layer = candidate.layers[Int(location.placement.top)]
+            guard tried.insert(ObjectIdentifier(layer)).inserted, let fd = try? layer.open(location.path, flags: flags) else {
+                continue
+            }
+            if let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
+               UInt64(shown(st).st_ino) == location.identity {
+                return (fd, st)
+            }
+            Sys.close(fd)
+        }
+        return nil
     }
 
     /// The kernel's inode of `node` cannot serve the file its name leads to now: the name is
@@ -335,18 +430,19 @@ public final class Overlay: Sendable {
 
     // MARK: file system
 
-    /// The substitution's file system, as kernel overlayfs reports its upper one: names of up
+    /// The top layer's file system (the substitution's when there is one), as kernel overlayfs
+    /// reports its upper one, or its first lower one without an upper: names of up
     /// to its limit work in every operation (a whiteout for a name too long for `.wh.` is a
     /// device, see `Whiteout.needsDevice`), never more than 255 bytes.
     public func fileSystemStatistics() throws(Errno) -> statvfs {
-        var result = try substitution.fileSystemStatistics()
+        var result = try layers[0].fileSystemStatistics()
         result.f_namemax = min(result.f_namemax, UInt(Names.maximumLength))
         return result
     }
 
     /// access(2): checks `mask` against the node's mode for the requesting user.
     public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let st = try attributes(of: node)
         try Permissions.check(st, mask: mask, user: user)
     }
@@ -359,31 +455,15 @@ public final class Overlay: Sendable {
     /// it (`rsync --delete`) or moved it.
     func workspace() throws(Errno) -> Workspace {
         try checkWritable()
-        let (current, substitution) = stack.withLock { ($0.work, $0.layers.substitution) }
-        if let current, current.isInPlace(in: substitution) { return current }
-        let made = try Workspace(in: substitution)
-        stack.withLock { s in
-            if s.layers.substitution === substitution { s.work = made }
-        }
-        return made
+        guard let top = view.layers.substitution else { throw Errno.readOnly }
+        return try top.workspace()
     }
 
-    /// EROFS for a read-only overlay, and while the substitution directory is removed (reads
-    /// go on from the layers below; the first refusal is told to `warn`). Once a directory is
-    /// back at the substitution's path, an invalidation installs it.
+    /// EROFS for a read-only overlay, one without a substitution, and while the substitution
+    /// directory is removed (see `Substitution.checkWritable`).
     func checkWritable() throws(Errno) {
-        guard isWritable else { throw Errno.readOnly }
-        let substitution = self.substitution
-        guard let st = try? Sys.fstat(substitution.rootFD), st.st_nlink == 0 else { return }
-        let first = warnedOfRemovedSubstitution.withLock { warned -> Bool in
-            defer { warned = true }
-            return !warned
-        }
-        if first {
-            warn("the substitution directory \(substitution.path) was removed: changes answer EROFS "
-                 + "until a directory is back at that path and .invalidate is written")
-        }
-        throw Errno.readOnly
+        guard let top = view.layers.substitution else { throw Errno.readOnly }
+        try top.checkWritable(warn: warn)
     }
 
     /// The layer that serves an entry placed so (its top layer).

@@ -81,7 +81,8 @@ extension FuseServer {
         let prefetched = prefetcher.figures
         // the main bundle and the substitution first, as before there were patches
         let stack = overlay.layers
-        let about: [(key: String, path: RawPath)] = [("main", stack.main.path), ("substitution", stack.substitution.path)]
+        let about: [(key: String, path: RawPath)] = [("main", stack.main.path)]
+            + (stack.substitution.map { [("substitution", $0.layer.path)] } ?? [])
             + stack.patches.map { ("patch", $0.path) } + [("mountpoint", mountpoint)]
         let paths: [UInt8] = about.flatMap { Array("\($0.key): ".utf8) + FuseServer.oneLine($0.path.bytes) + [0x0A] }
         let timeouts = self.timeouts

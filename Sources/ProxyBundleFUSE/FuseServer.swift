@@ -47,6 +47,7 @@ public final class FuseServer: Sendable {
     /// kernels before 6.16 (one notification per cached name); the tests use it.
     let notifier = KernelNotifier(usesEpoch: getenv("PROXYBUNDLE_NO_EPOCH") == nil)
     /// Held for the length of each invalidation, so they run one at a time.
+    /// First in the daemon's lock order (see `Overlay`).
     let invalidations = Locked(InvalidationRecord())
     /// Whether changes in the layers are invalidated as they settle (`-o watch`).
     let watching = Locked(false)

@@ -81,14 +81,23 @@ extension FuseServer {
     /// by an invalidation, before the write returns. ENOENT or ENOTDIR for a path that is not a
     /// directory, EINVAL for a relative path, a path inside the mount, or a directory given
     /// twice or already a layer; nothing changes then.
+    /// A patch already in the stack whose path still names the same directory is kept as it
+    /// is (its descriptor and mount copy), not opened again.
     func replacePatches(_ text: [UInt8]) throws(Errno) {
         var patches: [Layer] = []
         let mountDevice = MountTable.current().mount(at: mountpoint)?.device
+        let current = Dictionary(overlay.layers.patches.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
         for line in FuseServer.paths(in: text) {
             // a path is bytes: one that is not UTF-8 is opened as it was written
             let path = RawPath(bytes: line)
             guard path.isAbsolute, !line.contains(0) else { throw Errno.invalid }
             if path.isInside(mountpoint) { throw Errno.invalid }
+            var st = stat()
+            if let kept = current[path], path.withCString({ stat($0, &st) }) == 0,
+               UInt64(st.st_dev) == kept.device, UInt64(st.st_ino) == kept.inode {
+                patches.append(kept)
+                continue
+            }
             let layer = try Layer(path: path, preservesAccessTimes: true)
             // a symlink may still have led into the mount
             if let mountDevice, FuseServer.deviceName(layer.device) == mountDevice { throw Errno.invalid }

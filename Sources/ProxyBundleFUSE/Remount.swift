@@ -51,6 +51,8 @@ extension FuseServer {
     /// is told from now on; what it holds under the old ones is forgotten (an invalidation).
     func remount(_ data: [UInt8]) throws(Errno) {
         let request = try RemountRequest(data)
+        // a stack without a substitution has nowhere to write: never made writable
+        if request.readOnly == false && overlay.layers.substitution == nil { throw Errno.readOnly }
         if request.readOnly == false && !overlay.isWritable && !claimsSubstitution() { throw Errno(EBUSY) }
         let changed = currentTimeouts.withLock { timeouts -> Bool in
             let before = timeouts
@@ -60,7 +62,7 @@ extension FuseServer {
             return timeouts != before
         }
         if let readOnly = request.readOnly, readOnly == overlay.isWritable {
-            overlay.setWritable(!readOnly)
+            try overlay.setWritable(!readOnly)
             logger.info("remounted \(readOnly ? "read-only" : "read-write")")
         }
         if changed {

@@ -9,6 +9,9 @@ public struct Finding: Equatable, Sendable {
         case whiteout
         /// A name that differs only in letter case from one below it: both show.
         case letterCase = "case"
+        /// Under casefold, an entry of a layer that another spelling of its name in the same
+        /// directory of that layer (the first in byte order) keeps from showing.
+        case spelling
         /// A global file added over localized copies below: every language now gets it.
         case overridesLocalized = "overrides-localized"
         /// A whiteout, or a new `.lproj`, that moves languages to another localization's files.
@@ -55,6 +58,8 @@ public struct Finding: Equatable, Sendable {
             return "\(place): a whiteout that hides nothing below it"
         case .letterCase:
             return "\(place): differs only in letter case from \(other); both show, nothing is replaced"
+        case .spelling:
+            return "\(place): never shows under casefold, \(self.other ?? "?") of the same layer has its name"
         case .overridesLocalized:
             return "\(place): a global file over localized copies below; \(languageWords) now load it instead of \(detail ?? "?")"
         case .movesLanguage:

@@ -33,36 +33,24 @@ public final class LayeredTree: ResourceTree {
 
     /// `layers`, the top one first: EINVAL for none, or for one given twice or inside another.
     public init(layers: [Layer]) throws(ResourceError) {
-        guard let top = layers.first, let bottom = layers.last else {
+        guard let bottom = layers.last else {
             throw ResourceError(code: EINVAL, path: "")
         }
         self.layers = layers
         do {
-            if layers.count == 1 {
-                stack = try LayerStack(substitution: try LayeredTree.emptyLayer(), main: bottom)
-            } else {
-                stack = try LayerStack(substitution: top, patches: Array(layers.dropFirst().dropLast()), main: bottom)
-            }
-            overlay = try Overlay(layers: stack, writable: false)
+            // the same stack as a mount's, without a writable layer: nothing is made anywhere
+            stack = try LayerStack(substitution: nil, patches: Array(layers.dropLast()), main: bottom)
+            overlay = try Overlay(layers: stack)
         } catch {
             throw ResourceError(code: error.code, path: layers.map(\.path.description).joined(separator: ":"))
         }
-    }
-
-    /// A directory with nothing in it, removed once open.
-    private static func emptyLayer() throws(Errno) -> Layer {
-        var template = Array("/tmp/proxybundle-empty-XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw Errno(errno) }
-        let path = String(cString: made)
-        defer { rmdir(path) }
-        return try Layer(path: path)
     }
 
     /// The layer (an index of `layers`) whose entry the tree shows at `path`: for a directory,
     /// the top one of those it merges; a symlink is its own entry, not followed.
     public func layer(of path: String) -> Int? {
         guard let entry = walk(path, follow: false), let layer = entry.layer else { return nil }
-        return layers.count == 1 ? layer - 1 : layer
+        return layer
     }
 
     /// The layers whose entries the tree shows at `path`, top first: one, or each layer of a
@@ -71,7 +59,7 @@ public final class LayeredTree: ResourceTree {
         guard let serving = try? overlay.serving(LayerPath(path)), serving.source == .layer || serving.source == .merged else {
             return []
         }
-        return serving.places.map { layers.count == 1 ? $0.layer - 1 : $0.layer }
+        return serving.places.map(\.layer)
     }
 
     /// Whether the tree shows an entry at `path`, of any kind (a dangling symlink too).
@@ -107,7 +95,7 @@ public final class LayeredTree: ResourceTree {
                     return nil
                 }
                 let kind: ResourceKind = item.type == UInt8(DT_REG) ? .file : item.type == UInt8(DT_DIR) ? .directory : .other
-                return Listed(name: text, layer: layers.count == 1 ? Int(item.layer) - 1 : Int(item.layer), kind: kind)
+                return Listed(name: text, layer: Int(item.layer), kind: kind)
             }
         } catch {
             return []

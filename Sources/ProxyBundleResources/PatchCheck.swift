@@ -8,7 +8,8 @@ import ProxyBundleCore
 /// variants and generic files some devices pass over, localized files a global one or another
 /// spelling of the language beats, global files over localized ones, whiteouts that hide nothing
 /// or move languages to another localization, loose images the asset catalog serves, source
-/// files the app never loads, and names that differ from one below only in letter case.
+/// files the app never loads, and names that differ from one below only in letter case (or,
+/// when the mount folds case, names of one layer that differ only in case).
 ///
 ///     let tree = try LayeredTree(paths: ["/srv/hotfix", "/opt/MyApp/Resources"])
 ///     for finding in PatchCheck(tree: tree).findings() { print(finding.text { "layer \($0)" }) }
@@ -20,20 +21,32 @@ public final class PatchCheck {
     let bundle: ResourceBundle
     /// The layers below the patch being checked, merged, and the main bundle over them.
     var below: (tree: LayeredTree, bundle: ResourceBundle)?
+    /// The layers below the patch being checked, merged as a mount that folds case merges
+    /// them, when case folds.
+    var foldedBelow: FoldedLayers?
     /// The merged listing of each directory looked at, by name, kept: the layer of each name,
     /// and an image's variants, are looked up there rather than each by a walk from the root.
     private var listings: [String: [String: LayeredTree.Listed]] = [:]
 
-    public init(tree: LayeredTree, devices: [Device] = Device.checked) {
+    /// Whether names are matched ignoring case (`check --casefold`): a name that differs from
+    /// one below only in case then replaces it, and names of one layer that differ only in
+    /// case are one entry (see `spellingFindings`).
+    public let foldsCase: Bool
+
+    public init(tree: LayeredTree, devices: [Device] = Device.checked, foldsCase: Bool = false) {
         self.tree = tree
         self.devices = devices
+        self.foldsCase = foldsCase
         bundle = ResourceBundle(tree: tree)
     }
 
     /// The findings of every layer but the last (the main bundle), top first, in path order;
-    /// first, an asset catalog this reader does not understand.
+    /// first, an asset catalog this reader does not understand; when case folds, last, the
+    /// main bundle's names that differ only in case.
     public func findings() -> [Finding] {
-        [unreadableCatalog()].compactMap { $0 } + (0 ..< max(0, tree.layers.count - 1)).flatMap { findings(in: $0) }
+        let main = foldsCase && !tree.layers.isEmpty ? spellingFindings(in: tree.layers.count - 1) : []
+        return [unreadableCatalog()].compactMap { $0 } + (0 ..< max(0, tree.layers.count - 1)).flatMap { findings(in: $0) }
+            + main
     }
 
     /// The findings of layer `index`, in byte order of their paths.
@@ -41,8 +54,10 @@ public final class PatchCheck {
         below = index + 1 < tree.layers.count ? (try? LayeredTree(layers: Array(tree.layers[(index + 1)...]))).map {
             ($0, ResourceBundle(tree: $0))
         } : nil
+        foldedBelow = foldsCase && below != nil ? FoldedLayers(layers: Array(tree.layers[(index + 1)...])) : nil
         var found: [Finding] = []
         walk(index, "", into: &found)
+        if foldsCase { found += spellingFindings(in: index) }
         return found.enumerated().sorted { a, b in
             a.element.path == b.element.path ? a.offset < b.offset : ResourcePath.byteOrder(a.element.path, b.element.path)
         }.map(\.element)
@@ -91,7 +106,7 @@ public final class PatchCheck {
                 found += fileFindings(full, layer: index)
             }
         }
-        if let below { found += differentCase(names, in: path, layer: index, below: below.tree) }
+        if let below, !foldsCase { found += differentCase(names, in: path, layer: index, below: below.tree) }
         for (family, variants) in images.sorted(by: { $0.key < $1.key }) {
             found += imageFindings(ImageName(family), in: path, variants: variants.sorted(), layer: index)
         }
@@ -101,15 +116,15 @@ public final class PatchCheck {
     /// entry is no whiteout.
     private func hiddenNames(_ name: String, bytes: [UInt8], entry: EntryList.Entry, in path: String,
                              layer: Layer) -> [String]? {
-        let belowNames = below?.tree.names(in: path) ?? []
+        let belowNames = foldedBelow?.names(in: path) ?? below?.tree.names(in: path) ?? []
         if bytes == Whiteout.opaqueMarker { return belowNames }
         if name.hasPrefix(".wh..wh.") { return [] }
         if let hidden = Whiteout.hiddenName(bytes).flatMap({ String(validating: $0, as: UTF8.self) }) {
-            return (below?.tree.exists(ResourcePath.join(path, hidden)) ?? false) ? [hidden] : []
+            return shownBelow(hidden, in: path) ? [hidden] : []
         }
         let full = ResourcePath.join(path, name)
         if entry.type == UInt8(DT_CHR), let st = try? layer.attributes(LayerPath(full)), Whiteout.isDevice(st) {
-            return (below?.tree.exists(full) ?? false) ? [name] : []
+            return shownBelow(name, in: path) ? [name] : []
         }
         return nil
     }

@@ -123,7 +123,8 @@ public final class ResourceBundle {
                 let directory = self.directory(location, idiom: query.product)
                 return names.map { name in
                     let found = directory.entry(name)
-                    return Candidate(path: ResourcePath.join(location, found ?? name), exists: found != nil)
+                    let path = ResourcePath.join(location, found ?? name)
+                    return Candidate(path: found == nil ? path : tree.spelling(of: path), exists: found != nil)
                 }
             }
     }
@@ -184,7 +185,7 @@ public final class ResourceBundle {
     func directory(_ path: String, idiom: Device.Idiom?) -> ResourceDirectory {
         let key = DirectoryKey(path: path, idiom: idiom)
         if let known = directories[key] { return known }
-        let directory = ResourceDirectory(names: tree.names(in: path), idiom: idiom)
+        let directory = ResourceDirectory(names: tree.names(in: path), idiom: idiom, foldsCase: tree.foldsCase)
         directories[key] = directory
         return directory
     }

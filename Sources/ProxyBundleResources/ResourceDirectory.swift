@@ -1,3 +1,5 @@
+import ProxyBundleCore
+
 /// One directory's resources as CoreFoundation files them (`_CFBundleReadDirectory`,
 /// CFBundle_Resources.c): every entry is a resource, whatever its kind (files, directories such
 /// as nib folders, `.storyboardc` and `.bundle`, symlinks), except `._` files
@@ -7,21 +9,24 @@
 struct ResourceDirectory {
     /// The names in the directory, in byte order.
     let names: [String]
-    /// A name looked up → the entry it finds.
+    /// A name looked up (its key, when case folds) → the entry it finds.
     private let entries: [String: String]
+    private let foldsCase: Bool
 
-    init(names unordered: [String], idiom: Device.Idiom?) {
+    init(names unordered: [String], idiom: Device.Idiom?, foldsCase: Bool = false) {
         names = unordered.filter { !$0.hasPrefix("._") }.sorted(by: ResourcePath.byteOrder)
+        self.foldsCase = foldsCase
+        let key = { (name: String) in foldsCase ? CaseFold.key(name) : name }
         var entries: [String: String] = [:]
         var variants: [(generic: String, name: String)] = []
-        for name in names {
-            entries[name] = name
+        for name in names where entries[key(name)] == nil {
+            entries[key(name)] = name
             if let idiom, let generic = ResourceDirectory.generic(name, product: "~" + idiom.suffix) {
-                variants.append((generic, name))
+                variants.append((key(generic), name))
             }
         }
         // a device's variant replaces the generic name, never another variant's own name
-        for (generic, name) in variants where entries[generic] == nil || entries[generic] == generic {
+        for (generic, name) in variants where entries[generic] == nil || entries[generic].map(key) == generic {
             entries[generic] = name
         }
         self.entries = entries
@@ -29,7 +34,7 @@ struct ResourceDirectory {
 
     /// The entry that a lookup of `name` finds here, if any.
     func entry(_ name: String) -> String? {
-        entries[name]
+        entries[foldsCase ? CaseFold.key(name) : name]
     }
 
     /// `name` without `product` (`~ipad`), when it names that product's variant: the product

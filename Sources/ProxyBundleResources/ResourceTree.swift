@@ -21,6 +21,15 @@ public protocol ResourceTree {
     func names(in path: String) -> [String]
     /// The first `limit` bytes of the file at `path`, or nil when it cannot be read.
     func contents(of path: String, limit: Int) -> [UInt8]?
+    /// Whether names are matched ignoring case and normalization (`CaseFoldedTree`).
+    var foldsCase: Bool { get }
+    /// The real spelling of `path`, an entry of the tree.
+    func spelling(of path: String) -> String
+}
+
+extension ResourceTree {
+    public var foldsCase: Bool { false }
+    public func spelling(of path: String) -> String { path }
 }
 
 /// A directory on disk: a bundle laid out in a plain directory, or a proxybundle mount, whose

@@ -19,7 +19,9 @@ struct CheckCommand: ParsableCommand {
             localized copies, which every language then gets; a whiteout, or a new .lproj, that \
             moves languages to other files (which, from what to what); a whiteout that hides \
             nothing; a source file (.xib, .storyboard, .xcassets, .xcstrings) the app never \
-            loads; a name that differs only in letter case from one below it (both show). \
+            loads; a name that differs only in letter case from one below it (both show); with \
+            --casefold, instead, names of one layer that differ only in letter case (of a.txt \
+            and A.txt, a.txt never shows). \
             Devices checked: scale 2 and 3, phone and pad (what current iOS versions run on), \
             unless --scales and --idioms say otherwise; languages: every localization of the \
             bundle. Exit status 1 when something is found, 0 when nothing is. The layers are \
@@ -38,6 +40,9 @@ struct CheckCommand: ParsableCommand {
 
     @Option(help: "The device idioms to check, separated by commas (phone, pad); default phone,pad.")
     var idioms: String = "phone,pad"
+
+    @Flag(help: "Match names ignoring letter case and Unicode normalization: a case-only difference from a name below replaces it (no finding); names of one layer that differ only in case are reported, all but the first in byte order never show.")
+    var casefold = false
 
     @Flag(help: "Print JSON instead of text.")
     var json = false
@@ -85,7 +90,7 @@ struct CheckCommand: ParsableCommand {
             throw Failure("cannot merge the layers of \(mountpoint): \(Paths.describe(error.code))")
         }
         let devices = try devices()
-        let findings = PatchCheck(tree: tree, devices: devices).findings()
+        let findings = PatchCheck(tree: tree, devices: devices, foldsCase: casefold).findings()
         // a patch is named with its path (there may be several); the substitution and the
         // main bundle by their role
         let name = { (index: Int) -> String in roles[index].role == "patch" ? "patch \(roles[index].path.description)" : roles[index].role }

@@ -33,8 +33,8 @@ enum Daemon {
         raiseOpenFileLimit()
         do throws(Failure) {
             // held for the daemon's life (the kernel lets go of it at exit, also after a crash)
-            let claim = WriterClaim(plan.substitution)
-            if !plan.readOnly { try claim.take() }
+            let claim = plan.substitution.map(WriterClaim.init)
+            if !plan.readOnly { try claim?.take() }
             let session = try open(plan, claim: claim, logger: logger)
             do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
@@ -45,7 +45,8 @@ enum Daemon {
             case 1...8: patches = " under patches \(plan.patches.map(\.description).joined(separator: ", "))"
             default: patches = " under \(plan.patches.count) patches, \(plan.patches[0]) to \(plan.patches[plan.patches.count - 1])"
             }
-            logger.info("mounted \(plan.main)\(patches) with \(plan.substitution) on \(plan.mountpoint)")
+            let top = plan.substitution.map { "with \($0)" } ?? "with no substitution (read-only)"
+            logger.info("mounted \(plan.main)\(patches) \(top) on \(plan.mountpoint)")
             if plan.options.watch { session.server.startWatching() }
             if let notifySocket, ready == nil {
                 SystemdNotify.readyWhenAnswering(plan.mountpoint, socket: notifySocket, logger: logger)
@@ -66,7 +67,7 @@ enum Daemon {
         }
     }
 
-    private static func open(_ plan: MountPlan, claim: WriterClaim, logger: Logger) throws(Failure) -> Session {
+    private static func open(_ plan: MountPlan, claim: WriterClaim?, logger: Logger) throws(Failure) -> Session {
         let overlay: Overlay
         do {
             // reading the main bundle and the patches leaves their access times alone
@@ -75,7 +76,7 @@ enum Daemon {
             var patches: [Layer] = []
             for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true)) }
             // and the substitution is reached with the mount's access-time options
-            let substitution = try Layer(path: plan.substitution, accessTimes: plan.options.accessTimes)
+            let substitution = try plan.substitution.map { path throws(Errno) in try Layer(path: path, accessTimes: plan.options.accessTimes) }
             overlay = try Overlay(main: main, patches: patches, substitution: substitution, writable: !plan.readOnly,
                                   substitutionPath: plan.substitution,
                                   cachesLookups: plan.options.timeouts != .none,
@@ -87,7 +88,7 @@ enum Daemon {
                                 mountpoint: plan.mountpoint,
                                 usesACL: plan.options.acl,
                                 // asked in a request: no waiting there
-                                claimsSubstitution: { (try? claim.take(patience: 0)) != nil })
+                                claimsSubstitution: { claim.map { (try? $0.take(patience: 0)) != nil } ?? false })
         var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse).map(RawArguments.bytes(of:))
         if !options.contains(where: { $0.starts(with: "fsname=".utf8) }) { options.append(Array("fsname=".utf8) + plan.main.bytes) }
         do {

@@ -20,9 +20,11 @@ enum DaemonImage {
     /// the very bytes of each path.
     static func arguments(_ plan: MountPlan, options: [String], level: Logger.Level,
                           destination: LogDestination) -> [String] {
-        // the patches as checked (canonical), in place of any the options named
-        [marker, plan.main.argument, plan.mountpoint.argument, plan.substitution.argument, level.rawValue,
+        // the patches as checked (canonical), in place of any the options named; no
+        // substitution is an empty argument and the option that says so
+        [marker, plan.main.argument, plan.mountpoint.argument, plan.substitution?.argument ?? "", level.rawValue,
          destination.argument] + plan.patches.map { patchPrefix + $0.argument } + options
+            + (plan.substitution == nil ? ["nosubstitution"] : [])
     }
 
     /// `arguments` (lossless text) as the C strings of a new process's `argv`, after the
@@ -54,7 +56,8 @@ enum DaemonImage {
             let patches = rest.filter { $0.hasPrefix(patchPrefix) }.map { RawPath(argument: String($0.dropFirst(patchPrefix.count))) }
             let options = try MountOptions(rest.filter { !$0.hasPrefix(patchPrefix) })
             let plan = try MountPlan(main: RawPath(argument: arguments[0]), mountpoint: RawPath(argument: arguments[1]),
-                                     substitution: RawPath(argument: arguments[2]), patches: patches, options: options)
+                                     substitution: arguments[2].isEmpty ? nil : RawPath(argument: arguments[2]),
+                                     patches: patches, options: options)
             try destination.bootstrap(level: level)
             // every line names the mount it is about: several share one syslog
             var logger = Logger(label: "proxybundle")

@@ -84,7 +84,8 @@ struct LayersCommand: ParsableCommand {
 
     /// Checks `arguments` as `mount` checks its patches, then writes them to `.layers`.
     func setPatches(_ mount: RunningMount, _ arguments: [RawPath]) throws(Failure) {
-        guard let substitution = mount.substitution else { throw mount.unreachable }
+        guard mount.isAlive else { throw mount.unreachable }
+        let substitution = mount.substitution
         var paths: [RawPath] = []
         for argument in arguments { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
         try MountPlan.checkPatches(zip(arguments, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,

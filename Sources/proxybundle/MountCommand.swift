@@ -39,6 +39,11 @@ struct MountCommand: ParsableCommand {
         valueName: "dir"))
     var substitution: String?
 
+    @Flag(name: .customLong("no-substitution"), help: ArgumentHelp(
+        "Mount MAIN under its patches with no writable layer: read-only, writing nothing anywhere.",
+        discussion: "No substitution directory is made or used and no work area; a remount to read-write is refused."))
+    var noSubstitution = false
+
     @Option(name: .long, help: ArgumentHelp(
         "A read-only patch layer between the substitution and MAIN; repeat for more, highest priority first.",
         valueName: "dir"))
@@ -76,8 +81,12 @@ struct MountCommand: ParsableCommand {
             return try Remount.run(mountpoint: mountpoint, options: options + given, helper: true)
         }
         // every path is the bytes given (UTF-8 or not: see RawArguments)
-        let parsed = try MountOptions(options)
+        var parsed = try MountOptions(options)
         let substitution = substitution.map(RawPath.init(argument:))
+        parsed.noSubstitution = parsed.noSubstitution || noSubstitution
+        if parsed.noSubstitution, let given = substitution ?? parsed.substitution {
+            throw Failure("--no-substitution and a substitution directory (\(given)) disagree; give one")
+        }
         if let substitution, let option = parsed.substitution, Paths.absolute(substitution) != Paths.absolute(option) {
             throw Failure("--substitution \(substitution) and -o substitution=\(option) disagree; give one")
         }

@@ -20,6 +20,8 @@ struct MountOptions {
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
     var readOnly = false
+    /// `nosubstitution` (`--no-substitution`): no writable layer at all.
+    var noSubstitution = false
     /// `acl`: the kernel enforces the layers' POSIX ACLs (see `Capabilities.acl`); by default
     /// (`noacl`) it checks the mode bits alone, which is much faster for users who own nothing
     /// they open (the kernel asks for the ACL of each such file, again after each change of its
@@ -54,7 +56,7 @@ struct MountOptions {
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
                       "patches-from", "log_level", "debug", "image", "store",
-                      "nocache", "ro", "acl", "noacl", "watch", "nowatch", "transport"]
+                      "nocache", "ro", "nosubstitution", "acl", "noacl", "watch", "nowatch", "transport"]
 
     /// What `-o` completes to in the shells: every option, `=` after those that take a value.
     static var completions: [String] {
@@ -67,7 +69,7 @@ struct MountOptions {
         Comma-separated mount options. The daemon's own: entry_timeout=SECONDS, \
         attr_timeout=SECONDS, negative_timeout=SECONDS (default 86400; 0 turns that kernel cache \
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
-        EROFS; .invalidate still works), rw (the default), acl (the kernel enforces the layers' \
+        EROFS; .invalidate still works), rw (the default), nosubstitution (as --no-substitution), acl (the kernel enforces the layers' \
         POSIX ACLs and new entries inherit default ACLs, as on kernel overlayfs; slower for users who \
         own nothing they open), noacl (the default: permissions by the mode bits alone), watch (changes made \
         in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
@@ -125,6 +127,7 @@ struct MountOptions {
             logLevel = level
         case ("nocache", nil): timeouts = .none
         case ("ro", nil): readOnly = true
+        case ("nosubstitution", nil): noSubstitution = true
         case ("rw", nil): readOnly = false
         case ("acl", nil): acl = true
         case ("noacl", nil): acl = false

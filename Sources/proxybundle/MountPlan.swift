@@ -7,13 +7,14 @@ import Glibc
 struct MountPlan {
     var main: RawPath
     var mountpoint: RawPath
-    var substitution: RawPath
+    /// None with `--no-substitution`: the mount is read-only and writes nothing anywhere.
+    var substitution: RawPath?
     /// The patches, highest priority first.
     var patches: [RawPath]
     var options: MountOptions
 
-    /// `-o ro`: every change answers EROFS.
-    var readOnly: Bool { options.readOnly }
+    /// `-o ro`, or no substitution: every change answers EROFS.
+    var readOnly: Bool { options.readOnly || options.noSubstitution }
 
     init(main mainArgument: RawPath, mountpoint mountArgument: RawPath, substitution substitutionArgument: RawPath?,
          patches patchArguments: [RawPath] = [], options: MountOptions) throws(Failure) {
@@ -28,6 +29,13 @@ struct MountPlan {
             patches.append(try MountPlan.readableDirectory(argument, role: "patch"))
         }
         self.patches = patches
+        if options.noSubstitution {
+            // nothing is made or claimed: no default substitution directory, no work area
+            substitution = nil
+            try MountPlan.checkPatches(zip(patchArguments, patches).map { ($0, $1) }, main: main, mountpoint: mountpoint,
+                                       substitution: nil)
+            return
+        }
         let wanted = substitutionArgument ?? options.substitution ?? Paths.defaultSubstitution(forMain: main)
         try MountPlan.checkNoLoop(main: main, mountpoint: mountpoint, substitution: Paths.resolved(wanted),
                                   argument: wanted)
@@ -40,7 +48,8 @@ struct MountPlan {
             }
             try Paths.makeDirectories(Paths.absolute(wanted))
         }
-        substitution = try MountPlan.directory(wanted, role: "substitution directory")
+        let substitution = try MountPlan.directory(wanted, role: "substitution directory")
+        self.substitution = substitution
         if !options.readOnly {
             try MountPlan.checkNotOnProxybundle(substitution, argument: wanted)
             try WriterLock.check(substitution)
@@ -51,28 +60,28 @@ struct MountPlan {
     /// inside one nor holding one (`LayerList`), and apart from the mountpoint. A refusal names
     /// the patch by its position, highest priority first, and as given.
     static func checkPatches(_ patches: [(argument: RawPath, path: RawPath)], main: RawPath, mountpoint: RawPath,
-                             substitution: RawPath) throws(Failure) {
+                             substitution: RawPath?) throws(Failure) {
         guard patches.count <= LayerList.patchLimit else {
             throw Failure("\(patches.count) patches are more than a mount takes (\(LayerList.patchLimit))")
         }
+        // the main bundle, the substitution if any, then the patches
+        let fixed = [main] + (substitution.map { [$0] } ?? [])
         func name(_ index: Int) -> ByteText {
-            switch index {
-            case 0: return "the main bundle \(main)"
-            case 1: return "the substitution directory \(substitution)"
-            default: return "patch \(index - 1) (\(patches[index - 2].argument))"
-            }
+            if index == 0 { return "the main bundle \(main)" }
+            if index < fixed.count { return "the substitution directory \(fixed[index])" }
+            return "patch \(index - fixed.count + 1) (\(patches[index - fixed.count].argument))"
         }
-        switch LayerList.problem([main, substitution] + patches.map(\.path)) {
+        switch LayerList.problem(fixed + patches.map(\.path)) {
         case .same(let first, let second)?: throw Failure("\(name(second)) is the same directory as \(name(first))")
         case .inside(let inner, let outer)?: throw Failure("\(name(inner)) is inside \(name(outer))")
         case nil: break
         }
         for (index, patch) in patches.enumerated() {
             if patch.path.isInside(mountpoint) {
-                throw Failure("\(name(index + 2)) is inside the mountpoint \(mountpoint); the mount would hide it")
+                throw Failure("\(name(index + fixed.count)) is inside the mountpoint \(mountpoint); the mount would hide it")
             }
             if mountpoint.isInside(patch.path) {
-                throw Failure("mountpoint \(mountpoint) is inside \(name(index + 2)); the mount would contain itself")
+                throw Failure("mountpoint \(mountpoint) is inside \(name(index + fixed.count)); the mount would contain itself")
             }
         }
     }

@@ -58,6 +58,10 @@ enum Remount {
         }
         let present = RemountOptions.Present(mount: mount, table: table, started: mount.startedOptions)
         let change = try RemountOptions(options, present: present, helper: helper)
+        if change.readOnly == false && mount.substitution == nil {
+            throw Failure("\(mountpoint) has no substitution directory (mounted with --no-substitution): "
+                          + "it stays read-only; nothing changed")
+        }
         if helper && state == "yes" && !present.kernelReadOnly && change.readOnly == nil {
             Failure("note: \(mountpoint) stays read-only (mounted with -o ro); to make it writable: "
                     + "proxybundle remount \(mountpoint) -o rw").report()

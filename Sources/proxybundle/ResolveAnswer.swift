@@ -17,7 +17,8 @@ struct BundlePlace {
     let bundle: ResourceBundle
     let mount: RunningMount?
 
-    init(_ given: String) throws {
+    /// `given`, its names matched ignoring case and normalization with `foldsCase`.
+    init(_ given: String, foldsCase: Bool = false) throws {
         self.given = given
         let absolute = Paths.canonical(Paths.absolute(RawPath(argument: given))) ?? Paths.absolute(RawPath(argument: given))
         mount = RunningMount.containing(absolute)
@@ -30,9 +31,10 @@ struct BundlePlace {
         self.top = top
         let relative = absolute.bytes.dropFirst(top.bytes.count).drop { $0 == UInt8(ascii: "/") }
         prefix = String(decoding: relative, as: UTF8.self)
-        let tree: DirectoryTree
+        let tree: ResourceTree
         do {
-            tree = try DirectoryTree(path: String(decoding: top.bytes, as: UTF8.self))
+            let directory = try DirectoryTree(path: String(decoding: top.bytes, as: UTF8.self))
+            tree = foldsCase ? CaseFoldedTree(directory) : directory
         } catch {
             throw Failure("\(given): \(Paths.describe(error.code))")
         }

@@ -61,6 +61,9 @@ struct ResolveCommand: ParsableCommand {
     @Flag(name: .customLong("all-bundles"), help: "Search the *.bundle directories of the resources directory too.")
     var allBundles = false
 
+    @Flag(help: "Match names ignoring letter case and Unicode normalization, as ext4's casefold does (for a bundle made on macOS or Windows).")
+    var casefold = false
+
     @Flag(help: "Print the search list and every candidate in the order tried, those that exist marked with *.")
     var candidates = false
 
@@ -101,7 +104,7 @@ struct ResolveCommand: ParsableCommand {
         guard let root = RawPath(argument: root).text else {
             throw Failure("\(RawPath(argument: root)): resolve takes a ROOT whose path is UTF-8")
         }
-        let place = try BundlePlace(root)
+        let place = try BundlePlace(root, foldsCase: casefold)
         if name == nil {
             return list(place)
         }

@@ -59,7 +59,11 @@ struct StatusCommand: ParsableCommand {
             if mount.error == ENOTCONN || mount.error == ECONNABORTED {
                 lines.append("  the daemon has died; clear the mount with: proxybundle unmount \(mount.mountpoint)")
             }
-            if let substitution = mount.substitution { lines.append("  substitution: \(substitution)") }
+            if let substitution = mount.substitution {
+                lines.append("  substitution: \(substitution)")
+            } else {
+                lines.append("  substitution: none (read-only)")
+            }
             for patch in mount.patches { lines.append("  patch: \(patch)") }
             for image in PatchImage.of(mount) {
                 lines.append("  image: \(image.reference) \(image.manifest) (\(image.patches.count) of the patches)")

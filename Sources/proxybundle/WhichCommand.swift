@@ -56,15 +56,16 @@ struct WhichCommand: ParsableCommand {
     /// What serves `full` (an absolute path, canonical up to its last name) inside `mount`,
     /// computed from the layers on disk. `shownAs` names the path in errors.
     static func serving(_ full: RawPath, in mount: RunningMount, shownAs path: RawPath) throws -> Answer {
-        guard mount.isAlive, let substitution = mount.substitution else { throw mount.unreachable }
+        guard mount.isAlive else { throw mount.unreachable }
+        let substitution = mount.substitution
         let relative = Array(full.bytes.dropFirst(mount.mountpoint == .root ? 1 : mount.mountpoint.bytes.count))
         let overlay: Overlay
-        let paths = [substitution] + mount.patches + [mount.main]
+        let paths = (substitution.map { [$0] } ?? []) + mount.patches + [mount.main]
         do {
             var patches: [Layer] = []
             for patch in mount.patches { patches.append(try WhichCommand.layer(patch, of: mount)) }
             overlay = try Overlay(main: try WhichCommand.layer(mount.main, of: mount), patches: patches,
-                                  substitution: try WhichCommand.layer(substitution, of: mount))
+                                  substitution: try substitution.map { path throws(Errno) in try WhichCommand.layer(path, of: mount) })
         } catch {
             throw Failure("cannot open the layers of \(mount.mountpoint): \(error)")
         }

@@ -266,3 +266,32 @@ final class ResourceCommandTests: XCTestCase {
         XCTAssertEqual(merged.kind(of: "Art/link.png"), .file)
     }
 }
+
+/// `resolve --casefold` and `check --casefold` (issue 38).
+extension ResourceCommandTests {
+    func testResolveCasefoldFindsAnySpellingOnAPlainDirectory() throws {
+        let folded = try proxybundle(["resolve", fx.main, "IMAGES/Icon.PNG", "--casefold"])
+        XCTAssertEqual(folded.status, 0, folded.error)
+        XCTAssertEqual(folded.output, "Images/icon.png\n", "the real spelling")
+        let exact = try proxybundle(["resolve", fx.main, "IMAGES/Icon.PNG"])
+        XCTAssertEqual(exact.status, 1, "case matters without --casefold")
+    }
+
+    func testCheckCasefoldReportsSpellingsNotCaseDifferences() throws {
+        try Disk.write(fx.substitution + "/PKGINFO", "APPL????")
+        try Disk.write(fx.substitution + "/notes.txt", "a")
+        try Disk.write(fx.substitution + "/Notes.txt", "b")
+        try fx.start()
+        let plain = try proxybundle(["check", fx.mountpoint, "--scales", "2", "--idioms", "pad"])
+        XCTAssertEqual(plain.output, """
+            PKGINFO (substitution): differs only in letter case from PkgInfo from main; both show, nothing is replaced
+
+            """)
+        let folded = try proxybundle(["check", fx.mountpoint, "--scales", "2", "--idioms", "pad", "--casefold"])
+        XCTAssertEqual(folded.status, 1, folded.error)
+        XCTAssertEqual(folded.output, """
+            notes.txt (substitution): never shows under casefold, Notes.txt of the same layer has its name
+
+            """)
+    }
+}

@@ -97,11 +97,11 @@ final class NodeTableNameTests: XCTestCase {
         let resolvedAt = table.version
         _ = table.invalidate(root: root)
         let late = table.remember(parent: rootNodeID, name: Array("late".utf8), placement: file, kind: 8, identity: 7,
-                                  resolvedAt: resolvedAt)
-        XCTAssertFalse(try table.location(of: late).isFresh, "resolved before the invalidation")
+                                  resolvedAt: resolvedAt, in: table.generation)
+        XCTAssertFalse(try table.location(of: late, in: table.generation).isFresh, "resolved before the invalidation")
         let now = table.remember(parent: rootNodeID, name: Array("now".utf8), placement: file, kind: 8, identity: 8,
-                                 resolvedAt: table.version)
-        XCTAssertTrue(try table.location(of: now).isFresh, "resolved after it")
+                                 resolvedAt: table.version, in: table.generation)
+        XCTAssertTrue(try table.location(of: now, in: table.generation).isFresh, "resolved after it")
     }
 
     /// A forgotten node keeps its names (a lookup of either gets it back); once both are
@@ -109,7 +109,7 @@ final class NodeTableNameTests: XCTestCase {
     func testAForgottenNodeLeavesNoNameBehindOnceRemoved() {
         let table = NodeTable(root: Placement(top: 0, bottom: 1, isDirectory: true))
         let id = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8, identity: 7,
-                                resolvedAt: nil)
+                                resolvedAt: nil, in: table.generation)
         table.addAlias(id, parent: rootNodeID, name: Array("b".utf8))
         table.forget(id, count: 2)
         table.state.withLock { s in
@@ -131,12 +131,12 @@ final class NodeTableNameTests: XCTestCase {
     func testALinkTakesItsNameFromTheNodeThatHadIt() throws {
         let table = NodeTable(root: Placement(top: 0, bottom: 1, isDirectory: true))
         let target = table.remember(parent: rootNodeID, name: Array("a".utf8), placement: file, kind: 8,
-                                    identity: 7, resolvedAt: nil)
+                                    identity: 7, resolvedAt: nil, in: table.generation)
         let other = table.remember(parent: rootNodeID, name: Array("b".utf8), placement: file, kind: 8,
-                                   identity: 9, resolvedAt: nil)
+                                   identity: 9, resolvedAt: nil, in: table.generation)
         table.addAlias(target, parent: rootNodeID, name: Array("b".utf8))
-        XCTAssertThrowsError(try table.location(of: other), "the old node still claims the name")
-        XCTAssertEqual(try table.location(of: target).path.bytes, Array("a".utf8))
+        XCTAssertThrowsError(try table.location(of: other, in: table.generation), "the old node still claims the name")
+        XCTAssertEqual(try table.location(of: target, in: table.generation).path.bytes, Array("a".utf8))
         table.state.withLock { s in
             XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))), target)
         }

@@ -243,6 +243,6 @@ final class NoAccessTimeLayerTests: OverlayTestCase {
         XCTAssertEqual(Glibc.rename(patchRoot, aside), 0)
         XCTAssertEqual(Glibc.mkdir(patchRoot, 0o755), 0)
         XCTAssertTrue(try overlay.invalidate().swappedSubstitution)
-        XCTAssertEqual(overlay.substitution.accessTimes, .noatime)
+        XCTAssertEqual(try overlay.substitution.accessTimes, .noatime)
     }
 }

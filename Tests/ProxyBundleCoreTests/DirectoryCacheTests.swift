@@ -19,7 +19,7 @@ final class DirectoryCacheTests: OverlayTestCase {
         let a = try lookup(overlay, "a").node
         _ = try lookup(overlay, "b")
         let located = overlay.nodes.version
-        let outdated = try overlay.nodes.location(of: a)
+        let outdated = try overlay.nodes.location(of: a, in: overlay.nodes.generation)
         try overlay.rename(n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
         try overlay.rename(n("b"), in: rootNodeID, to: n("a"), in: rootNodeID, flags: 0)
         let served = try overlay.directories.descriptors(a, outdated, located: located, layers: overlay.layers)
@@ -55,7 +55,7 @@ final class DirectoryCacheTests: OverlayTestCase {
         try write(.patch, "d/p", "patch")
         let overlay = try makeCachingOverlay()
         let d = try lookup(overlay, "d").node
-        let location = try overlay.nodes.location(of: d)
+        let location = try overlay.nodes.location(of: d, in: overlay.nodes.generation)
         try rename(.patch, "d", "away")
         let opened = try overlay.directories.descriptors(d, location, located: overlay.nodes.version,
                                                          layers: overlay.layers)

@@ -13,12 +13,43 @@ final class LayerStackTests: OverlayTestCase {
         let main = try Layer(path: mainRoot)
         let substitution = try Layer(path: patchRoot)
         let outside = try Layer(path: outsideRoot)
-        XCTAssertNoThrow(try LayerStack(substitution: substitution, patches: [outside], main: main))
-        assertErrno(EINVAL, try LayerStack(substitution: substitution, patches: [try Layer(path: mainRoot)], main: main))
-        assertErrno(EINVAL, try LayerStack(substitution: substitution, patches: [outside, outside], main: main))
-        assertErrno(EINVAL, try LayerStack(substitution: substitution, patches: [try Layer(path: mainRoot + "/inner")], main: main))
-        assertErrno(EINVAL, try LayerStack(substitution: substitution, patches: [try Layer(path: "/tmp")], main: main),
+        XCTAssertNoThrow(try LayerStack(substitution: Substitution(substitution, writable: false), patches: [outside], main: main))
+        assertErrno(EINVAL, try LayerStack(substitution: Substitution(substitution, writable: false), patches: [try Layer(path: mainRoot)], main: main))
+        assertErrno(EINVAL, try LayerStack(substitution: Substitution(substitution, writable: false), patches: [outside, outside], main: main))
+        assertErrno(EINVAL, try LayerStack(substitution: Substitution(substitution, writable: false), patches: [try Layer(path: mainRoot + "/inner")], main: main))
+        assertErrno(EINVAL, try LayerStack(substitution: Substitution(substitution, writable: false), patches: [try Layer(path: "/tmp")], main: main),
                     "a layer holding the others")
+    }
+
+    /// A stack without a substitution: its top patch is layer 0, reads merge as usual, every
+    /// change answers EROFS, a remount to read-write is refused, and nothing is made in any
+    /// layer (no work area).
+    func testAStackWithoutASubstitutionReadsAndNeverWrites() throws {
+        try write(.main, "a", "main")
+        try write(.main, "b", "main")
+        try mkdir(.patch, "d")
+        try write(.patch, "a", "patch")
+        let stack = try LayerStack(substitution: nil, patches: [try Layer(path: patchRoot)], main: try Layer(path: mainRoot))
+        XCTAssertEqual(stack.count, 2)
+        XCTAssertEqual(stack.role(0), .patch)
+        XCTAssertEqual(stack.role(1), .main)
+        XCTAssertEqual(stack.patches.count, 1)
+        let overlay = try Overlay(layers: stack)
+        XCTAssertFalse(overlay.isWritable)
+        let a = try lookup(overlay, "a")
+        let fd = try overlay.openFile(a.node, flags: O_RDONLY)
+        var buffer = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(read(fd.fd, &buffer, 16), 5)
+        overlay.release(a.node, fd: fd.fd)
+        XCTAssertEqual(Array(buffer.prefix(5)), Array("patch".utf8))
+        let me = Requester(uid: getuid(), gid: getgid(), groups: [])
+        assertErrno(EROFS, try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: rootNodeID, owner: me))
+        assertErrno(EROFS, try overlay.openFile(try lookup(overlay, "b").node, flags: O_WRONLY))
+        assertErrno(EROFS, try overlay.setWritable(true))
+        XCTAssertNoThrow(try overlay.setWritable(false))
+        overlay.close()
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: patchRoot).sorted(), ["a", "d"])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mainRoot).sorted(), ["a", "b"])
     }
 
     /// A list of layers is checked in one sort, told by position: the same directory, one
@@ -56,7 +87,7 @@ final class LayerStackTests: OverlayTestCase {
         XCTAssertEqual(LayerStack.limit, LayerList.patchLimit + 2)
         let one = try Layer(path: base + "/0")
         let tooMany = Array(repeating: one, count: LayerList.patchLimit + 1)
-        assertErrno(E2BIG, try LayerStack(substitution: Layer(path: patchRoot), patches: tooMany, main: Layer(path: mainRoot)))
+        assertErrno(E2BIG, try LayerStack(substitution: Substitution(Layer(path: patchRoot), writable: false), patches: tooMany, main: Layer(path: mainRoot)))
     }
 
     /// The main bundle's file system shows its own numbers; each other one gets a tag of its own
@@ -65,18 +96,18 @@ final class LayerStackTests: OverlayTestCase {
         var numbers = InodeNumbers(main: 10)
         XCTAssertEqual(numbers.tag(10), 0)
         XCTAssertEqual(numbers.tag(99), 0, "alone, nothing is tagged")
-        numbers.register(try LayerStack(substitution: Layer(path: patchRoot), main: Layer(path: mainRoot)))
+        numbers.register(try LayerStack(substitution: Substitution(Layer(path: patchRoot), writable: false), main: Layer(path: mainRoot)))
         let shm = try makeTemporaryDirectory("shm", under: "/dev/shm")
         let tmpfs = try Layer(path: shm)
         try XCTSkipIf(tmpfs.device == (try Layer(path: mainRoot)).device, "/dev/shm is on the main bundle's file system")
         var two = InodeNumbers(main: 10)
-        two.register(try LayerStack(substitution: Layer(path: patchRoot), patches: [tmpfs], main: Layer(path: mainRoot)))
+        two.register(try LayerStack(substitution: Substitution(Layer(path: patchRoot), writable: false), patches: [tmpfs], main: Layer(path: mainRoot)))
         XCTAssertEqual(two.devices.count, 3)
         XCTAssertEqual(two.tag(two.devices[1]), 1 << 63)
         XCTAssertEqual(two.tag(two.devices[2]), 1 << 62)
         XCTAssertEqual(two.number(5, device: two.devices[2]), (1 << 62) | 5)
         let before = two.devices
-        two.register(try LayerStack(substitution: Layer(path: patchRoot), main: Layer(path: mainRoot)))
+        two.register(try LayerStack(substitution: Substitution(Layer(path: patchRoot), writable: false), main: Layer(path: mainRoot)))
         XCTAssertEqual(two.devices, before, "a file system keeps its tag for the daemon's life")
     }
 

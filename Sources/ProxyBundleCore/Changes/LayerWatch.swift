@@ -83,9 +83,10 @@ final class LayerWatch: Sendable {
         }
     }
 
-    /// Whether directory node `id` is watched as it is placed now.
-    func isWatched(_ id: NodeID, _ placement: Placement) -> Bool {
-        state.withLock { $0.watched[id]?.placement == placement }
+    /// The directory nodes watched, with the placement each was watched with: read before
+    /// the node table is locked (this lock is never taken under the table's).
+    var watchedPlacements: [NodeID: Placement] {
+        state.withLock { $0.watched.mapValues(\.placement) }
     }
 
     /// Stops watching these directory nodes (their names led elsewhere): they are watched

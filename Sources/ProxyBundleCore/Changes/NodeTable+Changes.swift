@@ -2,10 +2,11 @@
 /// them), so everything else stays cached in the daemon and in the kernel.
 extension NodeTable {
     /// Forgets what `changes` name. Directory nodes that have cached names but are not
-    /// watched as they are placed now (`isWatched`) have all their names forgotten. Returns
+    /// watched as they are placed now (`watched`: their placements when watched, read from
+    /// `LayerWatch` before) have all their names forgotten. Returns
     /// what the kernel must drop, and the directory nodes whose names now lead elsewhere
     /// (their watches are outdated).
-    func invalidate(changes: [LayerWatch.Change], isWatched: (NodeID, Placement) -> Bool) -> (Invalidation, replaced: [NodeID]) {
+    func invalidate(changes: [LayerWatch.Change], watched: [NodeID: Placement]) -> (Invalidation, replaced: [NodeID]) {
         state.withLock { s in
             s.version &+= 1
             NodeTable.removeOrphans(in: &s)
@@ -13,7 +14,7 @@ extension NodeTable {
             var unwatched: [NodeID: Bool] = [:]
             func isUnwatched(_ id: NodeID) -> Bool {
                 if let known = unwatched[id] { return known }
-                let answer = s.nodes[id].map { !isWatched(id, $0.placement) } ?? false
+                let answer = s.nodes[id].map { watched[id] != $0.placement } ?? false
                 unwatched[id] = answer
                 return answer
             }

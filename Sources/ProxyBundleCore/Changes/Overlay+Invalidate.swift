@@ -27,34 +27,27 @@ extension Overlay {
             return try replaceSubstitution(swapped, listingNames: listingNames)
         }
         let names = try subtree.flatMap(Overlay.pathNames)
-        let root = try layers.rootPlacement()
-        defer {
-            directories.removeAll()
-            var now = timespec()
-            clock_gettime(CLOCK_REALTIME, &now)
-            controlTime.withLock { $0 = now }
+        return try installs.withLock { _ throws(Errno) -> Invalidation in
+            let current = currentView.withLock { $0 }
+            let root = try current.layers.rootPlacement()
+            defer { touchControlTime() }
+            if subtree == nil, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
+                let (touched, replaced) = nodes.invalidate(changes: changes, watched: watch.watchedPlacements)
+                watch.unwatch(replaced)
+                current.directories.removeAll()
+                return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
+            }
+            let before = nodes.generation.number
+            let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
+            // every placement forgotten (a new generation): requests from now on pin a new view
+            if nodes.generation.number != before {
+                publishView(of: current.layers)
+            } else {
+                current.directories.removeAll()
+            }
+            if names == nil { watch.restart() }  // everything is resolved again, and watched anew
+            return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
         }
-        if subtree == nil, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
-            let (touched, replaced) = nodes.invalidate(changes: changes, isWatched: watch.isWatched)
-            watch.unwatch(replaced)
-            return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
-        }
-        let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
-        if names == nil { watch.restart() }  // everything is resolved again, and watched anew
-        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
-    }
-
-    /// Forgets everything cached (after the layers changed): every node is resolved again,
-    /// and every directory watched anew. The caller holds `layersInUse` exclusively.
-    func invalidateEverything(listingNames: Bool, swappedSubstitution: Bool = false) throws(Errno) -> Invalidation {
-        let root = try layers.rootPlacement()
-        let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
-        watch.restart()
-        directories.removeAll()
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        controlTime.withLock { $0 = now }
-        return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swappedSubstitution)
     }
 
     /// Waits until changes in the layers' directories the daemon uses have settled (no new
@@ -93,22 +86,27 @@ extension Overlay {
         return try Layer(path: path, accessTimes: substitution.accessTimes)
     }
 
-    /// A node's location, resolving again whatever is stale along its path. ESTALE when its
-    /// name no longer leads to the same kind of entry (or the same file); EPERM for a control file.
+    /// A node's location in this request's view, resolving again whatever is stale along
+    /// its path. ESTALE when its name no longer leads to the same kind of entry (or the same
+    /// file); EPERM for a control file.
     func locate(_ id: NodeID) throws(Errno) -> NodeTable.Location {
         if ControlFile(node: id) != nil { throw Errno.notPermitted }
-        let location = try nodes.location(of: id)
+        let generation = view.generation
+        let location = try nodes.location(of: id, in: generation)
         if location.isFresh { return location }
-        try refresh(id)
-        return try nodes.location(of: id)
+        return try refresh(id, in: generation)
     }
 
-    private func refresh(_ id: NodeID) throws(Errno) {
-        guard id != rootNodeID else { return }
-        guard let (parent, name, fresh) = nodes.nameOf(id), parent != NodeTable.detachedParent else { throw Errno.stale }
-        try refresh(parent)
-        if fresh { return }
-        let dir = try nodes.location(of: parent)
+    /// Resolves `id` again where it is stale, its ancestors first, and returns its location as
+    /// resolved: the table keeps it only when `generation` is still the table's (a request
+    /// that began before a swap uses what it resolved, and stores nothing).
+    private func refresh(_ id: NodeID, in generation: NodeTable.Generation) throws(Errno) -> NodeTable.Location {
+        guard id != rootNodeID else { return try nodes.location(of: id, in: generation) }
+        guard let (parent, name, fresh) = nodes.nameOf(id, in: generation), parent != NodeTable.detachedParent else {
+            throw Errno.stale
+        }
+        let dir = try refreshed(parent, in: generation)
+        if fresh, case let location = try nodes.location(of: id, in: generation), location.isFresh { return location }
         let found: Resolved
         do {
             found = try resolve(name, in: dir.path, dir.placement)
@@ -116,8 +114,24 @@ extension Overlay {
             nodes.detachName(of: id)
             throw Errno.stale
         }
-        nodes.refresh(id, placement: found.placement, kind: NodeTable.kind(of: found.attributes.st_mode),
-                      identity: UInt64(found.attributes.st_ino))
+        let kind = NodeTable.kind(of: found.attributes.st_mode)
+        nodes.refresh(id, placement: found.placement, kind: kind, identity: UInt64(found.attributes.st_ino), in: generation)
+        var location = try nodes.location(of: id, in: generation)
+        if !location.isFresh {
+            // not kept (another generation, or its ancestors went stale again meanwhile): what
+            // was resolved just now serves this request
+            guard location.kind == 0 || location.kind == kind else {
+                throw Errno.stale
+            }
+            location.placement = found.placement
+        }
+        return location
+    }
+
+    /// The location of directory `id` for resolving its children: refreshed when stale.
+    private func refreshed(_ id: NodeID, in generation: NodeTable.Generation) throws(Errno) -> NodeTable.Location {
+        let location = try nodes.location(of: id, in: generation)
+        return location.isFresh ? location : try refresh(id, in: generation)
     }
 
     /// The figures `.stats` reports.

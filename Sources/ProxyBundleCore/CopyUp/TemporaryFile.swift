@@ -13,7 +13,7 @@ extension Overlay {
     /// its entry and the open descriptor.
     public func createUnnamed(mode asked: mode_t, flags: Int32, in parent: NodeID,
                               owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try checkWritable()
         let directory = try attributes(of: parent)
         guard directory.st_mode & S_IFMT == S_IFDIR else { throw Errno.notDirectory }

@@ -36,7 +36,7 @@ public final class DirectoryListing: Sendable {
 extension Overlay {
     /// Checks that `node` is a directory that can be listed (opendir), without listing it.
     public func checkDirectory(_ node: NodeID) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if ControlFile(node: node) != nil { throw Errno.notDirectory }
         guard try locate(node).placement.isDirectory else { throw Errno.notDirectory }
     }
@@ -44,7 +44,7 @@ extension Overlay {
     /// The visible entries of directory `node`: "." and "..", then each layer's entries that no
     /// layer above shadows or whites out, top layer first. Each name once.
     public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if ControlFile(node: node) != nil { throw Errno.notDirectory }
         let version = nodes.version
         let location = try locate(node)

@@ -7,7 +7,7 @@ extension Overlay {
     /// The directory `node` is in and its name there (nil for the root, or a node no longer
     /// known).
     public func place(of node: NodeID) -> (parent: NodeID, name: [UInt8])? {
-        guard node != rootNodeID, let location = try? nodes.location(of: node) else { return nil }
+        guard node != rootNodeID, let location = try? nodes.location(of: node, in: view.generation) else { return nil }
         return (location.parent, location.path.lastName)
     }
 
@@ -22,8 +22,8 @@ extension Overlay {
     /// caches. Changes nothing, not even an access time where the daemon may avoid it, and
     /// remembers nothing: a failure just ends the warming.
     public func warmSubdirectory(_ name: [UInt8], of parent: NodeID) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
-        guard let location = try? nodes.location(of: parent), location.placement.isDirectory else { return }
+        pinView(); defer { unpinView() }
+        guard let location = try? nodes.location(of: parent, in: view.generation), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
         let stack = layers
         for index in stack.indices(of: location.placement) {

@@ -101,10 +101,21 @@ final class DirectoryCache: Sendable {
     /// Whose version tells whether a path still led where its node is.
     let nodes: NodeTable
 
+    /// The node table's generation of the view this cache belongs to (see `StackView`).
+    let generation: UInt32
+
     init(watch: LayerWatch, nodes: NodeTable, knowsNames: Bool) {
         self.watch = watch
         self.nodes = nodes
         self.knowsNames = knowsNames
+        generation = nodes.generation.number
+    }
+
+    /// Whether names and placements are as they were at the table's `version` `located`, in
+    /// this cache's generation (a view outlived by a swap keeps and watches nothing more).
+    private func isCurrent(_ located: UInt64) -> Bool {
+        let (version, number) = nodes.versionAndGeneration
+        return version == located && number == generation
     }
     /// Directories kept: about 512 descriptors (directories in two layers: 256 of them), well
     /// below the usual limit of 1,024 open files; counted by the layers the directory just
@@ -128,15 +139,15 @@ final class DirectoryCache: Sendable {
                      layers: LayerStack) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
-                                              knowsNames: knowsNames && nodes.version == located,
+                                              knowsNames: knowsNames && isCurrent(located),
                                               holding: holding(location))
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
-        guard nodes.version == located, opened.isComplete else { return opened }
+        guard isCurrent(located), opened.isComplete else { return opened }
         watch.watch(id, opened)
         // checked again under the lock that `removeAll` takes, after a change bumped the version
         let kept = entries.withLock { entries -> Bool in
-            guard nodes.version == located else { return false }
+            guard isCurrent(located) else { return false }
             if entries.count >= DirectoryCache.limit(layers: opened.present.count) { entries.removeAll(keepingCapacity: true) }
             entries[id] = opened
             return true

@@ -11,7 +11,7 @@ extension Overlay {
     /// leads to the same file; ESTALE for a node not known or without a name, or whose name now
     /// leads to another file or kind of entry.
     public func lookupItself(_ id: NodeID) throws(Errno) -> Entry {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if let control = ControlFile(node: id) { return Entry(node: id, attributes: controlAttributes(control)) }
         guard nodes.addLookup(id) else { throw Errno.stale }
         do throws(Errno) {

@@ -42,7 +42,7 @@ extension Overlay {
     /// mount would, and tells which layer serves it, or why nothing does.
     /// ENOENT/ENOTDIR when a directory on the way is missing or is not a directory.
     public func serving(_ path: LayerPath) throws(Errno) -> Serving {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let names = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
         var node = rootNodeID
         for (index, name) in names.enumerated() {

@@ -19,14 +19,14 @@ extension NodeTable {
 
     /// The cached answer for `name` in `parent`, counting a hit or a miss. A found node gets
     /// one more kernel reference in the same step, so a concurrent FORGET cannot drop it.
-    func cachedLookup(parent: NodeID, name: [UInt8]) -> Cached {
+    func cachedLookup(parent: NodeID, name: [UInt8], in generation: Generation) -> Cached {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
             if s.absent.contains(key) {
                 s.hits += 1
                 return .absent
             }
-            if let id = s.child(key), let location = try? NodeTable.location(of: id, in: s), location.isFresh {
+            if let id = s.child(key), let location = try? NodeTable.location(of: id, in: s, generation), location.isFresh {
                 s.hits += 1
                 s.nodes[id]?.addLookup()
                 return .found(id, location)
@@ -37,11 +37,13 @@ extension NodeTable {
     }
 
     /// Remembers that `name` is missing from `parent`, unless names changed since the lookup
-    /// began (`resolvedAt`) or the parent is not fresh. Returns whether it was stored.
+    /// began (`resolvedAt`), the parent is not fresh, or the layers were swapped (another
+    /// `generation`). Returns whether it was stored.
     @discardableResult
-    func rememberAbsent(parent: NodeID, name: [UInt8], resolvedAt: UInt64) -> Bool {
+    func rememberAbsent(parent: NodeID, name: [UInt8], resolvedAt: UInt64, in generation: Generation) -> Bool {
         state.withLock { s in
-            guard s.version == resolvedAt, (try? NodeTable.location(of: parent, in: s))?.isFresh == true else { return false }
+            guard s.version == resolvedAt, s.generation == generation.number,
+                  (try? NodeTable.location(of: parent, in: s, generation))?.isFresh == true else { return false }
             if s.absent.count >= NodeTable.absentLimit { s.absent.removeAll() }
             s.absent.insert(ChildKey(parent: parent, name: name))
             return true
@@ -66,10 +68,11 @@ extension NodeTable {
 
     /// A stale node was resolved again: same kind (and, for a non-directory, the same file):
     /// it takes the new placement and is fresh. Otherwise its name is taken away from it
-    /// (the kernel will look the name up and get a new node).
-    func refresh(_ id: NodeID, placement: Placement, kind: UInt8, identity: UInt64) {
+    /// (the kernel will look the name up and get a new node). Resolved in an older
+    /// `generation` than the table's, it changes nothing.
+    func refresh(_ id: NodeID, placement: Placement, kind: UInt8, identity: UInt64, in generation: Generation) {
         state.withLock { s in
-            guard var node = s.nodes[id] else { return }
+            guard s.generation == generation.number, var node = s.nodes[id] else { return }
             let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                 && (placement.isDirectory || node.identity == identity || node.identity == 0)
             if same {
@@ -94,8 +97,8 @@ extension NodeTable {
     }
 
     /// The parent and name of a node, for resolving it again.
-    func nameOf(_ id: NodeID) -> (parent: NodeID, name: [UInt8], fresh: Bool)? {
-        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name.bytes, s.isFresh(id, $0)) } }
+    func nameOf(_ id: NodeID, in generation: Generation) -> (parent: NodeID, name: [UInt8], fresh: Bool)? {
+        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name.bytes, s.isFresh(id, $0, in: generation.number)) } }
     }
 
     /// What an invalidation touched, for the kernel's caches: the names (positive and

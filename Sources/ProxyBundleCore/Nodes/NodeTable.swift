@@ -67,8 +67,12 @@ final class NodeTable: Sendable {
         /// directory or an O_PATH descriptor opened before, a working directory (the kernel
         /// opens these without telling the daemon). Closed when the kernel forgets the node.
         var removedEntry: Int32?
+        /// The name a node the kernel holds lost when it came to lead to another file (the
+        /// layers changed): where the file the node is may still be opened (see
+        /// `Overlay.openFile`).
+        var formerName: ChildKey?
 
-        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && removedEntry == nil }
+        var isEmpty: Bool { aliases.isEmpty && openFiles.isEmpty && removedEntry == nil && formerName == nil }
     }
 
     struct ChildKey: Hashable {
@@ -107,7 +111,8 @@ final class NodeTable: Sendable {
         /// Whether a directory node went since the last look for nodes left without one.
         var mayHaveOrphans = false
 
-        func isFresh(_ id: NodeID, _ node: Node) -> Bool { id == rootNodeID || node.freshIn == generation }
+        /// Whether `node` was resolved in generation `number` (the root always is).
+        func isFresh(_ id: NodeID, _ node: Node, in number: UInt32) -> Bool { id == rootNodeID || node.freshIn == number }
 
         func extras(of id: NodeID, _ node: Node) -> Extras {
             node.hasExtras ? extras[id] ?? Extras() : Extras()
@@ -132,6 +137,23 @@ final class NodeTable: Sendable {
         state = Locked(initial)
     }
 
+    /// The generation a request reads the table in (see `StackView`): a node's placement is
+    /// fresh for the request only if it was resolved in that same generation, and the root's
+    /// placement is the one of that generation. A request that began before a swap of the
+    /// layers thus never takes a placement that speaks of the new layers, nor stores one that
+    /// speaks of the old.
+    struct Generation: Sendable {
+        var number: UInt32
+        var root: Placement
+    }
+
+    /// The current generation.
+    var generation: Generation {
+        state.withLock { s in
+            Generation(number: s.generation, root: s.nodes[rootNodeID]?.placement ?? Placement(top: 0, bottom: 0, isDirectory: true))
+        }
+    }
+
     /// Node IDs below this are reserved (the root and the control files).
     static let firstNodeID: NodeID = 16
 
@@ -144,6 +166,10 @@ final class NodeTable: Sendable {
         var isFresh: Bool = true
         /// The node's file type (see `Node.kind`; 0 for the root).
         var kind: UInt8 = 0
+        /// The generation the node itself was last resolved in (0: stale since), and which
+        /// file it is (see `Node.identity`).
+        var resolvedIn: UInt32 = 0
+        var identity: UInt64 = 0
     }
 
     /// The file type bits of a mode, as a small number.
@@ -151,21 +177,36 @@ final class NodeTable: Sendable {
 
     /// The node's location (also of one the kernel forgot: its ancestors, which a node opened
     /// by a file handle may have); ESTALE for a node not known or whose name was removed.
-    func location(of id: NodeID) throws(Errno) -> Location {
-        try state.withLock { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s) }
+    /// The node's location, or for a node whose name was taken away, where it was (see
+    /// `Extras.formerName`): its placement and identity as they were, never fresh.
+    func lastKnownLocation(of id: NodeID, in generation: Generation) -> Location? {
+        state.withLock { s -> Location? in
+            if let location = try? NodeTable.location(of: id, in: s, generation) { return location }
+            guard let node = s.nodes[id], node.parent == NodeTable.detachedParent,
+                  let former = s.extras(of: id, node).formerName,
+                  let parent = try? NodeTable.location(of: former.parent, in: s, generation) else { return nil }
+            return Location(path: parent.path.appending(former.name), placement: node.placement, parent: former.parent,
+                            isFresh: false, kind: node.kind, resolvedIn: node.freshIn, identity: node.identity)
+        }
     }
 
-    static func location(of id: NodeID, in s: State) throws(Errno) -> Location {
+    /// Freshness and the root's placement are as in `generation`.
+    func location(of id: NodeID, in generation: Generation) throws(Errno) -> Location {
+        try state.withLock { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s, generation) }
+    }
+
+    static func location(of id: NodeID, in s: State, _ generation: Generation) throws(Errno) -> Location {
         guard let node = s.nodes[id] else { throw Errno.stale }
-        if id == rootNodeID { return Location(path: .root, placement: node.placement, parent: rootNodeID) }
+        if id == rootNodeID { return Location(path: .root, placement: generation.root, parent: rootNodeID) }
         do {
-            return try location(of: id, node, parent: node.parent, name: node.name, in: s)
+            return try location(of: id, node, parent: node.parent, name: node.name, in: s, generation.number)
         } catch {
             // a hard link's other names: the kernel keeps the directories of the names it
             // holds, not necessarily of this one
             guard node.hasExtras else { throw error }
             for alias in s.extras(of: id, node).aliases {
-                if let found = try? location(of: id, node, parent: alias.parent, name: NodeName(alias.name), in: s) {
+                if let found = try? location(of: id, node, parent: alias.parent, name: NodeName(alias.name), in: s,
+                                            generation.number) {
                     return found
                 }
             }
@@ -174,16 +215,16 @@ final class NodeTable: Sendable {
     }
 
     private static func location(of id: NodeID, _ node: Node, parent: NodeID, name: NodeName,
-                                 in s: State) throws(Errno) -> Location {
+                                 in s: State, _ generation: UInt32) throws(Errno) -> Location {
         var ancestors: [NodeName] = []
         var length = name.count
-        var fresh = s.isFresh(id, node)
+        var fresh = s.isFresh(id, node, in: generation)
         var current = parent
         while current != rootNodeID {
             guard let ancestor = s.nodes[current] else { throw Errno.stale }
             ancestors.append(ancestor.name)
             length += ancestor.name.count + 1
-            fresh = fresh && s.isFresh(current, ancestor)
+            fresh = fresh && s.isFresh(current, ancestor, in: generation)
             current = ancestor.parent
         }
         var bytes: [UInt8] = []
@@ -194,24 +235,25 @@ final class NodeTable: Sendable {
         }
         name.withBytes { bytes.append(contentsOf: $0) }
         return Location(path: LayerPath(bytes: bytes), placement: node.placement, parent: parent, isFresh: fresh,
-                        kind: node.kind)
+                        kind: node.kind, resolvedIn: node.freshIn, identity: node.identity)
     }
 
     /// Records one more kernel reference to the child `name` of `parent`, resolved just now to
     /// `placement` and (for a non-directory) the file `identity`, and returns its node.
     /// `resolvedAt` is the table's `version` when the resolution began: if names changed since
     /// (an invalidation among them), an existing node keeps its placement and a new one is
-    /// made stale. Pass nil right after a change made by the daemon.
+    /// made stale. Pass nil right after a change made by the daemon. So is a node resolved in
+    /// an older `generation` than the table's (the layers were swapped meanwhile).
     /// A name that now leads to another file, or to another kind of entry, gets a new node.
     /// `linkCount` is the file's number of links: a substitution file with more than one is
     /// given the node its other names already have.
     func remember(parent: NodeID, name: [UInt8], placement: Placement, kind: UInt8, identity: UInt64, linkCount: Int = 1,
-                  resolvedAt: UInt64?) -> NodeID {
+                  resolvedAt: UInt64?, in generation: Generation) -> NodeID {
         state.withLock { s in
             let key = ChildKey(parent: parent, name: name)
             s.absent.remove(key)
             if resolvedAt == nil { s.version &+= 1 }
-            let current = resolvedAt == nil || resolvedAt == s.version
+            let current = (resolvedAt == nil || resolvedAt == s.version) && generation.number == s.generation
             let shared = current && placement.inSubstitution && !placement.isDirectory && linkCount > 1 && identity != 0
             if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
             let hash = ChildIndex.hash(parent, name)
@@ -288,8 +330,9 @@ final class NodeTable: Sendable {
             s.setChild(next, id)
         } else {
             s.rename(id, to: ChildKey(parent: NodeTable.detachedParent, name: NodeTable.deletedName))
+            if node.lookups > 0 { extras.formerName = key }
         }
-        if node.hasExtras { s.changeExtras(of: id) { $0 = extras } }
+        if node.hasExtras || extras.formerName != nil { s.changeExtras(of: id) { $0 = extras } }
     }
 
     static let deletedName = Array("(deleted)".utf8)
@@ -559,4 +602,7 @@ final class NodeTable: Sendable {
 
     /// The version of names and placements; see `State.version`.
     var version: UInt64 { state.withLock { $0.version } }
+
+    /// The version and the generation's number, read together.
+    var versionAndGeneration: (UInt64, UInt32) { state.withLock { ($0.version, $0.generation) } }
 }

@@ -23,7 +23,7 @@ extension Overlay {
     /// Creates `name` in `parent` for `owner`. For a file, also returns the open descriptor.
     public func create(_ entry: NewEntry, named name: [UInt8], in parent: NodeID,
                        owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
         try checkWritable()
@@ -73,7 +73,7 @@ extension Overlay {
         // refused above, and a new directory over a whiteout is opaque
         let placement = Placement(top: 0, bottom: 0, isDirectory: isDirectory)
         let id = nodes.remember(parent: parent, name: name, placement: placement, kind: NodeTable.kind(of: made.st_mode),
-                                identity: UInt64(made.st_ino), resolvedAt: nil)
+                                identity: UInt64(made.st_ino), resolvedAt: nil, in: view.generation)
         if let fd { nodes.opened(id, fd: fd) }
         return (Entry(node: id, attributes: made), fd)
     }
@@ -206,7 +206,7 @@ extension Overlay {
 
     /// A hard link `name` in `newParent` to `node`, which is copied up first.
     public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
         try checkWritable()

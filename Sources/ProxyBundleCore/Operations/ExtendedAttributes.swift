@@ -8,7 +8,7 @@ import CSyscalls
 /// nor settable.
 extension Overlay {
     public func extendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         if ControlFile(node: node) != nil { throw Errno.noData }
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
@@ -48,7 +48,7 @@ extension Overlay {
 
     /// The node's attribute names, NUL-separated, without the overlay's private ones.
     public func extendedAttributeNames(_ node: NodeID) throws(Errno) -> [UInt8] {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         if ControlFile(node: node) != nil { return [] }
         let all: [UInt8]
         if let names = try nodes.withDetachedOpenFile(of: node, { (fd: Int32, _: Placement) throws(Errno) -> [UInt8] in
@@ -75,7 +75,7 @@ extension Overlay {
     }
 
     public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
@@ -88,7 +88,7 @@ extension Overlay {
     }
 
     public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in

@@ -9,14 +9,14 @@ import CSyscalls
 /// written nothing changes at all.
 extension Overlay {
     public func unlink(_ name: [UInt8], in parent: NodeID) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let (dir, child) = try visibleChild(name, in: parent)
         if child.placement.isDirectory { throw Errno.isDirectory }
         try remove(name, in: parent, dir, child)
     }
 
     public func removeDirectory(_ name: [UInt8], in parent: NodeID) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let (dir, child) = try visibleChild(name, in: parent)
         guard child.placement.isDirectory else { throw Errno.notDirectory }
         if try !mergedEntries(dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }

@@ -11,7 +11,7 @@ import CSyscalls
 extension Overlay {
     public func rename(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
                        flags: UInt32) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         guard flags & ~(pb_RENAME_NOREPLACE | pb_RENAME_EXCHANGE) == 0,
               flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)

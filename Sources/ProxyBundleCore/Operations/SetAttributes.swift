@@ -22,7 +22,7 @@ extension Overlay {
     /// attributes. A file whose every name was removed while open is changed through an open
     /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
     public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         try checkWritable()
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
@@ -31,7 +31,7 @@ extension Overlay {
             return shown(st)
         }
         let path = try copyUp(node, withData: changes.size != 0)
-        let substitution = self.substitution
+        let substitution = try self.substitution
         try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                 let at = path.isRoot ? substitution.rootFD : dirfd
@@ -115,7 +115,7 @@ extension Overlay {
     /// FUSE_HANDLE_KILLPRIV_V2 when a file is written, truncated or given away. Returns the new
     /// attributes, or nil when there was nothing to clear.
     public func clearSetIDBits(_ node: NodeID, openFile fd: Int32?, writer: () -> Requester) throws(Errno) -> stat? {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let st: stat
         if let fd { st = try attributes(of: node, openFile: fd) } else { st = try attributes(of: node) }
         guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: writer) else { return nil }
@@ -142,7 +142,7 @@ extension Overlay {
 
     /// fsyncdir: flushes the substitution's directory (the other layers are never written).
     public func syncDirectory(_ node: NodeID, dataOnly: Bool) throws(Errno) {
-        layersInUse.lockShared(); defer { layersInUse.unlockShared() }
+        pinView(); defer { unpinView() }
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         guard location.placement.inSubstitution else { return }

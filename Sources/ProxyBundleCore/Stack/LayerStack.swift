@@ -2,8 +2,9 @@
 import Glibc
 #endif
 
-/// The layers of a mount, top first: the substitution (index 0, the only layer ever written),
-/// then the patches in the order given (the first wins), then the main bundle (last). A name
+/// The layers of a mount, top first: the substitution (index 0, the only layer ever written)
+/// when the stack has one, then the patches in the order given (the first wins), then the main
+/// bundle (last). A name
 /// in a higher layer shadows the same name in every layer below it; a directory merges with
 /// the same directory in the layers below, down to the first layer where it is opaque.
 ///
@@ -17,6 +18,8 @@ public final class LayerStack: Sendable {
     }
 
     public let layers: [Layer]
+    /// The writable top, if the stack has one (its layer is `layers[0]`).
+    public let substitution: Substitution?
 
     /// The most layers a mount can have: `LayerList.patchLimit` patches, the substitution and
     /// the main bundle (a layer is numbered by two bytes in nodes and listings).
@@ -24,9 +27,10 @@ public final class LayerStack: Sendable {
 
     /// E2BIG past `limit` layers; EINVAL when a directory is given twice, or one layer lies
     /// inside another (a change in one would change the other behind the daemon's back).
-    public init(substitution: Layer, patches: [Layer] = [], main: Layer) throws(Errno) {
+    public init(substitution: Substitution?, patches: [Layer] = [], main: Layer) throws(Errno) {
         guard patches.count <= LayerList.patchLimit else { throw Errno(E2BIG) }
-        layers = [substitution] + patches + [main]
+        self.substitution = substitution
+        layers = (substitution.map { [$0.layer] } ?? []) + patches + [main]
         try LayerStack.checkApart(layers)
     }
 
@@ -53,9 +57,8 @@ public final class LayerStack: Sendable {
 
     public var count: Int { layers.count }
     public subscript(index: Int) -> Layer { layers[index] }
-    public var substitution: Layer { layers[0] }
     public var main: Layer { layers[layers.count - 1] }
-    public var patches: ArraySlice<Layer> { layers[1 ..< layers.count - 1] }
+    public var patches: ArraySlice<Layer> { layers[(substitution == nil ? 0 : 1) ..< layers.count - 1] }
     public var mainIndex: Int { layers.count - 1 }
 
     /// The layers of this stack an entry placed so may be in, top first (none of a placement
@@ -65,7 +68,7 @@ public final class LayerStack: Sendable {
     }
 
     public func role(_ index: Int) -> Role {
-        index == 0 ? .substitution : index == layers.count - 1 ? .main : .patch
+        index == 0 && substitution != nil ? .substitution : index == layers.count - 1 ? .main : .patch
     }
 
     /// The same layers with other patches.
@@ -74,7 +77,7 @@ public final class LayerStack: Sendable {
     }
 
     /// The same layers with another substitution.
-    func replacingSubstitution(_ substitution: Layer) throws(Errno) -> LayerStack {
+    func replacingSubstitution(_ substitution: Substitution) throws(Errno) -> LayerStack {
         try LayerStack(substitution: substitution, patches: Array(patches), main: main)
     }
 
@@ -137,7 +140,9 @@ public struct Placement: Equatable, Sendable {
     /// The layers the entry may be in, top first.
     public var layers: Range<Int> { Int(top) ..< Int(bottom) + 1 }
 
-    /// Whether the substitution has the entry (then changes need no copy-up).
+    /// Whether the substitution has the entry (then changes need no copy-up). In a stack
+    /// without one, layer 0 is the top patch: nothing is written there, as every change
+    /// answers EROFS before it looks at placements.
     public var inSubstitution: Bool { top == 0 }
 
     /// Whether a layer below the substitution serves the entry or merges into it.

@@ -8,7 +8,7 @@ import Glibc
 /// kept per substitution inode, for as long as the daemon runs (not across a remount), whether
 /// or not the kernel still knows the node.
 ///
-/// The numbers belong to the substitution layer (`Overlay.Stack`): a swapped substitution
+/// The numbers belong to the substitution (`Substitution`): a swapped substitution
 /// starts without any. A number is dropped when the daemon removes the copy's last link or creates an entry that
 /// got the same substitution inode (a reused number). A copy deleted directly in the
 /// substitution leaves its number behind until the inode is reused through the mount.
@@ -51,7 +51,8 @@ extension Overlay {
 
     /// The numbering as it is now, to number many entries under one lock (a listing).
     func shownInodes() -> ShownInodes {
-        stack.withLock { ShownInodes(inodes: $0.inodes, origins: $0.origins, substitution: $0.layers.substitution.device) }
+        let top = layers.substitution
+        return ShownInodes(inodes: inodes.withLock { $0 }, origins: top?.origins ?? Origins(), substitution: top?.layer.device ?? 0)
     }
 
     struct ShownInodes {
@@ -71,7 +72,7 @@ extension Overlay {
         }
     }
 
-    var hasOrigins: Bool { stack.withLock { !$0.origins.isEmpty } }
+    var hasOrigins: Bool { !(layers.substitution?.origins.isEmpty ?? true) }
 
     /// The copy at `path` of the substitution shows `origin` (the number the mount showed for
     /// the entry copied).
@@ -83,16 +84,15 @@ extension Overlay {
     /// The substitution's inode `copy` shows `shown` (a number as the mount reported it; a
     /// rename keeps a file's inode).
     func recordOrigin(_ shown: ino_t, forCopyInode copy: ino_t) {
-        stack.withLock { s in
-            let number = s.inodes.number(copy, device: s.layers.substitution.device)
-            s.origins.record(UInt64(shown), for: UInt64(number))
-        }
+        guard let top = layers.substitution else { return }
+        let number = inodes.withLock { $0.number(copy, device: top.layer.device) }
+        top.changeOrigins { $0.record(UInt64(shown), for: UInt64(number)) }
     }
 
     /// The substitution's inode `ino` is new or gone: it shows its own number again.
     func dropOrigin(ofSubstitutionInode ino: ino_t) {
-        stack.withLock { s in
-            s.origins.drop(UInt64(s.inodes.number(ino, device: s.layers.substitution.device)))
-        }
+        guard let top = layers.substitution else { return }
+        let number = inodes.withLock { $0.number(ino, device: top.layer.device) }
+        top.changeOrigins { $0.drop(UInt64(number)) }
     }
 }

@@ -16,6 +16,6 @@ extension Overlay {
     /// forget (see `invalidate`). EINVAL, changing nothing, when a directory is given twice or
     /// one layer lies inside another. Files open before keep what they opened.
     public func replacePatches(_ patches: [Layer], listingNames: Bool = true) throws(Errno) -> Invalidation {
-        try install(try layers.replacingPatches(patches), listingNames: listingNames).1
+        try install(try layers.replacingPatches(patches), listingNames: listingNames)
     }
 }

@@ -15,6 +15,9 @@ final class MountFixture {
     private var mainChecksum: String = ""
     /// More `NAME=value` settings for the daemon's environment.
     var environment: [String] = []
+    /// Whether `start` gives the daemon the substitution directory (false: the test passes
+    /// `--no-substitution` or its own).
+    var usesSubstitution = true
 
     init(_ name: String = #function) throws {
         let base = FileManager.default.temporaryDirectory.path
@@ -60,7 +63,8 @@ final class MountFixture {
     func start(_ extra: [String] = []) throws {
         mainChecksum = try TreeChecksum.of(main)
         let chosen = extra.contains { $0.contains("transport=") }
-        let arguments = ["mount", main, mountpoint, "--substitution", substitution, "--foreground"] + extra
+        let arguments = ["mount", main, mountpoint] + (usesSubstitution ? ["--substitution", substitution] : [])
+            + ["--foreground"] + extra
             + (chosen ? [] : MountFixture.transportOptions)
         daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
                                  environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"] + environment)

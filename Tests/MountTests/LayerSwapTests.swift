@@ -1,0 +1,141 @@
+import CSyscalls
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// A swap of the patches (`.layers`) waits for no request in flight, and the requests that
+/// start after it see the new layers: each request keeps the view of the stack it began with.
+final class LayerSwapTests: XCTestCase {
+    /// A request held in flight for as long as the test likes: the main bundle has a
+    /// directory `slow` on which a second mount (B) is bound, and B's daemon is stopped, so a
+    /// lookup in `slow` waits inside the daemon under test. The swap must return meanwhile
+    /// (a daemon that made swaps wait for requests hangs here), and what starts after it
+    /// must see the new patch.
+    func testASwapReturnsWhileARequestIsHeldInFlight() throws {
+        let inner = try MountFixture()
+        defer { inner.tearDown() }
+        try inner.start()
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let slow = fx.inMain("slow")
+        try Disk.mkdir(slow)
+        try Disk.write(fx.inMain("a.txt"), "main")
+        let patch = fx.root + "/second"
+        try Disk.mkdir(patch)
+        try Disk.write(patch + "/a.txt", "second")
+        guard mount(inner.mountpoint, slow, nil, UInt(MS_BIND), nil) == 0 else {
+            throw TestFailure("bind mount: \(String(cString: strerror(errno)))")
+        }
+        var bound = true
+        var stopped = false
+        let unbind = {
+            if stopped { kill(inner.daemon, SIGCONT) }
+            stopped = false
+            if bound { _ = umount2(slow, Int32(MNT_DETACH)) }
+            bound = false
+            try? fx.acceptMainBundleAsItIs()
+        }
+        defer { unbind() }
+        try fx.start()
+        var st = stat()
+        XCTAssertEqual(stat(fx.inMount("slow"), &st), 0, "the bound directory is reachable")
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "main")
+        guard let connection = MountTable.current().mount(at: inner.mountpoint)?.device.split(separator: ":").last else {
+            throw TestFailure("the inner mount is not in the mount table")
+        }
+        let waiting = "/sys/fs/fuse/connections/\(connection)/waiting"
+
+        kill(inner.daemon, SIGSTOP)
+        stopped = true
+        let held = DispatchSemaphore(value: 0)
+        let target = fx.inMount("slow/never-looked-up")
+        let lookup = Thread {
+            var st = stat()
+            _ = stat(target, &st)
+            held.signal()
+        }
+        lookup.start()
+        // the lookup has reached the stopped daemon: it waits there, in flight in ours
+        try eventually("a request waits on the stopped inner mount") {
+            (Int((try? Disk.read(waiting))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) > 0
+        }
+
+        let swap = try Spawn.run("/bin/sh", ["-c", "printf '%s\\n' \"$1\" > \"$2\"", "sh", patch, fx.inMount(".layers")],
+                                 seconds: 20)
+        XCTAssertEqual(swap.status, 0, "the swap returned while a request was in flight: \(swap.error)")
+        XCTAssertEqual(held.wait(timeout: .now()), .timedOut, "the held request is still in flight")
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "second", "a request after the swap sees the new patch")
+
+        kill(inner.daemon, SIGCONT)
+        stopped = false
+        XCTAssertEqual(held.wait(timeout: .now() + 20), .success, "the held request finished once the inner daemon ran")
+        unbind()
+    }
+
+    /// Polls `condition` until it holds, failing after 20 s.
+    private func eventually(_ what: String, _ condition: () throws -> Bool) throws {
+        let deadline = Date().addingTimeInterval(20)
+        while try !condition() {
+            guard Date() < deadline else { throw TestFailure("timed out waiting until \(what)") }
+            usleep(2_000)
+        }
+    }
+}
+
+/// Reads racing swaps between two patches that hold other versions of the same files.
+final class LayerSwapReadTests: XCTestCase {
+    /// A file the kernel holds (here an O_PATH descriptor, as a path lookup holds it between
+    /// its lookup and its open) still opens after a swap made its name lead to another file:
+    /// it opens as the file it was, and a new open of the name sees the new patch. Before,
+    /// the open answered ESTALE, and a reader racing swaps failed when its retry met a swap
+    /// too.
+    func testAFileHeldAcrossASwapStillOpensAsItWas() throws {
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let one = fx.root + "/one", two = fx.root + "/two"
+        for (dir, text) in [(one, "one"), (two, "two-two")] {
+            try Disk.mkdir(dir)
+            try Disk.write(dir + "/a.txt", text)
+        }
+        try fx.start(["--patch", one, "-o", "attr_timeout=0"])
+        for lookedUpAgain in [false, true] {
+            let held = open(fx.inMount("a.txt"), pb_O_PATH)
+            XCTAssertGreaterThanOrEqual(held, 0)
+            defer { close(held) }
+            let next = try Disk.read(fx.inMount(".layers")).contains("patch \(one)") ? two : one
+            try Disk.write(fx.inMount(".layers"), next + "\n")
+            // a lookup of the name after the swap gives it to a new node first
+            let (before, after) = next == one ? ("two-two", "one") : ("one", "two-two")
+            if lookedUpAgain { XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), after) }
+            // the attributes asked of the daemon (attr_timeout=0), not taken from the kernel's cache
+            var st = stat()
+            XCTAssertEqual(fstat(held, &st), 0, "attributes after the swap: errno \(errno)")
+            XCTAssertEqual(Int(st.st_size), before.utf8.count, "the file it was")
+            let reopened = open("/proc/self/fd/\(held)", O_RDONLY)
+            XCTAssertGreaterThanOrEqual(reopened, 0, "reopened after the swap: errno \(errno)")
+            if reopened >= 0 {
+                XCTAssertEqual(try Disk.readAll(reopened), before, "the file it was")
+                close(reopened)
+            }
+            XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), after, "the new patch's")
+        }
+    }
+
+    /// A swap keeps the patches it lists again as they are: their descriptors are not opened
+    /// anew, so repeated swaps (and the few recent views kept) hold no more descriptors.
+    func testSwapsKeepTheSamePatchesOpenOnce() throws {
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let patches = (0..<50).map { fx.root + "/p\($0)" }
+        for patch in patches { try Disk.mkdir(patch) }
+        try fx.start(patches.flatMap { ["--patch", $0] })
+        func descriptors() throws -> Int { try FileManager.default.contentsOfDirectory(atPath: "/proc/\(fx.daemon)/fd").count }
+        let list = patches.map { $0 + "\n" }.joined()
+        try Disk.write(fx.inMount(".layers"), list)
+        let before = try descriptors()
+        for _ in 0..<8 { try Disk.write(fx.inMount(".layers"), list) }
+        XCTAssertLessThanOrEqual(try descriptors(), before + 8, "eight swaps to the same 50 patches")
+        try Disk.write(fx.inMount(".layers"), patches.dropFirst(25).map { $0 + "\n" }.joined())
+        XCTAssertLessThanOrEqual(try descriptors(), before + 8, "half of them")
+    }
+}
