@@ -57,6 +57,11 @@ let package = Package(
             dependencies: ["ProxyBundleCore", "CSyscalls"],
             linkerSettings: [.linkedLibrary("_FoundationICU"), .linkedLibrary("stdc++"), .linkedLibrary("m")]
         ),
+        // Delivery of patches as OCI images: the store, safe layer extraction, skopeo. No libfuse.
+        .target(
+            name: "ProxyBundleDelivery",
+            dependencies: ["CSyscalls"]
+        ),
         // Translation between the FUSE low-level protocol and the overlay.
         .target(
             name: "ProxyBundleFUSE",
@@ -71,6 +76,7 @@ let package = Package(
                 "ProxyBundleCore",
                 "ProxyBundleFUSE",
                 "ProxyBundleResources",
+                "ProxyBundleDelivery",
                 "CSyscalls",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -100,9 +106,13 @@ let package = Package(
             dependencies: ["ProxyBundleResources", "ProxyBundleCore", "CatalogWriter"]
         ),
         .testTarget(
+            name: "ProxyBundleDeliveryTests",
+            dependencies: ["ProxyBundleDelivery"]
+        ),
+        .testTarget(
             name: "MountTests",
             dependencies: ["proxybundle", "stress-worker", "ProxyBundleCore", "ProxyBundleResources", "CSyscalls",
-                           "CatalogWriter"]
+                           "CatalogWriter", "ProxyBundleDelivery"]
         ),
     ]
 )

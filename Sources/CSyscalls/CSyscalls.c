@@ -182,3 +182,7 @@ int pb_open_by_handle(int mountfd, void *handle, int flags) {
     int fd = open_by_handle_at(mountfd, handle, flags);
     return fd >= 0 ? fd : -errno;
 }
+
+int pb_syncfs(int fd) {
+    return syncfs(fd);
+}

@@ -34,17 +34,38 @@ struct LayersCommand: ParsableCommand {
         "With --set, more patches, one directory a line, after any DIR (- for standard input).", valueName: "file"))
     var patchesFrom: String?
 
+    @Option(name: .customLong("set-image"), help: ArgumentHelp(
+        "Pull the image REF (see pull) and make its layers the patches, top layer first.", valueName: "ref"))
+    var setImage: String?
+
+    @Flag(help: "Go back to the image set before the current one (see --history).")
+    var rollback = false
+
+    @Flag(help: "List the images set on this mountpoint, oldest first, the current one marked.")
+    var history = false
+
+    @OptionGroup var store: StoreOptions
+
+    @OptionGroup var registry: RegistryOptions
+
+    @OptionGroup var limits: ExtractOptions
+
     func validate() throws {
         if !set && !directories.isEmpty { throw ValidationError("give --set to replace the patches with \(directories[0])") }
         if !set && patchesFrom != nil { throw ValidationError("--patches-from goes with --set") }
+        let actions = [set, setImage != nil, rollback, history].filter { $0 }.count
+        if actions > 1 { throw ValidationError("give one of --set, --set-image, --rollback and --history") }
     }
 
     func run() throws {
         let mountpoint = RawPath(argument: self.mountpoint)
         let absolute = Paths.absolute(mountpoint)
+        if history { return printHistory(RunningMount.at(absolute)?.mountpoint ?? absolute) }
         guard let mount = RunningMount.at(absolute) else { throw Failure("\(mountpoint) is not a proxybundle mount") }
         guard mount.isAlive else { throw mount.unreachable }
         if set { try replace(mount) }
+        if let setImage { try switchTo(setImage, mount) }
+        if rollback { try rollBack(mount) }
         let answer = RunningMount.read(absolute.appending(".layers"), seconds: RunningMount.patience)
         guard let bytes = answer.bytes else {
             throw Failure("cannot read the layers of \(mountpoint): \(Paths.describe(answer.error))")
@@ -55,11 +76,16 @@ struct LayersCommand: ParsableCommand {
 
     /// Checks the new patches as `mount` checks its own, then writes them to `.layers`.
     private func replace(_ mount: RunningMount) throws(Failure) {
-        guard mount.isAlive else { throw mount.unreachable }
-        let substitution = mount.substitution
         let arguments = try directories.map(RawPath.init(argument:)) + (patchesFrom.map { list throws(Failure) in
             try PatchList.read(RawPath(argument: list))
         } ?? [])
+        try setPatches(mount, arguments)
+    }
+
+    /// Checks `arguments` as `mount` checks its patches, then writes them to `.layers`.
+    func setPatches(_ mount: RunningMount, _ arguments: [RawPath]) throws(Failure) {
+        guard mount.isAlive else { throw mount.unreachable }
+        let substitution = mount.substitution
         var paths: [RawPath] = []
         for argument in arguments { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
         try MountPlan.checkPatches(zip(arguments, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,

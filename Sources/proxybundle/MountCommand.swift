@@ -94,6 +94,9 @@ struct MountCommand: ParsableCommand {
         for list in [patchesFrom.map(RawPath.init(argument:)), parsed.patchesFrom].compactMap({ $0 }) {
             patches += try PatchList.read(list)
         }
+        if let image = parsed.image {
+            patches += try MountImage.patches(image, store: parsed.store, mountpoint: RawPath(argument: mountpoint))
+        }
         let plan = try MountPlan(main: RawPath(argument: main), mountpoint: RawPath(argument: mountpoint),
                                  substitution: substitution, patches: patches, options: parsed)
         if let logLevel, let option = parsed.logLevel, logLevel != option {

@@ -37,6 +37,10 @@ struct MountOptions {
     var debug = false
     /// `log_level=LEVEL`, as `--log-level` takes it.
     var logLevel: Logger.Level?
+    /// `image=REF`: the image's layers as patches, after any others (see `MountImage`).
+    var image: String?
+    /// `store=DIR`: the store `image=` is found or pulled into.
+    var store: String?
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
@@ -51,13 +55,13 @@ struct MountOptions {
         "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
-                      "patches-from", "log_level", "debug",
+                      "patches-from", "log_level", "debug", "image", "store",
                       "nocache", "ro", "nosubstitution", "acl", "noacl", "watch", "nowatch", "transport"]
 
     /// What `-o` completes to in the shells: every option, `=` after those that take a value.
     static var completions: [String] {
         let valued: Set<String> = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution",
-                                   "patches", "patches-from", "log_level", "transport", "fsname"]
+                                   "patches", "patches-from", "log_level", "transport", "fsname", "image", "store"]
         return (own + passedFlags.sorted() + passedValues.sorted()).map { valued.contains($0) ? $0 + "=" : $0 }
     }
 
@@ -72,7 +76,9 @@ struct MountOptions {
         default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
         highest priority first, after any --patch; a ':' in a path written '\\:'), patches-from=FILE (more \
-        patches, one directory a line, after those; as --patches-from), transport=auto|uring|device (how \
+        patches, one directory a line, after those; as --patches-from), image=REF (the layers of an image in \
+        the store, top first, after those; pulled when the store lacks it, so a machine boots offline once it has \
+        it), store=DIR (the store image= uses; default as for pull), transport=auto|uring|device (how \
         requests travel: FUSE over io_uring where the kernel offers it, the default; io_uring or refuse to mount; \
         /dev/fuse only), log_level=LEVEL (as --log-level), debug (as libfuse's: stay in the foreground and log \
         at debug level to stderr; for fstab and mount -t). Passed to FUSE: \(passedFlags.sorted().joined(separator: ", ")), fsname=NAME. \
@@ -109,6 +115,8 @@ struct MountOptions {
             transport = chosen
         case ("patches", let v?): patches = MountOptions.splitPatches(v).map(RawPath.init(argument:))
         case ("patches-from", let v?): patchesFrom = RawPath(argument: v)
+        case ("image", let v?): image = v
+        case ("store", let v?): store = v
         case ("debug", nil):
             debug = true
             logLevel = .debug

@@ -25,7 +25,7 @@ struct ProxyBundle: ParsableCommand {
               /srv/app /mnt/app fuse.proxybundle substitution=/var/app 0 0
             """,
         subcommands: [MountCommand.self, UnmountCommand.self, InvalidateCommand.self, StatusCommand.self,
-                      WhichCommand.self, LayersCommand.self, RemountCommand.self, ResolveCommand.self, CheckCommand.self,
+                      WhichCommand.self, LayersCommand.self, PullCommand.self, PushCommand.self, ExportCommand.self, GCCommand.self, RemountCommand.self, ResolveCommand.self, CheckCommand.self,
                       VersionCommand.self]
     )
 

@@ -65,6 +65,9 @@ struct StatusCommand: ParsableCommand {
                 lines.append("  substitution: none (read-only)")
             }
             for patch in mount.patches { lines.append("  patch: \(patch)") }
+            for image in PatchImage.of(mount) {
+                lines.append("  image: \(image.reference) \(image.manifest) (\(image.patches.count) of the patches)")
+            }
             if let pid = mount.pid { lines.append("  pid: \(pid)") }
             if let log = mount.log { lines.append("  log: \(log)") }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
@@ -90,6 +93,10 @@ struct StatusCommand: ParsableCommand {
                 ("main", JSON.path(mount.main)),
                 ("substitution", mount.substitution.map(JSON.path) ?? "null"),
                 ("patches", "[" + mount.patches.map(JSON.path).joined(separator: ",") + "]"),
+                ("images", "[" + PatchImage.of(mount).map { image in
+                    JSON.object([("reference", JSON.string(image.reference)), ("manifest", JSON.string(image.manifest)),
+                                 ("patches", "[" + image.patches.map(JSON.path).joined(separator: ",") + "]")])
+                }.joined(separator: ",") + "]"),
                 ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.path($0.path))]) }
                     .joined(separator: ",") + "]"),
                 ("pid", mount.pid.map { String($0) } ?? "null"),

@@ -13,7 +13,9 @@ struct WhichCommand: ParsableCommand {
             (`substitution PATH`, `patch PATH` or `main PATH`); for a directory in several \
             layers, `merged` and each of them, top first (`merged substitution PATH main \
             PATH`); `hidden by whiteout PATH`, `hidden by opaque directory PATH`, or `control \
-            file`; a name in no layer is an error. The answer is computed from the layers as \
+            file`; a name in no layer is an error. When the serving patch is a layer of an \
+            image in a store (see pull), a second line names it: `image REF DIGEST`. The \
+            answer is computed from the layers as \
             they are on disk (what the mount shows after an invalidation). A symlink is \
             reported itself, not followed.
             Example:
@@ -34,7 +36,14 @@ struct WhichCommand: ParsableCommand {
         guard let mount = RunningMount.containing(full) else {
             throw Failure("\(given) is not inside a proxybundle mount")
         }
-        ByteText(bytes: try WhichCommand.words(WhichCommand.serving(full, in: mount, shownAs: given)) + [UInt8(ascii: "\n")]).write()
+        let answer = try WhichCommand.serving(full, in: mount, shownAs: given)
+        ByteText(bytes: WhichCommand.words(answer) + [UInt8(ascii: "\n")]).write()
+        if answer.source == .layer, let place = answer.places.first, place.role == "patch",
+           let image = PatchImage.of(mount).first(where: { image in
+               image.patches.contains { place.path.starts(with: $0.bytes + [UInt8(ascii: "/")]) || place.path == $0.bytes }
+           }) {
+            print("image \(image.reference) \(image.manifest)")
+        }
     }
 
     /// Where a path is served from: why, and each place as its layer's role and the backing

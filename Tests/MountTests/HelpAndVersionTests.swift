@@ -44,7 +44,7 @@ final class HelpAndVersionTests: XCTestCase {
             let result = try proxybundle(arguments)
             XCTAssertEqual(result.status, 64, "\(arguments)")
             XCTAssertEqual(result.output, "")
-            XCTAssertTrue(result.error.hasPrefix("proxybundle: unknown command 'mnt': the commands are check, help,"),
+            XCTAssertTrue(result.error.hasPrefix("proxybundle: unknown command 'mnt': the commands are check, export, gc, help,"),
                           result.error)
             XCTAssertEqual(result.error.filter { $0 == "\n" }.count, 1, result.error)
         }
@@ -56,7 +56,7 @@ final class HelpAndVersionTests: XCTestCase {
         let bare = try proxybundle([])
         XCTAssertEqual(bare.status, 64)
         XCTAssertEqual(bare.output, "")
-        XCTAssertTrue(bare.error.hasPrefix("proxybundle: give a command: check, help, invalidate, layers, mount, "), bare.error)
+        XCTAssertTrue(bare.error.hasPrefix("proxybundle: give a command: check, export, gc, help, invalidate, layers, mount, pull, push, "), bare.error)
         XCTAssertEqual(bare.error.split(separator: "\n").count, 1, bare.error)
     }
 

@@ -71,6 +71,8 @@ int pb_pidfd_open(int pid);
 // pidfd_send_signal(pidfd, sig, NULL, 0): signals the process the descriptor was opened
 // for, never another that got its pid since (the tests' way to signal a daemon not their child).
 int pb_pidfd_send_signal(int pidfd, int sig);
+// syncfs(2), GNU-only in glibc's headers: a layer extracted whole is synced in one call.
+int pb_syncfs(int fd);
 // syslog(priority, "%s", message) (variadic, so not callable from Swift).
 void pb_syslog(int priority, const char *message);
 // pthread_rwlock_init with PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP (a GNU kind).

@@ -1,0 +1,63 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The registry client: every registry is reached through skopeo, so the auth files,
+/// registries.conf mirrors, policy.json signature rules and TLS settings container users keep
+/// apply unchanged.
+public struct Skopeo: Sendable {
+    /// false: plain HTTP or an unverified certificate (skopeo's --*-tls-verify=false).
+    public var tlsVerify = true
+    /// A containers-policy.json (skopeo --policy).
+    public var policy: String?
+    /// Credentials (skopeo --authfile; REGISTRY_AUTH_FILE otherwise).
+    public var authfile: String?
+    /// A directory of CA certificates (`*.crt`) and client keys for the registry (skopeo
+    /// --*-cert-dir; /etc/containers/certs.d/HOST:PORT otherwise).
+    public var certDirectory: String?
+    /// skopeo's progress lines go to standard error (a terminal).
+    public var showProgress = false
+
+    public init() {}
+
+    /// `REF` as skopeo names it: a registry reference unless it names a transport.
+    public static func source(_ reference: String) -> String {
+        let transports = ["docker://", "oci:", "oci-archive:", "docker-archive:", "dir:", "containers-storage:"]
+        return transports.contains { reference.hasPrefix($0) } ? reference : "docker://" + reference
+    }
+
+    /// skopeo copy SOURCE DESTINATION; a failure is one line naming the source.
+    public func copy(from source: String, to destination: String, pushing: Bool = false) throws {
+        var arguments: [String] = []
+        if let policy { arguments += ["--policy", policy] }
+        arguments += ["copy"]
+        if !showProgress { arguments.append("--quiet") }
+        let side = pushing ? "dest" : "src"
+        if !tlsVerify { arguments.append("--\(side)-tls-verify=false") }
+        if let authfile { arguments += ["--\(side)-authfile", authfile] }
+        if let certDirectory { arguments += ["--\(side)-cert-dir", certDirectory] }
+        arguments += [source, destination]
+        let child = try ChildProcess("skopeo", arguments, outputTo: showProgress ? 2 : -1)
+        let (status, message) = child.wait()
+        guard status == 0 else {
+            throw DeliveryError("skopeo could not copy \(pushing ? destination : source): \(Skopeo.message(message))")
+        }
+    }
+
+    /// The `msg="..."` of skopeo's log line, or the line.
+    static func message(_ line: String) -> String {
+        let bytes = Array(line.utf8), marker = Array("msg=\"".utf8)
+        guard let start = (0..<max(0, bytes.count - marker.count + 1)).first(where: { bytes[$0..<$0 + marker.count].elementsEqual(marker) })
+        else { return line.isEmpty ? "it failed without a message" : line }
+        var text = Array(bytes[(start + marker.count)...])
+        if text.last == UInt8(ascii: "\"") { text.removeLast() }
+        var out: [UInt8] = []
+        var escaped = false
+        for byte in text {
+            if byte == UInt8(ascii: "\\") && !escaped { escaped = true; continue }
+            escaped = false
+            out.append(byte)
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,55 @@
+import CSyscalls
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Removal of a directory tree through descriptors, never following a symlink: what a refused
+/// or replaced layer leaves is removed without reaching outside it.
+public enum Tree {
+    static func remove(_ parent: Int32, _ name: [UInt8]) throws {
+        var st = stat()
+        guard name.withCStringCopy({ fstatat(parent, $0, &st, pb_AT_SYMLINK_NOFOLLOW) }) == 0 else {
+            if errno == ENOENT { return }
+            throw DeliveryError("cannot remove \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))")
+        }
+        if st.st_mode & S_IFMT == S_IFDIR {
+            let fd = name.withCStringCopy {
+                openat(parent, $0, O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC)
+            }
+            guard fd >= 0 else { throw DeliveryError("cannot open \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))") }
+            fchmod(fd, 0o700)  // a layer's read-only directory, as its owner
+            for child in try names(fd) { try remove(fd, child) }
+            close(fd)
+        }
+        let flags = st.st_mode & S_IFMT == S_IFDIR ? AT_REMOVEDIR : 0
+        guard name.withCStringCopy({ unlinkat(parent, $0, flags) }) == 0 || errno == ENOENT else {
+            throw DeliveryError("cannot remove \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// Removes a tree given by path (its last name relative to its parent's path).
+    public static func remove(path: String) throws {
+        let slash = path.lastIndex(of: "/")
+        let parentPath = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let parent = open(parentPath, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
+        guard parent >= 0 else { return }
+        defer { close(parent) }
+        try remove(parent, Array(name.utf8))
+    }
+
+    /// The names in an open directory (not `.` and `..`); `fd` stays open.
+    static func names(_ fd: Int32) throws -> [[UInt8]] {
+        let copy = dup(fd)
+        guard let dir = fdopendir(copy) else { close(copy); throw DeliveryError("cannot list a directory: \(String(cString: strerror(errno)))") }
+        defer { closedir(dir) }
+        rewinddir(dir)
+        var names: [[UInt8]] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+            if name == [0x2e] || name == [0x2e, 0x2e] { continue }
+            names.append(name)
+        }
+        return names
+    }
+}

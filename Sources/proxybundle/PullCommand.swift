@@ -1,0 +1,124 @@
+import ArgumentParser
+import ProxyBundleDelivery
+#if canImport(Glibc)
+import Glibc
+#endif
+
+struct PullCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pull",
+        abstract: "Fetch an OCI image into the store and extract each of its layers once.",
+        discussion: """
+            skopeo copies the image into the store's OCI image layout (blobs already there are \
+            not fetched again), so registries.conf, auth files, policy.json and TLS settings \
+            apply as for any container tool. Each layer blob is then checked against its \
+            digest and extracted once into STORE/layers/sha256/DIFFID (tar, tar+gzip or \
+            tar+zstd; safely: nothing outside the layer's directory is written). Prints the \
+            layer directories, top first: the patches of the image, for `layers --set`.
+            REF is a registry reference (host/repo:tag) or any skopeo transport (oci:DIR:TAG).
+            Example:
+              proxybundle pull registry.example.com/myapp-patch:v2
+            """
+    )
+
+    @Argument(help: "The image: host/repository:tag, or a skopeo transport such as oci:DIR:TAG.")
+    var reference: String
+
+    @OptionGroup var store: StoreOptions
+
+    @OptionGroup var registry: RegistryOptions
+
+    @OptionGroup var limits: ExtractOptions
+
+    func run() throws {
+        let pulled = try store.pull(reference, registry: registry, limits: limits)
+        for diffID in pulled.diffIDs.reversed() { print(store.store.layerPath(diffID)) }
+    }
+}
+
+/// `--store DIR`, shared by the commands that use the store.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("store"), help: ArgumentHelp(
+        "The store (default: /var/lib/proxybundle as root, ~/.local/share/proxybundle otherwise).", valueName: "dir"))
+    var directory: String?
+
+    var store: Store { Store(root: directory.map { $0.hasSuffix("/") && $0.count > 1 ? String($0.dropLast()) : $0 } ?? Store.defaultRoot) }
+
+    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions, lockHeld: Bool = false)
+        throws(Failure) -> PulledImage {
+        var pull = Pull(store: store)
+        pull.lockHeld = lockHeld
+        pull.skopeo = registry.skopeo
+        pull.limits = limits.limits
+        if isatty(2) != 0 { pull.progress = { Failure(text: $0).report() } }
+        do { return try pull.pull(reference) } catch let error as DeliveryError {
+            throw Failure(text: "\(reference): \(error.description)")
+        } catch {
+            throw Failure(text: "\(reference): \(error)")
+        }
+    }
+
+    /// Runs `body` with the store made and its lock held.
+    func locked<T>(_ body: () throws(Failure) -> T) throws(Failure) -> T {
+        let lock: Int32
+        do {
+            try store.prepare()
+            lock = try store.lock()
+        } catch { throw Failure(text: "\(error)") }
+        defer { close(lock) }
+        return try body()
+    }
+}
+
+/// How skopeo reaches a registry.
+struct RegistryOptions: ParsableArguments {
+    @Option(name: .customLong("tls-verify"), help: ArgumentHelp(
+        "Require HTTPS and a verified certificate (false: plain HTTP or any certificate).", valueName: "bool"))
+    var tlsVerify = true
+
+    @Option(help: ArgumentHelp("A containers-policy.json that decides which images are trusted.", valueName: "file"))
+    var policy: String?
+
+    @Option(help: ArgumentHelp("The registry credentials (as REGISTRY_AUTH_FILE).", valueName: "file"))
+    var authfile: String?
+
+    @Option(name: .customLong("cert-dir"), help: ArgumentHelp(
+        "CA certificates (*.crt) for the registry (default: /etc/containers/certs.d/HOST:PORT).", valueName: "dir"))
+    var certDirectory: String?
+
+    var skopeo: Skopeo {
+        var skopeo = Skopeo()
+        skopeo.tlsVerify = tlsVerify
+        skopeo.policy = policy
+        skopeo.authfile = authfile
+        skopeo.certDirectory = certDirectory
+        skopeo.showProgress = isatty(2) != 0
+        return skopeo
+    }
+}
+
+/// What an untrusted layer may hold.
+struct ExtractOptions: ParsableArguments {
+    @Option(name: .customLong("max-size"), help: ArgumentHelp(
+        "The largest uncompressed layer accepted, in bytes (default 16 GiB).", valueName: "bytes"))
+    var maxSize: UInt64 = ExtractLimits().maxBytes
+
+    @Option(name: .customLong("max-entries"), help: ArgumentHelp(
+        "The most entries a layer may hold (default 1000000).", valueName: "n"))
+    var maxEntries: Int = ExtractLimits().maxEntries
+
+    @Flag(name: .customLong("allow-special"), help: "Keep device nodes, FIFOs and set-user/group-ID bits (as root only).")
+    var allowSpecial = false
+
+    func validate() throws {
+        if allowSpecial && geteuid() != 0 { throw ValidationError("--allow-special is for root only: as another user a layer's devices and set-ID bits are always dropped") }
+    }
+
+    var limits: ExtractLimits {
+        var limits = ExtractLimits()
+        limits.maxBytes = maxSize
+        limits.maxEntries = maxEntries
+        limits.allowSpecial = allowSpecial
+        return limits
+    }
+}

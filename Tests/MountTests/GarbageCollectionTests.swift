@@ -1,0 +1,95 @@
+import Foundation
+import XCTest
+
+/// `gc` with live mounts: a layer a mount uses, or a recent history entry names, stays;
+/// what nothing names goes, with its blobs and image records.
+final class GarbageCollectionTests: XCTestCase {
+    var fx: MountFixture!
+    var other: MountFixture!
+    var registry: Registry!
+    var store: String { fx.root + "/store" }
+
+    override func setUpWithError() throws {
+        fx = try MountFixture(name)
+        other = try MountFixture(name + "Other")
+        registry = try Registry.start(in: fx.root + "/registry")
+        let started = registry
+        addTeardownBlock { started?.stop() }
+    }
+
+    override func tearDown() {
+        fx?.stop()
+        other?.stop()
+        registry?.stop()
+        other?.tearDown()
+        fx?.tearDown()
+    }
+
+    func run(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        try Spawn.run(MountFixture.binary, arguments + ["--store", store] + (arguments[0] == "gc" ? [] : ["--tls-verify=false"]))
+    }
+
+    /// Three versions over one base layer; returns their references and layer blob digests.
+    func pushThreeVersions() throws -> (references: [String], fixBlobs: [String]) {
+        let base = fx.root + "/src-base", fix = fx.root + "/src-fix"
+        try Disk.write(base + "/base.txt", "base")
+        let baseTar = try TestImage.tar(of: base)
+        let layout = fx.root + "/layout"
+        let image = try TestImage(layout: layout)
+        var references: [String] = [], blobs: [String] = []
+        for version in 1...3 {
+            try Disk.write(fix + "/version", "v\(version)")
+            let fixTar = try TestImage.tar(of: fix)
+            try image.add(tag: "v\(version)", [(baseTar, .gzip), (fixTar, .gzip)])
+            blobs.append(TestImage.digest(try TestImage.compress(fixTar, .gzip)))
+            let reference = "\(registry.host)/app:v\(version)"
+            let copied = try Spawn.run("/usr/bin/skopeo", ["copy", "--quiet", "--dest-tls-verify=false", "oci:\(layout):v\(version)", "docker://" + reference])
+            guard copied.status == 0 else { throw TestFailure("skopeo copy: \(copied.error)") }
+            references.append(reference)
+        }
+        return (references, blobs)
+    }
+
+    func blobExists(_ digest: String) -> Bool { Disk.lstat(store + "/oci/blobs/sha256/" + digest.dropFirst(7)) != nil }
+
+    func testGCKeepsWhatMountsAndRecentHistoryUseAndRemovesTheRest() throws {
+        let (references, fixBlobs) = try pushThreeVersions()
+        try fx.start()
+        for reference in references.prefix(2) {
+            let set = try run(["layers", fx.mountpoint, "--set-image", reference])
+            XCTAssertEqual(set.status, 0, set.error)
+        }
+        // another mount uses v1's layers directly; v3 is pulled and used by nothing
+        let v1 = try run(["pull", references[0]]).output.split(separator: "\n").map(String.init)
+        try other.start(v1.flatMap { ["--patch", $0] })
+        let v3 = try run(["pull", references[2]]).output.split(separator: "\n").map(String.init)
+        XCTAssertEqual(try Disk.list(store + "/layers/sha256").count, 4, "a base and three fixes")
+
+        let first = try run(["gc", "--keep", "1"])
+        XCTAssertEqual(first.status, 0, first.error)
+        XCTAssertTrue(first.output.hasPrefix("removed 1 layers"), first.output)
+        XCTAssertNil(Disk.lstat(v3[0]), "v3's own layer: nothing uses it")
+        XCTAssertNotNil(Disk.lstat(v3[1]), "the base layer: both mounts use it")
+        XCTAssertNotNil(Disk.lstat(v1[0]), "v1's layer: the other mount uses it")
+        XCTAssertFalse(blobExists(fixBlobs[2]))
+        XCTAssertTrue(blobExists(fixBlobs[0]) && blobExists(fixBlobs[1]))
+        XCTAssertEqual(try Disk.read(other.inMount("version")), "v1")
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "v2")
+
+        other.stop()
+        let second = try run(["gc", "--keep", "1"])
+        XCTAssertEqual(second.status, 0, second.error)
+        XCTAssertNil(Disk.lstat(v1[0]), "v1's layer: no mount uses it, and it is not in the last history entry")
+        XCTAssertFalse(blobExists(fixBlobs[0]))
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "v2")
+        XCTAssertEqual(try Disk.read(fx.inMount("base.txt")), "base")
+        let back = try run(["layers", fx.mountpoint, "--rollback"])
+        XCTAssertEqual(back.status, 1)
+        XCTAssertTrue(back.error.contains("is no longer in the store"), back.error)
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "v2")
+        // pulled again, v1 is whole again (its blobs fetched anew)
+        XCTAssertEqual(try run(["pull", references[0]]).status, 0)
+        XCTAssertEqual(try run(["layers", fx.mountpoint, "--rollback"]).status, 0)
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "v1")
+    }
+}
