@@ -93,6 +93,15 @@ enum Operations {
                 return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
             }
         }
+        ops.flush = { req, node, _ in
+            FuseServer.handle(req, "flush", node: node) { server in
+                // asked only at the close of a file open for writing that passes through: pages
+                // written through a shared mapping went to the layer's file, and the kernel's
+                // copy of the times knows nothing of them (it updates them for write(2) only)
+                if ControlFile(node: node) == nil { server.notifier.invalidateAttributes(of: node) }
+                return .ok
+            }
+        }
         ops.release = { req, node, info in
             FuseServer.handle(req, "release", node: node) { server in
                 if let info, ControlFile(node: node) == nil {
