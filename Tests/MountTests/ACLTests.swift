@@ -120,20 +120,11 @@ final class ACLTests: XCTestCase {
 
     // MARK: helpers
 
-    private let userObj: UInt16 = 0x01, namedUser: UInt16 = 0x02, groupObj: UInt16 = 0x04
-    private let mask: UInt16 = 0x10, other: UInt16 = 0x20, any: UInt32 = 0xFFFF_FFFF
+    private let userObj = PosixACL.userObj, namedUser = PosixACL.namedUser, groupObj = PosixACL.groupObj
+    private let mask = PosixACL.mask, other = PosixACL.other, any = PosixACL.any
 
-    /// Sets an ACL in the kernel's extended attribute form: version 2, then each entry's tag,
-    /// permissions and id, little-endian.
     private func setACL(_ path: String, _ name: String, _ entries: [(UInt16, UInt16, UInt32)]) throws {
-        var bytes: [UInt8] = [2, 0, 0, 0]
-        for (tag, permissions, id) in entries {
-            bytes += [UInt8(tag & 0xFF), UInt8(tag >> 8), UInt8(permissions), 0]
-            bytes += (0..<4).map { UInt8(truncatingIfNeeded: id >> (8 * $0)) }
-        }
-        guard bytes.withUnsafeBytes({ lsetxattr(path, name, $0.baseAddress, $0.count, 0) }) == 0 else {
-            throw TestFailure("setxattr \(name) on \(path): errno \(errno)")
-        }
+        try PosixACL.set(path, name, entries)
     }
 
     /// The attribute's value in hex, or "-" when there is none.
