@@ -48,7 +48,8 @@ enum Operations {
                 } else {
                     st = try server.overlay.attributes(of: node)
                 }
-                return .attributes(st, timeout: ControlFile(node: node) == nil ? server.timeouts.attribute : 0)
+                return .attributes(server.shownWithinACL(st, of: node),
+                                   timeout: ControlFile(node: node) == nil ? server.timeouts.attribute : 0)
             }
         }
         ops.readlink = { req, node in

@@ -86,7 +86,7 @@ enum WriteOperations {
                    let cleared = try server.overlay.clearSetIDBits(node, openFile: fd, writer: { server.writer(req) }) {
                     result = cleared
                 }
-                return .attributes(result, timeout: server.timeouts.attribute)
+                return .attributes(server.shownWithinACL(result, of: node), timeout: server.timeouts.attribute)
             }
         }
         ops.write = { req, node, buffer, size, offset, info in
