@@ -13,10 +13,14 @@ import ProxyBundleCore
 /// to any position a reader could compute reads on from there (generic/676 seeks to random
 /// ones). A readdir that continues a listing no longer kept gets the directory listed again,
 /// from the same index; where the directory changed meanwhile, or changed before another
-/// reader started listing it again, that reader may miss or repeat a name.
+/// reader started listing it again, that reader may miss or repeat a name. Where the daemon
+/// answers OPENDIR (`-o nocache`), each open directory has a handle of its own and keeps its
+/// own listing, as before.
 final class ListingStore: Sendable {
     private struct Kept {
         let directory: NodeID
+        /// The open directory's handle (0 where the kernel opens directories by itself).
+        let handle: UInt64
         let listing: DirectoryListing
     }
 
@@ -24,6 +28,7 @@ final class ListingStore: Sendable {
         /// Listings taken, and OPENDIR requests answered, for `.stats`.
         var taken: UInt64 = 0
         var opens: UInt64 = 0
+        var lastHandle: UInt64 = 0
         /// Most recently used last.
         var kept: [Kept] = []
     }
@@ -32,20 +37,35 @@ final class ListingStore: Sendable {
     static let capacity = 64
     private let state = Locked(State())
 
-    /// A listing of `directory` and the index to continue at, for a readdir at `offset`.
-    func listing(of directory: NodeID, at offset: off_t, _ overlay: Overlay) throws(Errno) -> Position {
+    /// A listing of `directory` (open as `handle`) and the index to continue at, for a readdir
+    /// at `offset`.
+    func listing(of directory: NodeID, handle: UInt64, at offset: off_t, _ overlay: Overlay) throws(Errno) -> Position {
         let index = offset > 0 ? Int(clamping: offset) : 0
-        if offset > 0, let kept = state.withLock({ state in Self.find(directory, in: &state.kept) }) {
+        if offset > 0, let kept = state.withLock({ state in Self.find(directory, handle, in: &state.kept) }) {
             return Position(listing: kept, index: index)
         }
         let listing = try overlay.listDirectory(directory)
         return state.withLock { state in
             state.taken += 1
-            state.kept.removeAll { $0.directory == directory }
+            state.kept.removeAll { $0.directory == directory && $0.handle == handle }
             if state.kept.count == Self.capacity { state.kept.removeFirst() }
-            state.kept.append(Kept(directory: directory, listing: listing))
+            state.kept.append(Kept(directory: directory, handle: handle, listing: listing))
             return Position(listing: listing, index: index)
         }
+    }
+
+    /// A handle for a directory the daemon opened (OPENDIR), whose listing is its own.
+    func newHandle() -> UInt64 {
+        state.withLock { state in
+            state.lastHandle += 1
+            return state.lastHandle
+        }
+    }
+
+    /// Forgets the listing of an open directory closed (RELEASEDIR).
+    func closed(handle: UInt64) {
+        guard handle != 0 else { return }
+        state.withLock { state in state.kept.removeAll { $0.handle == handle } }
     }
 
     /// Counts an OPENDIR request (only the first, when the kernel caches listings).
@@ -65,8 +85,8 @@ final class ListingStore: Sendable {
         }
     }
 
-    private static func find(_ directory: NodeID, in kept: inout [Kept]) -> DirectoryListing? {
-        guard let index = kept.lastIndex(where: { $0.directory == directory }) else { return nil }
+    private static func find(_ directory: NodeID, _ handle: UInt64, in kept: inout [Kept]) -> DirectoryListing? {
+        guard let index = kept.lastIndex(where: { $0.directory == directory && $0.handle == handle }) else { return nil }
         let found = kept.remove(at: index)
         kept.append(found)
         return found.listing
