@@ -7,6 +7,13 @@ enum Capabilities {
         | UInt32(FUSE_CAP_SPLICE_MOVE) | UInt32(FUSE_CAP_READDIRPLUS)
         | UInt32(FUSE_CAP_PARALLEL_DIROPS)
         | UInt32(FUSE_CAP_AUTO_INVAL_DATA) | UInt32(FUSE_CAP_CACHE_SYMLINKS) | exportSupport
+        | leavesUmask
+
+    /// The kernel leaves the umask to the daemon (`Overlay.masked`), which applies it unless
+    /// the directory has a default ACL, which applies instead, as on the layer's own file
+    /// system; else a default ACL's bits were cut by the umask first (generic/389, 697). With
+    /// or without `-o acl`.
+    static let leavesUmask = UInt32(FUSE_CAP_DONT_MASK)
 
     /// File handles that outlive the kernel's cache: without it, the kernel answers ESTALE for
     /// a handle whose inode it evicted; with it, it looks up "." in the handle's node ID (and
@@ -21,10 +28,8 @@ enum Capabilities {
     /// POSIX ACLs (`-o acl`): the kernel reads a file's ACL (kept until it next refreshes the
     /// file's attributes) and enforces it, as kernel overlayfs and the layers' own file system
     /// do; without it, `default_permissions` checks the mode bits alone, refusing what a named
-    /// entry grants and granting the owning group what its entry refuses. With it, the kernel
-    /// is asked to leave the umask to the daemon, which applies it unless a default ACL applies
-    /// instead (see `Overlay.masked`).
-    static let acl: UInt32 = UInt32(FUSE_CAP_POSIX_ACL) | UInt32(FUSE_CAP_DONT_MASK)
+    /// entry grants.
+    static let acl: UInt32 = UInt32(FUSE_CAP_POSIX_ACL)
 
     /// Sets what the daemon wants; returns whether the kernel enforces POSIX ACLs.
     static func negotiate(_ connection: UnsafeMutablePointer<fuse_conn_info>, acl usesACL: Bool) -> Bool {

@@ -26,6 +26,7 @@ extension FuseServer {
         info.pointee.fh = FuseServer.controlHandle
         info.pointee.direct_io = 1
         info.pointee.keep_cache = 0
+        info.pointee.noflush = 1
     }
 
     func readControl(_ control: ControlFile, size: Int, offset: off_t) -> Reply {

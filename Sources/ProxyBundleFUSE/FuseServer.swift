@@ -93,10 +93,23 @@ public final class FuseServer: Sendable {
         var result = fuse_entry_param()
         result.ino = entry.node
         result.generation = entry.node == rootNodeID ? 0 : generation
-        result.attr = entry.attributes
+        result.attr = shownWithinACL(entry.attributes, of: entry.node)
         result.attr_timeout = ControlFile(node: entry.node) == nil ? timeouts.attribute : 0
         result.entry_timeout = timeouts.entry
         return result
+    }
+
+    /// Attributes as the kernel is to see them: without `-o acl` (where the kernel checks the
+    /// mode bits alone), an entry with an access ACL shows no bits the ACL refuses to someone
+    /// they would grant (`Overlay.modeWithinACL`). One read of the ACL per reply; measured in
+    /// docs/DESIGN.md against enforcing ACLs by default.
+    func shownWithinACL(_ st: stat, of node: NodeID) -> stat {
+        guard st.st_mode & 0o077 != 0, st.st_mode & S_IFMT != S_IFLNK, !enforcesACL.withLock({ $0 }) else { return st }
+        let acl = overlay.accessACL(of: node)
+        if acl.isEmpty { return st }
+        var shown = st
+        shown.st_mode = Overlay.modeWithinACL(st.st_mode, acl: acl)
+        return shown
     }
 
     /// A lookup reply: the entry, or for a missing name with negative caching on, an entry

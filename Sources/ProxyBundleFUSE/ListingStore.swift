@@ -6,26 +6,29 @@ import ProxyBundleCore
 /// The directory listings being read. With the kernel caching listings, the daemon answers
 /// the first OPENDIR with ENOSYS, and the kernel then opens directories without asking (no
 /// OPENDIR or RELEASEDIR round trip) and keeps every listing it reads. So a listing belongs
-/// to no open directory: it is taken when a readdir starts at offset 0, and every offset in it
-/// carries its generation number (high 32 bits) and an entry's index + 1 (low 32 bits). It is
-/// kept until a readdir asks past its last entry, so a reader's offsets stay valid across
-/// readdir calls (`telldir`/`seekdir`) while other readers start listings of their own. A
-/// readdir that continues a listing no longer kept (read to its end, or pushed out by newer
-/// ones) gets the directory listed again, from the same index: where the directory changed
-/// meanwhile, that reader may miss or repeat a name, which takes more than 64 listings read
-/// at once.
+/// to no open directory: it is taken when a readdir starts at offset 0 and kept for its
+/// directory until a readdir asks past its last entry (or listings of 64 other directories
+/// push it out). An entry's offset is its index + 1, as kernel overlayfs numbers a merged
+/// directory's entries: every offset below the last is a place in the listing, so `seekdir`
+/// to any position a reader could compute reads on from there (generic/676 seeks to random
+/// ones). A readdir that continues a listing no longer kept gets the directory listed again,
+/// from the same index; where the directory changed meanwhile, or changed before another
+/// reader started listing it again, that reader may miss or repeat a name. Where the daemon
+/// answers OPENDIR (`-o nocache`), each open directory has a handle of its own and keeps its
+/// own listing, as before.
 final class ListingStore: Sendable {
     private struct Kept {
         let directory: NodeID
-        let generation: UInt32
+        /// The open directory's handle (0 where the kernel opens directories by itself).
+        let handle: UInt64
         let listing: DirectoryListing
     }
 
     private struct State {
-        var lastGeneration: UInt32 = 0
         /// Listings taken, and OPENDIR requests answered, for `.stats`.
         var taken: UInt64 = 0
         var opens: UInt64 = 0
+        var lastHandle: UInt64 = 0
         /// Most recently used last.
         var kept: [Kept] = []
     }
@@ -34,22 +37,35 @@ final class ListingStore: Sendable {
     static let capacity = 64
     private let state = Locked(State())
 
-    /// A listing of `directory` and the index to continue at, for a readdir at `offset`.
-    func listing(of directory: NodeID, at offset: off_t, _ overlay: Overlay) throws(Errno) -> Position {
-        let generation = UInt32(truncatingIfNeeded: offset >> 32)
-        let index = Int(offset & 0xFFFF_FFFF)
-        if offset > 0, let kept = state.withLock({ state in Self.find(directory, generation, in: &state.kept) }) {
-            return Position(listing: kept, generation: generation, index: index)
+    /// A listing of `directory` (open as `handle`) and the index to continue at, for a readdir
+    /// at `offset`.
+    func listing(of directory: NodeID, handle: UInt64, at offset: off_t, _ overlay: Overlay) throws(Errno) -> Position {
+        let index = offset > 0 ? Int(clamping: offset) : 0
+        if offset > 0, let kept = state.withLock({ state in Self.find(directory, handle, in: &state.kept) }) {
+            return Position(listing: kept, index: index)
         }
         let listing = try overlay.listDirectory(directory)
         return state.withLock { state in
             state.taken += 1
-            // below 2^31, so offsets stay positive
-            state.lastGeneration = state.lastGeneration >= 0x7FFF_FFFF ? 1 : state.lastGeneration + 1
+            state.kept.removeAll { $0.directory == directory && $0.handle == handle }
             if state.kept.count == Self.capacity { state.kept.removeFirst() }
-            state.kept.append(Kept(directory: directory, generation: state.lastGeneration, listing: listing))
-            return Position(listing: listing, generation: state.lastGeneration, index: offset > 0 ? index : 0)
+            state.kept.append(Kept(directory: directory, handle: handle, listing: listing))
+            return Position(listing: listing, index: index)
         }
+    }
+
+    /// A handle for a directory the daemon opened (OPENDIR), whose listing is its own.
+    func newHandle() -> UInt64 {
+        state.withLock { state in
+            state.lastHandle += 1
+            return state.lastHandle
+        }
+    }
+
+    /// Forgets the listing of an open directory closed (RELEASEDIR).
+    func closed(handle: UInt64) {
+        guard handle != 0 else { return }
+        state.withLock { state in state.kept.removeAll { $0.handle == handle } }
     }
 
     /// Counts an OPENDIR request (only the first, when the kernel caches listings).
@@ -65,28 +81,25 @@ final class ListingStore: Sendable {
     /// Forgets a listing read past its end.
     func finished(_ position: Position) {
         state.withLock { state in
-            state.kept.removeAll { $0.generation == position.generation && $0.listing === position.listing }
+            state.kept.removeAll { $0.listing === position.listing }
         }
     }
 
-    private static func find(_ directory: NodeID, _ generation: UInt32, in kept: inout [Kept]) -> DirectoryListing? {
-        guard let index = kept.lastIndex(where: { $0.generation == generation && $0.directory == directory }) else {
-            return nil
-        }
+    private static func find(_ directory: NodeID, _ handle: UInt64, in kept: inout [Kept]) -> DirectoryListing? {
+        guard let index = kept.lastIndex(where: { $0.directory == directory && $0.handle == handle }) else { return nil }
         let found = kept.remove(at: index)
         kept.append(found)
         return found.listing
     }
 
-    /// Where a readdir reads: the listing, its generation, and the index of the first entry.
+    /// Where a readdir reads: the listing and the index of the first entry.
     struct Position {
         let listing: DirectoryListing
-        let generation: UInt32
         let index: Int
 
         /// The offset of the entry after the one at `index`.
         func offset(after index: Int) -> off_t {
-            off_t(generation) << 32 | off_t(index + 1)
+            off_t(index + 1)
         }
     }
 }

@@ -48,7 +48,8 @@ enum Operations {
                 } else {
                     st = try server.overlay.attributes(of: node)
                 }
-                return .attributes(st, timeout: ControlFile(node: node) == nil ? server.timeouts.attribute : 0)
+                return .attributes(server.shownWithinACL(st, of: node),
+                                   timeout: ControlFile(node: node) == nil ? server.timeouts.attribute : 0)
             }
         }
         ops.readlink = { req, node in
@@ -93,6 +94,15 @@ enum Operations {
                 return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
             }
         }
+        ops.flush = { req, node, _ in
+            FuseServer.handle(req, "flush", node: node) { server in
+                // asked only at the close of a file open for writing that passes through: pages
+                // written through a shared mapping went to the layer's file, and the kernel's
+                // copy of the times knows nothing of them (it updates them for write(2) only)
+                if ControlFile(node: node) == nil { server.notifier.invalidateAttributes(of: node) }
+                return .ok
+            }
+        }
         ops.release = { req, node, info in
             FuseServer.handle(req, "release", node: node) { server in
                 if let info, ControlFile(node: node) == nil {
@@ -110,12 +120,21 @@ enum Operations {
                 if server.timeouts.keepsContent { throw Errno(ENOSYS) }
                 guard let info else { throw Errno.invalid }
                 try server.overlay.checkDirectory(node)
+                // its own listing, which interleaved readers of the directory do not share
+                info.pointee.fh = server.listings.newHandle()
                 return .opened(info)
+            }
+        }
+        ops.releasedir = { req, node, info in
+            FuseServer.handle(req, "releasedir", node: node) { server in
+                if let info { server.listings.closed(handle: info.pointee.fh) }
+                return .ok
             }
         }
         ops.readdir = { req, node, size, offset, info in
             FuseServer.handle(req, "readdir", node: node) { server throws(Errno) in
-                let position = try server.listings.listing(of: node, at: offset, server.overlay)
+                let handle = info?.pointee.fh ?? 0
+                let position = try server.listings.listing(of: node, handle: handle, at: offset, server.overlay)
                 let packed = DirectoryPacker.pack(req, position, size: size, server: nil)
                 if packed.ends { server.listings.finished(position) }
                 return .bytes(packed.bytes)
@@ -123,7 +142,8 @@ enum Operations {
         }
         ops.readdirplus = { req, node, size, offset, info in
             FuseServer.handle(req, "readdirplus", node: node) { server throws(Errno) in
-                let position = try server.listings.listing(of: node, at: offset, server.overlay)
+                let handle = info?.pointee.fh ?? 0
+                let position = try server.listings.listing(of: node, handle: handle, at: offset, server.overlay)
                 let readers = server.listingReaders
                 let attributes = readers.attributes(thread: Operations.thread(req), directory: node, offset: offset)
                 let packed = DirectoryPacker.pack(req, position, size: size, server: server, attributes: attributes)

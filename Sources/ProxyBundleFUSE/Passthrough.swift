@@ -138,12 +138,16 @@ extension FuseServer {
         switch passthrough.open(node, fd: fd, identity: identity) {
         case .passthrough(let backing):
             pb_reply_with_backing(backing)
+            // a FLUSH at each close only where a shared mapping may have written (see ops.flush)
+            if info.pointee.flags & O_ACCMODE == O_RDONLY { info.pointee.noflush = 1 }
         case .stale:
             overlay.release(node, fd: fd)
             overlay.detachName(of: node)
             throw Errno.stale
         case .cached:
             info.pointee.keep_cache = timeouts.keepsContent ? 1 : 0
+            // the kernel writes mapped pages through the daemon and keeps the times itself
+            info.pointee.noflush = 1
         }
     }
 }

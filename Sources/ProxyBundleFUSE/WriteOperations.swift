@@ -86,7 +86,7 @@ enum WriteOperations {
                    let cleared = try server.overlay.clearSetIDBits(node, openFile: fd, writer: { server.writer(req) }) {
                     result = cleared
                 }
-                return .attributes(result, timeout: server.timeouts.attribute)
+                return .attributes(server.shownWithinACL(result, of: node), timeout: server.timeouts.attribute)
             }
         }
         ops.write = { req, node, buffer, size, offset, info in
@@ -162,7 +162,12 @@ enum WriteOperations {
             FuseServer.handle(req, "setxattr", node: node) { server throws(Errno) in
                 try server.refuseWhenReadOnly()
                 let data = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
-                try server.overlay.setExtendedAttribute(node, name: bytes(name), value: data, flags: flags)
+                let key = bytes(name)
+                // groups are read only for the access ACL, the one attribute they matter to
+                let writer = key == Overlay.accessACL ? server.writer(req) : nil
+                let setsMode = try server.overlay.setExtendedAttribute(node, name: key, value: data, flags: flags, by: writer)
+                // the kernel marks only the change time stale after SETXATTR (without -o acl)
+                if setsMode { server.notifier.invalidateAttributes(of: node) }
                 return .ok
             }
         }

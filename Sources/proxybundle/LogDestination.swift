@@ -6,19 +6,23 @@ import Glibc
 #endif
 
 /// Where the daemon's log lines go: stderr in the foreground, a file (`--log-file`), or
-/// syslog (detached without a log file).
+/// syslog (detached without a log file), or a file in its place when syslog is not reachable.
 enum LogDestination {
     case standardError
     case file(RawPath)
     case syslog
+    /// The file a detached daemon logs to because syslog is not reachable; its first line
+    /// says so, and `status` too (never the mount's stderr, which scripts read).
+    case fallback(RawPath)
 
-    /// As passed to the daemon image: `stderr`, `syslog` or `file:PATH` (lossless text, see
-    /// `RawArguments`).
+    /// As passed to the daemon image: `stderr`, `syslog`, `file:PATH` or `fallback:PATH`
+    /// (lossless text, see `RawArguments`).
     var argument: String {
         switch self {
         case .standardError: "stderr"
         case .syslog: "syslog"
         case .file(let path): "file:" + path.argument
+        case .fallback(let path): "fallback:" + path.argument
         }
     }
 
@@ -27,9 +31,19 @@ enum LogDestination {
         case "stderr": self = .standardError
         case "syslog": self = .syslog
         default:
-            guard argument.hasPrefix("file:") else { return nil }
-            self = .file(RawPath(argument: String(argument.dropFirst(5))))
+            if argument.hasPrefix("file:") {
+                self = .file(RawPath(argument: String(argument.dropFirst(5))))
+            } else if argument.hasPrefix("fallback:") {
+                self = .fallback(RawPath(argument: String(argument.dropFirst(9))))
+            } else {
+                return nil
+            }
         }
+    }
+
+    /// Why syslog cannot take the log, as the fallback file's first line and `status` say.
+    static func unreachableText(_ reason: Int32) -> String {
+        "syslog is not reachable (/dev/log: \(Paths.describe(reason)))"
     }
 
     /// 0 when a syslog daemon listens on /dev/log (a datagram can be sent there), else why not.
@@ -57,13 +71,14 @@ enum LogDestination {
         return state.appending("proxybundle").appending(name + Array("-\(Paths.shortHash(mountpoint)).log".utf8))
     }
 
-    /// Syslog when it is reachable; otherwise the fallback file, with the line to say so once
-    /// on stderr when the mount is up (a detached daemon's log would otherwise vanish without
-    /// a word).
+    /// Syslog when it is reachable; otherwise the fallback file, which says so in its first
+    /// line (as `status` does), so that the mount's stderr stays quiet (a mount in a script or
+    /// test suite prints nothing). Only when the log can go nowhere at all is that said on
+    /// stderr when the mount is up.
     static func syslogOrFallback(mountpoint: RawPath) -> (LogDestination, notice: Failure?) {
         let reason = syslogUnreachable()
         guard reason != 0 else { return (.syslog, nil) }
-        let unreachable = "syslog is not reachable (/dev/log: \(Paths.describe(reason)))"
+        let unreachable = unreachableText(reason)
         let file = fallbackFile(forMountpoint: mountpoint)
         do throws(Failure) {
             try Paths.makeDirectories(file.parent, role: "log directory")
@@ -73,7 +88,7 @@ enum LogDestination {
             return (.file("/dev/null"), Failure("\(unreachable) and \(error.line): the daemon logs nothing "
                                                 + "(give --log-file)"))
         }
-        return (.file(file), Failure("\(unreachable); the log goes to \(file)"))
+        return (.fallback(file), nil)
     }
 
     /// Checks that a log file can be written before anything is mounted.
@@ -89,10 +104,14 @@ enum LogDestination {
         case .standardError:
             let sink: LineLogHandler.Sink = LogDestination.standardErrorIsJournal() ? .journal(2) : .file(2)
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: sink) }
-        case .file(let path):
+        case .file(let path), .fallback(let path):
             let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644) }
             guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .file(fd)) }
+            if case .fallback = self {
+                let reason = LogDestination.unreachableText(LogDestination.syslogUnreachable())
+                Logger(label: "proxybundle").warning("\(reason); this mount logs here")
+            }
         case .syslog:
             // openlog keeps the pointer, so the name must outlive this call: never freed
             openlog(strdup("proxybundle"), LOG_PID, LOG_DAEMON)

@@ -23,9 +23,9 @@ struct MountOptions {
     /// `nosubstitution` (`--no-substitution`): no writable layer at all.
     var noSubstitution = false
     /// `acl`: the kernel enforces the layers' POSIX ACLs (see `Capabilities.acl`); by default
-    /// (`noacl`) it checks the mode bits alone, which is much faster for users who own nothing
-    /// they open (the kernel asks for the ACL of each such file, again after each change of its
-    /// attributes).
+    /// (`noacl`) it checks the mode bits alone, which the daemon shows within each ACL
+    /// (`FuseServer.shownWithinACL`); much faster for users who own nothing they open (the
+    /// kernel asks for the ACL of each such file, again after each change of its attributes).
     var acl = false
     /// `watch`: invalidate by itself once changes in the layers settle.
     var watch = false
@@ -71,7 +71,8 @@ struct MountOptions {
         off), nocache (no caching at all, in the daemon or the kernel), ro (every change answers \
         EROFS; .invalidate still works), rw (the default), nosubstitution (as --no-substitution), acl (the kernel enforces the layers' \
         POSIX ACLs and new entries inherit default ACLs, as on kernel overlayfs; slower for users who \
-        own nothing they open), noacl (the default: permissions by the mode bits alone), watch (changes made \
+        own nothing they open), noacl (the default: permissions by the mode bits, shown within each ACL so \
+        that nobody gets what the layer refuses), watch (changes made \
         in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
         default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \

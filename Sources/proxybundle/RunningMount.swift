@@ -42,8 +42,13 @@ struct RunningMount {
         switch destination {
         case .syslog: return "syslog"
         case .standardError: return "stderr"
-        case .file(let path): return path
+        case .file(let path), .fallback(let path): return path
         }
+    }
+    /// Whether the daemon logs to a file because syslog was not reachable when it started.
+    var logsInPlaceOfSyslog: Bool {
+        guard let words = daemonArguments, case .fallback = LogDestination(argument: words[4]) else { return false }
+        return true
     }
     /// The `-o` options the daemon was started with; nil when they cannot be read.
     var startedOptions: MountOptions? {

@@ -69,7 +69,9 @@ struct StatusCommand: ParsableCommand {
                 lines.append("  image: \(image.reference) \(image.manifest) (\(image.patches.count) of the patches)")
             }
             if let pid = mount.pid { lines.append("  pid: \(pid)") }
-            if let log = mount.log { lines.append("  log: \(log)") }
+            if let log = mount.log {
+                lines.append("  log: \(log)" + (mount.logsInPlaceOfSyslog ? " (syslog was not reachable)" : ""))
+            }
             if let started = mount.started { lines.append("  uptime: \(duration(now - started))") }
             if mount.isAlive {
                 lines.append("  control files (by name, not listed): \(mount.mountpoint.appending(".invalidate")), .stats, .layers, .remount")

@@ -110,30 +110,32 @@ final class ACLTests: XCTestCase {
         XCTAssertEqual(try read(fx.inMount("g"), as: 12346, groups: []), "refused")
     }
 
-    /// Without `-o acl` the kernel checks the mode bits alone (documented in docs/MERGED-VIEW.md).
-    func testWithoutTheOptionTheModeBitsDecide() throws {
+    /// Without `-o acl` the kernel checks the mode bits alone, which the daemon shows within
+    /// the ACL: a named user's entry grants nothing, and nobody gets what the layer refuses
+    /// them (the owning group, whose entry refuses, read through the mask's bits before).
+    func testWithoutTheOptionNobodyGetsWhatTheLayerRefuses() throws {
+        // user::rw- user:12347:--- group::r-- mask::r-- other::r--
+        try Disk.write(fx.inMain("o"), "open to others\n", mode: 0o644)
+        try setACL(fx.inMain("o"), "system.posix_acl_access",
+                   [(userObj, 6, any), (namedUser, 0, 12347), (groupObj, 4, any), (mask, 4, any), (other, 4, any)])
         try fx.start(["-o", "allow_other"])
         XCTAssertEqual(try fx.stats()["posix_acl"], "off")
-        XCTAssertEqual(try read(fx.inMount("f"), as: 12346, groups: []), "refused")
-        XCTAssertEqual(try read(fx.inMount("f"), as: 12345, groups: [0]), "secret\n")
+        for (path, uid, groups) in [("f", UInt32(12345), [UInt32(0)]), ("o", 12347, [])] {
+            XCTAssertEqual(try read(fx.inMain(path), as: uid, groups: groups), "refused", "the layer refuses \(uid) \(path)")
+            XCTAssertEqual(try read(fx.inMount(path), as: uid, groups: groups), "refused", "so does the mount")
+        }
+        XCTAssertEqual(try read(fx.inMount("f"), as: 12346, groups: []), "refused", "a named entry grants nothing")
+        XCTAssertEqual(Disk.lstat(fx.inMount("f")).map { $0.st_mode & 0o777 }, 0o600)
+        XCTAssertEqual(Disk.lstat(fx.inMain("f")).map { $0.st_mode & 0o777 }, 0o640, "the layer keeps its mode")
     }
 
     // MARK: helpers
 
-    private let userObj: UInt16 = 0x01, namedUser: UInt16 = 0x02, groupObj: UInt16 = 0x04
-    private let mask: UInt16 = 0x10, other: UInt16 = 0x20, any: UInt32 = 0xFFFF_FFFF
+    private let userObj = PosixACL.userObj, namedUser = PosixACL.namedUser, groupObj = PosixACL.groupObj
+    private let mask = PosixACL.mask, other = PosixACL.other, any = PosixACL.any
 
-    /// Sets an ACL in the kernel's extended attribute form: version 2, then each entry's tag,
-    /// permissions and id, little-endian.
     private func setACL(_ path: String, _ name: String, _ entries: [(UInt16, UInt16, UInt32)]) throws {
-        var bytes: [UInt8] = [2, 0, 0, 0]
-        for (tag, permissions, id) in entries {
-            bytes += [UInt8(tag & 0xFF), UInt8(tag >> 8), UInt8(permissions), 0]
-            bytes += (0..<4).map { UInt8(truncatingIfNeeded: id >> (8 * $0)) }
-        }
-        guard bytes.withUnsafeBytes({ lsetxattr(path, name, $0.baseAddress, $0.count, 0) }) == 0 else {
-            throw TestFailure("setxattr \(name) on \(path): errno \(errno)")
-        }
+        try PosixACL.set(path, name, entries)
     }
 
     /// The attribute's value in hex, or "-" when there is none.

@@ -33,6 +33,33 @@ final class AttributeTests: XCTestCase {
         XCTAssertEqual(Disk.lstat(fx.inMount("exec.sh"))?.st_uid, 1234)
     }
 
+    /// chown(path, -1, -1) changes nothing but the change time, as on ext4 and kernel
+    /// overlayfs (pjdfstest chown/00.t: POSIX lets it keep the time; Linux does not): for a
+    /// file and a directory of the main bundle and one of the substitution.
+    func testChownToTheSameOwnerUpdatesTheChangeTime() throws {
+        try Disk.write(fx.inMain("main.txt"), "m")
+        try Disk.mkdir(fx.inMain("main-dir"))
+        try Disk.write(fx.inSubstitution("substitution.txt"), "s")
+        try Disk.mkdir(fx.inSubstitution("substitution-dir"))
+        let copy = try Spawn.run("/bin/cp", ["-a", fx.substitution, fx.root + "/kernel-upper"])
+        XCTAssertEqual(copy.status, 0, copy.error)
+        let (mine, theirs) = try KernelOverlay.onBoth(fx) { root in
+            try ["main.txt", "main-dir", "substitution.txt", "substitution-dir"].map { name in
+                let path = root + "/" + name
+                guard let before = Disk.lstat(path) else { throw TestFailure("lstat \(path): errno \(errno)") }
+                usleep(20_000)  // past the file system's timestamp granularity
+                guard chown(path, uid_t.max, gid_t.max) == 0, let after = Disk.lstat(path) else {
+                    throw TestFailure("chown \(path): errno \(errno)")
+                }
+                let later = (after.st_ctim.tv_sec, after.st_ctim.tv_nsec) > (before.st_ctim.tv_sec, before.st_ctim.tv_nsec)
+                return "\(name): ctime \(later ? "later" : "unchanged")"
+            }
+        }
+        XCTAssertEqual(mine, theirs)
+        XCTAssertEqual(mine, ["main.txt: ctime later", "main-dir: ctime later", "substitution.txt: ctime later",
+                              "substitution-dir: ctime later"])
+    }
+
     func testSymlinksAreShownVerbatim() throws {
         try Disk.write(fx.inMain("target.txt"), "target")
         try Disk.symlink(fx.inMain("relative"), to: "target.txt")

@@ -16,6 +16,53 @@ final class MappedWriteTests: XCTestCase {
         try compareWithKernelOverlayfs(environment: ["PROXYBUNDLE_NO_PASSTHROUGH=1"])
     }
 
+    /// generic/080 and 215: a file written and synced through the mount, its times read; then
+    /// the file opened, read and written through a shared mapping without msync, and closed:
+    /// its times as stat then shows them are later (the kernel writes a passed-through file's
+    /// pages to the layer's file itself, so the daemon learns of it only at the close).
+    func testAMappedWriteShowsInTheTimesOnceClosed() throws {
+        for environment in [[], ["PROXYBUNDLE_NO_PASSTHROUGH=1"]] {
+            let fx = try MountFixture(name)
+            defer { fx.tearDown() }
+            fx.environment = environment
+            try fx.start()
+            let path = fx.inMount("new.bin")
+            let made = open(path, O_RDWR | O_CREAT, 0o644)
+            XCTAssertEqual(pwrite(made, [UInt8](repeating: 7, count: 4096), 4096, 0), 4096)
+            XCTAssertEqual(fsync(made), 0)
+            close(made)
+            let result = mappedWriteThenClose(path)
+            XCTAssertEqual(result, "mtime later, ctime later", "\(environment)")
+        }
+    }
+
+    /// The times as coreutils' stat shows them: it asks (statx) for only what it prints, and
+    /// the kernel refreshes only attributes it marked stale.
+    private func times(_ path: String) -> [Double] {
+        let shown = try? Spawn.run("/usr/bin/stat", ["-c", "%.9Y %.9Z", path])
+        return (shown?.output ?? "").split(separator: " ").compactMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+    }
+
+    private func mappedWriteThenClose(_ path: String) -> String {
+        let before = times(path)
+        guard before.count == 2 else { return "stat failed" }
+        usleep(50_000)  // past the file system's timestamp granularity
+        let fd = open(path, O_RDWR)
+        guard fd >= 0 else { return "open: errno \(errno)" }
+        guard let map = mmap(nil, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0), map != MAP_FAILED else {
+            close(fd)
+            return "mmap: errno \(errno)"
+        }
+        let read = map.load(as: UInt8.self)
+        map.storeBytes(of: read &+ 1, as: UInt8.self)
+        munmap(map, 4096)
+        close(fd)
+        let after = times(path)
+        guard after.count == 2 else { return "stat failed" }
+        let m = after[0] > before[0], c = after[1] > before[1]
+        return "mtime \(m ? "later" : "unchanged"), ctime \(c ? "later" : "unchanged")"
+    }
+
     private func compareWithKernelOverlayfs(environment: [String]) throws {
         let fx = try MountFixture(name)
         defer { fx.tearDown() }

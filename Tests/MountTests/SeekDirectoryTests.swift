@@ -24,6 +24,38 @@ final class SeekDirectoryTests: XCTestCase {
         XCTAssertEqual(try checkPositions(fx.inMain("big")).count, 3000 + 2)
     }
 
+    /// generic/676: any position below the last one telldir gave is a place in the listing, so
+    /// seekdir to a number computed by the reader (not one telldir gave) reads an entry, never
+    /// the end, as on kernel overlayfs and ext4.
+    func testSeekingToAnyPositionBelowTheLastReadsAnEntry() throws {
+        let fx = try MountFixture(name)
+        defer { fx.tearDown() }
+        for index in 0..<2000 { try Disk.write(fx.inMain("big/main-\(index)"), "") }
+        for index in 0..<2000 { try Disk.write(fx.inSubstitution("big/sub-\(index)"), "") }
+        let kernel = fx.root + "/kernel"
+        defer { Unmounter.force(kernel) }
+        try KernelOverlay.mount(fx, at: kernel)
+        try fx.start()
+        XCTAssertEqual(try endsAtRandomPositions(kernel + "/big"), 0, "kernel overlayfs")
+        XCTAssertEqual(try endsAtRandomPositions(fx.inMount("big")), 0, "proxybundle")
+    }
+
+    /// How many of 2,000 seekdirs to a random position below the largest telldir gave ended
+    /// the stream.
+    private func endsAtRandomPositions(_ directory: String) throws -> Int {
+        guard let stream = opendir(directory) else { throw TestFailure("opendir \(directory): errno \(errno)") }
+        defer { closedir(stream) }
+        var last = 0
+        while readdir(stream) != nil { last = max(last, telldir(stream)) }
+        var generator = SystemRandomNumberGenerator()
+        var ends = 0
+        for _ in 0..<2000 {
+            seekdir(stream, Int.random(in: 0..<last, using: &generator))
+            if readdir(stream) == nil { ends += 1 }
+        }
+        return ends
+    }
+
     /// Reads all of `directory` saving each position, then checks that every position resumes
     /// at its name, and returns the names.
     private func checkPositions(_ directory: String, file: StaticString = #filePath,

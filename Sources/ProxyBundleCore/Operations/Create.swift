@@ -103,9 +103,9 @@ extension Overlay {
 
     /// `entry` with the requester's umask applied to its mode, unless the directory `dirfd` has
     /// a default ACL, which the file system then applies instead, as for a process creating
-    /// there itself. The kernel strips the umask before asking unless the mount enforces POSIX
-    /// ACLs (then it leaves it to the file system, here the daemon): a mode stripped already
-    /// is left as it is, without a look for the ACL.
+    /// there itself. The daemon asks the kernel to leave the umask to it (FUSE_DONT_MASK); a
+    /// mode stripped already (a kernel that did not agree) is left as it is, without a look
+    /// for the ACL.
     static func masked(_ entry: NewEntry, by umask: mode_t, in dirfd: Int32) -> NewEntry {
         let mode: mode_t
         switch entry {

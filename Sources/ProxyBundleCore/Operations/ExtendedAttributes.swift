@@ -74,17 +74,38 @@ extension Overlay {
         return shown
     }
 
-    public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32) throws(Errno) {
+    /// Sets extended attribute `name` of `node` for `writer`. Returns whether it was the access
+    /// ACL, which also sets the mode's permission bits (the layer's file system makes them
+    /// match it), so the kernel's copy of the mode is stale.
+    @discardableResult
+    public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32,
+                                     by writer: Requester? = nil) throws(Errno) -> Bool {
         pinView(); defer { unpinView() }
         try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
+        let isAccessACL = name == Self.accessACL
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CSyscalls.setxattr(proc, key, value, value.count, flags) }
                 }
+                if isAccessACL, let writer { try Self.clearSetGroupIDAfterACL(proc, by: writer) }
             }
         }
+        return isAccessACL
+    }
+
+    public static let accessACL = Array("system.posix_acl_access".utf8)
+
+    /// A change of the access ACL by someone neither in the file's group nor root clears the
+    /// set-group-ID bit, as Linux file systems do (posix_acl_update_mode). The daemon writes
+    /// the ACL as root, which the layer's file system lets keep the bit, so it clears it here.
+    private static func clearSetGroupIDAfterACL(_ proc: UnsafePointer<CChar>, by writer: Requester) throws(Errno) {
+        var st = stat()
+        _ = try Sys.check { stat(proc, &st) }
+        guard st.st_mode & S_ISGID != 0, writer.uid != 0, writer.gid != st.st_gid,
+              !writer.groups.contains(st.st_gid) else { return }
+        _ = try Sys.check { chmod(proc, st.st_mode & 0o7777 & ~S_ISGID) }
     }
 
     public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {

@@ -16,6 +16,13 @@ extension Overlay {
         public var modificationTime: timespec?
 
         public init() {}
+
+        /// A chown to the owner a file has (`chown(path, -1, -1)`) asks for no change, and
+        /// changes the change time on Linux file systems, which a chown of the layer's file
+        /// to its owner does too.
+        var touchesChangeTimeOnly: Bool {
+            mode == nil && uid == nil && gid == nil && size == nil && accessTime == nil && modificationTime == nil
+        }
     }
 
     /// Applies `changes` to `node` (through `fd` when the file is open) and returns the new
@@ -44,7 +51,7 @@ extension Overlay {
                         _ = try Sys.check { ftruncate(file, size) }
                     }
                 }
-                if changes.uid != nil || changes.gid != nil {
+                if changes.uid != nil || changes.gid != nil || changes.touchesChangeTimeOnly {
                     _ = try Sys.check {
                         fchownat(at, name, changes.uid ?? uid_t.max, changes.gid ?? gid_t.max, pb_AT_SYMLINK_NOFOLLOW)
                     }
@@ -80,7 +87,7 @@ extension Overlay {
             return try apply(changes, toOpenFile: opened)
         }
         if let size = changes.size { _ = try Sys.check { ftruncate(fd, size) } }
-        if changes.uid != nil || changes.gid != nil {
+        if changes.uid != nil || changes.gid != nil || changes.touchesChangeTimeOnly {
             _ = try Sys.check { fchown(fd, changes.uid ?? uid_t.max, changes.gid ?? gid_t.max) }
         }
         if let mode = changes.mode { _ = try Sys.check { fchmod(fd, mode & 0o7777) } }
