@@ -74,6 +74,7 @@ struct ResolveCommand: ParsableCommand {
         if let scale, !(1...3).contains(scale) { throw ValidationError("--scale must be 1, 2 or 3, not \(scale)") }
         if let idiom, Device.Idiom(rawValue: idiom) == nil { throw ValidationError("--idiom must be phone or pad, not '\(idiom)'") }
         if !image && (scale != nil || tall) { throw ValidationError("--scale and --tall need --image") }
+        if tall && idiom == Device.Idiom.pad.rawValue { throw ValidationError("--tall is a 4-inch phone: it goes with --idiom phone, not pad") }
         if name == nil && (type ?? "").isEmpty { throw ValidationError("give a NAME, or --type to list every resource of a type") }
         if name == nil && image { throw ValidationError("--image needs a NAME") }
         for (what, text) in [("name", name ?? "x"), ("--in-directory", subdirectory ?? "")] {

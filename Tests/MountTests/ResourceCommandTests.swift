@@ -60,6 +60,10 @@ final class ResourceCommandTests: XCTestCase {
         let refused = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--tall"])
         XCTAssertEqual(refused.status, 64)
         XCTAssertEqual(refused.error, "proxybundle: --scale and --tall need --image (see proxybundle --help)\n")
+        // no iPad is a 4-inch phone: -568h variants are never an iPad's
+        let pad = try proxybundle(["resolve", fx.mountpoint, "Images/splash", "--image", "--scale", "2", "--tall", "--idiom", "pad"])
+        XCTAssertEqual(pad.status, 64, pad.output)
+        XCTAssertEqual(pad.error, "proxybundle: --tall is a 4-inch phone: it goes with --idiom phone, not pad (see proxybundle --help)\n")
     }
 
     /// The first case: the first matched localization's copy whited out by a patch, so
