@@ -43,8 +43,8 @@ public final class Overlay: Sendable {
     let currentView: Locked<StackView>
     /// The view each serving thread pinned.
     private let pins = ThreadPin<StackView>()
-    /// The views replaced last, newest first: a file the kernel holds through a node resolved
-    /// in one of them is still opened there after a swap (see `openFile`).
+    /// The views last replaced by other layers (a swap), newest first: a file the kernel holds
+    /// through a node resolved before the swap is still found there (see `openWhereItWas`).
     private let recentViews = Locked<[StackView]>([])
     static let keptViews = 4
     /// The most layers recent views may hold open beyond the current view's.
@@ -185,10 +185,11 @@ public final class Overlay: Sendable {
             defer { current = next }
             return current
         }
-        // its directories close once no request in flight holds them; its layers stay open
-        // while it is among the recent views
+        // its directories close once no request in flight holds them
         old.directories.removeAll()
-        // the layers only recent views hold keep their descriptors open: a few hundred at most
+        // a view of other layers stays among the recent ones (see `openWhereItWas`), its layers
+        // open; the layers only recent views hold are a few hundred at most
+        guard old.layers !== layers else { return }
         let current = Set(layers.layers.map(ObjectIdentifier.init))
         let dropped = recentViews.withLock { views -> [StackView] in
             views.insert(old, at: 0)
@@ -385,14 +386,18 @@ public final class Overlay: Sendable {
         return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
     }
 
-    /// Opens `node`'s file with `flags` where it still is after the layers were swapped: at
+    /// Opens `node`'s file with `flags` where it still is after the layers were swapped (only
+    /// then): at
     /// its path in the layer that served it, in the view it was last resolved in if that is
     /// among the recent ones, else in this request's view and the recent ones at the same
     /// layer number (a patch is never changed through the mount). Only the very file the node
     /// is (its identity) is found. Nil when it is found nowhere.
     private func openWhereItWas(_ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
-        guard !location.placement.isDirectory, location.identity != 0 else { return nil }
+        guard !location.placement.isDirectory, location.identity != 0, location.resolvedIn != 0 else { return nil }
         let recent = recentViews.withLock { $0 }
+        // only across a swap of the layers since the node was resolved: a name hidden or
+        // removed in the same layers leads nowhere, as on any file system
+        guard recent.contains(where: { $0.generation.number >= location.resolvedIn }) else { return nil }
         let views = recent.filter { $0.generation.number == location.resolvedIn } + [view] + recent
         var tried = Set<ObjectIdentifier>()
         for candidate in views where Int(location.placement.top) < candidate.layers.count {

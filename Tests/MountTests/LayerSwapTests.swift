@@ -7,13 +7,15 @@ import XCTest
 /// start after it see the new layers: each request keeps the view of the stack it began with.
 final class LayerSwapTests: XCTestCase {
     /// A request held in flight for as long as the test likes: the main bundle has a
-    /// directory `slow` on which a second mount (B) is bound, and B's daemon is stopped, so a
-    /// lookup in `slow` waits inside the daemon under test. The swap must return meanwhile
+    /// directory `slow` on which a second mount (B) is bound, and B's daemon is stopped, so an
+    /// open of a file in `slow` waits inside the daemon under test (its open of the layer's
+    /// file waits for B; no cache answers an open). The swap must return meanwhile
     /// (a daemon that made swaps wait for requests hangs here), and what starts after it
     /// must see the new patch.
     func testASwapReturnsWhileARequestIsHeldInFlight() throws {
         let inner = try MountFixture()
         defer { inner.tearDown() }
+        try Disk.write(inner.inMain("held.txt"), "held")
         try inner.start()
         let fx = try MountFixture()
         defer { fx.tearDown() }
@@ -38,7 +40,7 @@ final class LayerSwapTests: XCTestCase {
         defer { unbind() }
         try fx.start()
         var st = stat()
-        XCTAssertEqual(stat(fx.inMount("slow"), &st), 0, "the bound directory is reachable")
+        XCTAssertEqual(stat(fx.inMount("slow/held.txt"), &st), 0, "the bound directory is reachable")
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "main")
         guard let connection = MountTable.current().mount(at: inner.mountpoint)?.device.split(separator: ":").last else {
             throw TestFailure("the inner mount is not in the mount table")
@@ -48,14 +50,14 @@ final class LayerSwapTests: XCTestCase {
         kill(inner.daemon, SIGSTOP)
         stopped = true
         let held = DispatchSemaphore(value: 0)
-        let target = fx.inMount("slow/never-looked-up")
+        let target = fx.inMount("slow/held.txt")
         let lookup = Thread {
-            var st = stat()
-            _ = stat(target, &st)
+            let fd = open(target, O_RDONLY)
+            if fd >= 0 { close(fd) }
             held.signal()
         }
         lookup.start()
-        // the lookup has reached the stopped daemon: it waits there, in flight in ours
+        // the open has reached the stopped daemon: it waits there, in flight in ours
         try eventually("a request waits on the stopped inner mount") {
             (Int((try? Disk.read(waiting))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0) > 0
         }
