@@ -4,24 +4,7 @@ import XCTest
 
 /// `layers --set-image`, `--rollback` and `--history` on a live mount, with images from a real
 /// registry: the view switches in one step while readers loop, and goes back.
-final class ImageSwitchTests: XCTestCase {
-    var fx: MountFixture!
-    var registry: Registry!
-    var store: String { fx.root + "/store" }
-
-    override func setUpWithError() throws {
-        fx = try MountFixture(name)
-        registry = try Registry.start(in: fx.root + "/registry")
-        let started = registry
-        addTeardownBlock { started?.stop() }
-    }
-
-    override func tearDown() {
-        fx?.stop()
-        registry?.stop()
-        fx?.tearDown()
-    }
-
+final class ImageSwitchTests: RegistryTestCase {
     /// v1 and v2 of an image: a shared base layer under a hotfix that differs.
     func pushTwoVersions() throws -> (v1: String, v2: String, base: String, hotfix: String) {
         let base = fx.root + "/src-base", hotfix = fx.root + "/src-hotfix"

@@ -5,24 +5,7 @@ import XCTest
 /// Images pushed to a real registry (Debian's docker-registry on 127.0.0.1) by skopeo from
 /// hand-written OCI layouts, pulled by `proxybundle pull`, and mounted: the view must match
 /// kernel overlayfs given the same layer directories (whiteouts converted).
-final class PullTests: XCTestCase {
-    var fx: MountFixture!
-    var registry: Registry!
-    var store: String { fx.root + "/store" }
-
-    override func setUpWithError() throws {
-        fx = try MountFixture(name)
-        registry = try Registry.start(in: fx.root + "/registry")
-        let started = registry
-        addTeardownBlock { started?.stop() }
-    }
-
-    override func tearDown() {
-        fx?.stop()
-        registry?.stop()
-        fx?.tearDown()
-    }
-
+final class PullTests: RegistryTestCase {
     /// skopeo copies `tag` of `layout` to the registry as REPO:TAG; returns the reference.
     func push(_ layout: String, _ tag: String, repository: String = "app", all: Bool = false, format: String? = nil) throws -> String {
         let reference = "\(registry.host)/\(repository):\(tag)"

@@ -5,24 +5,7 @@ import XCTest
 /// `push` and `export`: a substitution edited through a mount, published to a real registry
 /// over a base image, pulled and mounted elsewhere, shows what the workstation showed (kernel
 /// overlayfs of the workstation's layers as the oracle); layers are deterministic.
-final class PushTests: XCTestCase {
-    var fx: MountFixture!
-    var registry: Registry!
-    var store: String { fx.root + "/store" }
-
-    override func setUpWithError() throws {
-        fx = try MountFixture(name)
-        registry = try Registry.start(in: fx.root + "/registry")
-        let started = registry
-        addTeardownBlock { started?.stop() }
-    }
-
-    override func tearDown() {
-        fx?.stop()
-        registry?.stop()
-        fx?.tearDown()
-    }
-
+final class PushTests: RegistryTestCase {
     func run(_ arguments: [String]) throws -> String {
         let run = try Spawn.run(MountFixture.binary, arguments)
         guard run.status == 0 else { throw TestFailure("proxybundle \(arguments): \(run.error)") }
