@@ -159,7 +159,8 @@ class InvalidateTests: XCTestCase {
         XCTAssertEqual(String(decoding: buffer[..<max(0, count)], as: UTF8.self), "first")
     }
 
-    func testPartialInvalidationRefreshesOnlyThatSubtree() throws {
+    /// Mounts two subtrees, caches a missing name in each, then adds both names on disk.
+    private func addBesideTwoCachedMisses() throws {
         try Disk.write(fx.inMain("Images/icons/a.png"), "a")
         try Disk.write(fx.inMain("Sounds/s.caf"), "s")
         try fx.start()
@@ -168,6 +169,10 @@ class InvalidateTests: XCTestCase {
         XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT)
         try Disk.write(fx.inSubstitution("Images/icons/b.png"), "b")
         try Disk.write(fx.inSubstitution("Sounds/t.caf"), "t")
+    }
+
+    func testPartialInvalidationRefreshesOnlyThatSubtree() throws {
+        try addBesideTwoCachedMisses()
         try invalidate("Images/icons")
         XCTAssertEqual(try Disk.read(fx.inMount("Images/icons/b.png")), "b")
         XCTAssertEqual(try Disk.list(fx.inMount("Images/icons")).sorted(), ["a.png", "b.png"])
@@ -197,14 +202,7 @@ class InvalidateTests: XCTestCase {
 
     /// `proxybundle invalidate MOUNTPOINT PATH` refreshes that subtree, and only that.
     func testInvalidateCommandWithAPathRefreshesThatSubtree() throws {
-        try Disk.write(fx.inMain("Images/icons/a.png"), "a")
-        try Disk.write(fx.inMain("Sounds/s.caf"), "s")
-        try fx.start()
-        try warm()
-        XCTAssertEqual(Disk.lstatError(fx.inMount("Images/icons/b.png")), ENOENT)
-        XCTAssertEqual(Disk.lstatError(fx.inMount("Sounds/t.caf")), ENOENT)
-        try Disk.write(fx.inSubstitution("Images/icons/b.png"), "b")
-        try Disk.write(fx.inSubstitution("Sounds/t.caf"), "t")
+        try addBesideTwoCachedMisses()
         let invalidated = try proxybundle(["invalidate", fx.mountpoint, "Images/icons"])
         XCTAssertEqual(invalidated.status, 0, invalidated.error)
         XCTAssertEqual(invalidated.output + invalidated.error, "")
