@@ -26,7 +26,8 @@ public enum JSON: Equatable, Sendable {
         }
     }
 
-    static func quote(_ s: String) -> String {
+    /// `s` as a JSON string: quoted, with `"`, `\\` and control characters escaped.
+    public static func quote(_ s: String) -> String {
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {

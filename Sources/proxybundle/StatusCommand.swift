@@ -1,5 +1,6 @@
 import ArgumentParser
 import ProxyBundleCore
+import ProxyBundleDelivery
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -137,19 +138,7 @@ enum JSON {
     }
 
     static func string(_ text: String) -> String {
-        var result = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\t": result += "\\t"
-            case "\r": result += "\\r"
-            case _ where scalar.value < 0x20: result += "\\u" + hex(scalar.value, digits: 4)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result + "\""
+        ProxyBundleDelivery.JSON.quote(text)
     }
 
     static func hex<T: BinaryInteger>(_ value: T, digits: Int) -> String {
