@@ -3,26 +3,19 @@ import XCTest
 
 /// `gc` with live mounts: a layer a mount uses, or a recent history entry names, stays;
 /// what nothing names goes, with its blobs and image records.
-final class GarbageCollectionTests: XCTestCase {
-    var fx: MountFixture!
+final class GarbageCollectionTests: RegistryTestCase {
+    /// A second mount, of another main bundle.
     var other: MountFixture!
-    var registry: Registry!
-    var store: String { fx.root + "/store" }
 
     override func setUpWithError() throws {
-        fx = try MountFixture(name)
+        try super.setUpWithError()
         other = try MountFixture(name + "Other")
-        registry = try Registry.start(in: fx.root + "/registry")
-        let started = registry
-        addTeardownBlock { started?.stop() }
     }
 
     override func tearDown() {
-        fx?.stop()
         other?.stop()
-        registry?.stop()
         other?.tearDown()
-        fx?.tearDown()
+        super.tearDown()
     }
 
     func run(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
