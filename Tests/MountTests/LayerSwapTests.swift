@@ -49,10 +49,21 @@ final class LayerSwapTests: XCTestCase {
 
         kill(inner.daemon, SIGSTOP)
         stopped = true
+        // every thread of it stopped (a signal takes effect when a thread next leaves the
+        // kernel): from now on nothing it is asked is answered
+        let tasks = "/proc/\(inner.daemon)/task"
+        try eventually("the inner daemon has stopped") {
+            try FileManager.default.contentsOfDirectory(atPath: tasks).allSatisfy { task in
+                let stat = (try? String(contentsOfFile: "\(tasks)/\(task)/stat", encoding: .utf8)) ?? ""
+                return stat.split(separator: ")").last?.split(separator: " ").first == "T"
+            }
+        }
         let held = DispatchSemaphore(value: 0)
         let target = fx.inMount("slow/held.txt")
+        let outcome = Locked("")
         let lookup = Thread {
             let fd = open(target, O_RDONLY)
+            outcome.withLock { $0 = fd >= 0 ? "opened" : "errno \(errno)" }
             if fd >= 0 { close(fd) }
             held.signal()
         }
@@ -65,7 +76,7 @@ final class LayerSwapTests: XCTestCase {
         let swap = try Spawn.run("/bin/sh", ["-c", "printf '%s\\n' \"$1\" > \"$2\"", "sh", patch, fx.inMount(".layers")],
                                  seconds: 20)
         XCTAssertEqual(swap.status, 0, "the swap returned while a request was in flight: \(swap.error)")
-        XCTAssertEqual(held.wait(timeout: .now()), .timedOut, "the held request is still in flight")
+        XCTAssertEqual(held.wait(timeout: .now()), .timedOut, "the held request is still in flight: \(outcome.withLock { $0 })")
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "second", "a request after the swap sees the new patch")
 
         kill(inner.daemon, SIGCONT)
