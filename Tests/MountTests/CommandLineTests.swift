@@ -133,7 +133,7 @@ final class CommandLineTests: XCTestCase {
         try Disk.write(fx.inSubstitution("Info.plist"), "patched")
         let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
         XCTAssertEqual(result.status, 0, result.error)
-        defer { _ = try? proxybundle(["unmount", fx.main]) }
+        defer { _ = try? proxybundle(["unmount", fx.main]); Unmounter.force(fx.main) }
         XCTAssertEqual(try Disk.read(fx.inMain("Info.plist")), "patched")
         try Disk.write(fx.inMain("new.txt"), "through the mount")
         XCTAssertEqual(try Disk.read(fx.inSubstitution("new.txt")), "through the mount")

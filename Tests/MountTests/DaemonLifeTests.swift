@@ -339,7 +339,7 @@ final class DaemonLifeTests: XCTestCase {
         try Disk.write(fx.inSubstitution("added"), "patch")
         let result = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution])
         XCTAssertEqual(result.status, 0, result.error)
-        defer { _ = try? proxybundle(["unmount", fx.main]) }
+        defer { _ = try? proxybundle(["unmount", fx.main]); Unmounter.force(fx.main) }
         XCTAssertEqual(try proxybundle(["which", fx.inMain("plain")]).output, "main \(fx.inMain("plain"))\n")
         XCTAssertEqual(try proxybundle(["which", fx.inMain("added")]).output, "substitution \(fx.inSubstitution("added"))\n")
         XCTAssertEqual(try proxybundle(["which", fx.inMain("nothing")]).status, 1)
