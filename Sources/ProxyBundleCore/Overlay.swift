@@ -23,7 +23,7 @@ import CSyscalls
 ///    its new directory in the substitution and the `linkat`. Callers read what they need
 ///    from `LayerWatch` before taking it.
 /// 5. Leaves, each held only to read or swap a value and never while taking another lock:
-///    `Overlay.currentView`, `recentViews`, `inodes`, `controlTime`, `longCopies`;
+///    `Overlay.currentView`, `recentViews`, `controlTime`, `longCopies`;
 ///    `Substitution`'s;
 ///    `LayerWatch`'s (adds inotify watches under it),
 ///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
@@ -51,8 +51,6 @@ public final class Overlay: Sendable {
     static let keptLayers = 256
     /// Serializes the making of new views (see the lock order above).
     let installs = Locked(())
-    /// The inode numbers of the layers' file systems (see `InodeNumbers`).
-    let inodes: Locked<InodeNumbers>
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: RawPath?
     /// The last invalidation's time (the control files' times).
@@ -117,9 +115,8 @@ public final class Overlay: Sendable {
         self.warn = warn
         var inodes = InodeNumbers(main: layers.main.device)
         inodes.register(layers)
-        self.inodes = Locked(inodes)
         nodes = NodeTable(root: try layers.rootPlacement())
-        currentView = Locked(StackView(layers: layers, generation: nodes.generation,
+        currentView = Locked(StackView(layers: layers, inodes: inodes, generation: nodes.generation,
                                        directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)))
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
@@ -165,7 +162,6 @@ public final class Overlay: Sendable {
         try installs.withLock { _ throws(Errno) -> Invalidation in
             let root = try next.rootPlacement()
             let old = currentView.withLock { $0.layers.substitution }
-            inodes.withLock { $0.register(next) }
             let swapped = next.substitution !== old
             let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
             publishView(of: next)
@@ -177,9 +173,12 @@ public final class Overlay: Sendable {
     }
 
     /// Makes a view of `layers` in the node table's current generation the one new requests
-    /// pin (with no directory descriptors yet). Called with `installs` held.
+    /// pin (with no directory descriptors yet; its file systems' inode tags those of the view
+    /// before, plus any new ones). Called with `installs` held.
     func publishView(of layers: LayerStack) {
-        let next = StackView(layers: layers, generation: nodes.generation,
+        var inodes = currentView.withLock { $0.inodes }
+        inodes.register(layers)
+        let next = StackView(layers: layers, inodes: inodes, generation: nodes.generation,
                              directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
         let old = currentView.withLock { current -> StackView in
             defer { current = next }

@@ -36,7 +36,14 @@ extension Overlay {
     /// `st` with the inode number the mount shows for it (see `InodeNumbers`, `Origins`).
     func shown(_ st: stat) -> stat {
         var result = st
-        result.st_ino = shownInodes().number(st)
+        let view = self.view
+        let number = view.inodes.number(st.st_ino, device: UInt64(st.st_dev))
+        result.st_ino = number
+        // only a substitution inode can be a copy
+        if let top = view.layers.substitution, UInt64(st.st_dev) == top.layer.device,
+           let origin = top.origin(of: UInt64(number)) {
+            result.st_ino = ino_t(origin)
+        }
         return result
     }
 
@@ -51,8 +58,9 @@ extension Overlay {
 
     /// The numbering as it is now, to number many entries under one lock (a listing).
     func shownInodes() -> ShownInodes {
-        let top = layers.substitution
-        return ShownInodes(inodes: inodes.withLock { $0 }, origins: top?.origins ?? Origins(), substitution: top?.layer.device ?? 0)
+        let view = self.view
+        let top = view.layers.substitution
+        return ShownInodes(inodes: view.inodes, origins: top?.origins ?? Origins(), substitution: top?.layer.device ?? 0)
     }
 
     struct ShownInodes {
@@ -85,14 +93,14 @@ extension Overlay {
     /// rename keeps a file's inode).
     func recordOrigin(_ shown: ino_t, forCopyInode copy: ino_t) {
         guard let top = layers.substitution else { return }
-        let number = inodes.withLock { $0.number(copy, device: top.layer.device) }
+        let number = view.inodes.number(copy, device: top.layer.device)
         top.changeOrigins { $0.record(UInt64(shown), for: UInt64(number)) }
     }
 
     /// The substitution's inode `ino` is new or gone: it shows its own number again.
     func dropOrigin(ofSubstitutionInode ino: ino_t) {
         guard let top = layers.substitution else { return }
-        let number = inodes.withLock { $0.number(ino, device: top.layer.device) }
+        let number = view.inodes.number(ino, device: top.layer.device)
         top.changeOrigins { $0.drop(UInt64(number)) }
     }
 }

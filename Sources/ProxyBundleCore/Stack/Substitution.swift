@@ -79,6 +79,11 @@ public final class Substitution: Sendable {
         if work != nil { Workspace.remove(from: layer) }
     }
 
+    /// The number copy `number` (a substitution inode as numbered) shows instead, if any.
+    func origin(of number: UInt64) -> UInt64? {
+        state.withLock { $0.origins.number(for: number) }
+    }
+
     /// The inode numbers kept for copies, as they are now.
     var origins: Origins { state.withLock { $0.origins } }
 
