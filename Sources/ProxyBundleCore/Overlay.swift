@@ -298,7 +298,6 @@ public final class Overlay: Sendable {
         pinView(); defer { unpinView() }
         if let control = ControlFile(node: node) { return controlAttributes(control) }
         if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
-        let before = nodes.lastKnownLocation(of: node, in: view.generation)
         do throws(Errno) {
             let location = try locate(node)
             let st = try attributes(of: node, at: location)
@@ -312,7 +311,8 @@ public final class Overlay: Sendable {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open,
             // or still be where it was before the layers were swapped
             if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
-            guard let before, let (fd, st) = openWhereItWas(before, flags: pb_O_PATH) else { throw error }
+            guard let before = nodes.lastKnownLocation(of: node, in: view.generation),
+                  let (fd, st) = openWhereItWas(before, flags: pb_O_PATH) else { throw error }
             Sys.close(fd)
             return shown(st)
         }
@@ -354,14 +354,14 @@ public final class Overlay: Sendable {
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
         pinView(); defer { unpinView() }
-        let before = nodes.lastKnownLocation(of: node, in: view.generation)
         var location: NodeTable.Location
         do {
             location = try locate(node)
         } catch let error where error.code == ESTALE {
             // the layers were swapped since the kernel looked the name up, and the name leads
             // to another file now: the file the kernel holds is still served, for reading
-            guard let before, flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0,
+            guard flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0,
+                  let before = nodes.lastKnownLocation(of: node, in: view.generation),
                   let (fd, st) = openWhereItWas(before, flags: flags & pb_O_PASSED) else { throw error }
             nodes.opened(node, fd: fd)
             return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))

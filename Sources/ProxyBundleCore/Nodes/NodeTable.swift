@@ -177,8 +177,9 @@ final class NodeTable: Sendable {
 
     /// The node's location (also of one the kernel forgot: its ancestors, which a node opened
     /// by a file handle may have); ESTALE for a node not known or whose name was removed.
-    /// The node's location, or for a node whose name was taken away, where it was (see
-    /// `Extras.formerName`): its placement and identity as they were, never fresh.
+    /// The node's location, or for a node whose name was taken away (as `locate` does when
+    /// the name now leads to another file), where it was (see `Extras.formerName`): its
+    /// placement and identity as they were, never fresh.
     func lastKnownLocation(of id: NodeID, in generation: Generation) -> Location? {
         state.withLock { s -> Location? in
             if let location = try? NodeTable.location(of: id, in: s, generation) { return location }
