@@ -104,6 +104,22 @@ final class NodeTableNameTests: XCTestCase {
         XCTAssertTrue(try table.location(of: now, in: table.generation).isFresh, "resolved after it")
     }
 
+    /// A name resolved in a view the layers were swapped out of since (a lookup in flight
+    /// during a swap) is stale for every later request, yet keeps the generation it was
+    /// resolved in, which tells an open after the swap where its file was. Before the fix it
+    /// kept none (0), and such an open answered ESTALE.
+    func testANameResolvedBeforeASwapKeepsItsGeneration() throws {
+        let root = Placement(top: 0, bottom: 1, isDirectory: true)
+        let table = NodeTable(root: root)
+        let before = table.generation, resolvedAt = table.version
+        _ = table.invalidate(root: root)  // the swap: a new generation
+        let late = table.remember(parent: rootNodeID, name: Array("late".utf8), placement: file, kind: 8, identity: 7,
+                                  resolvedAt: resolvedAt, in: before)
+        XCTAssertFalse(try table.location(of: late, in: table.generation).isFresh, "stale after the swap")
+        XCTAssertEqual(table.lastKnownLocation(of: late, in: table.generation)?.resolvedIn, before.number)
+        XCTAssertTrue(try table.location(of: late, in: before).isFresh, "as the request before the swap resolved it")
+    }
+
     /// A forgotten node keeps its names (a lookup of either gets it back); once both are
     /// removed it goes and leaves no name behind, hard links' other names included.
     func testAForgottenNodeLeavesNoNameBehindOnceRemoved() {

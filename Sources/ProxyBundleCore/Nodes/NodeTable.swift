@@ -276,8 +276,11 @@ final class NodeTable: Sendable {
             let id = s.nextID
             s.nextID += 1
             // resolved before names changed (an invalidation among them): used, but resolved again
-            // before it is trusted
-            s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: current ? s.generation : 0,
+            // before it is trusted. Resolved in a generation the layers were swapped out of since,
+            // it keeps that generation: stale for every later request, and found where it was
+            // by a fallback after the swap (see `Overlay.openWhereItWas`)
+            let resolvedIn = current ? s.generation : generation.number != s.generation ? generation.number : 0
+            s.nodes[id] = Node(parent: parent, name: name, identity: identity, lookups: 1, freshIn: resolvedIn,
                                placement: placement, kind: kind)
             s.indexNew(id, hash: hash)
             if shared { s.linked[identity] = id }
