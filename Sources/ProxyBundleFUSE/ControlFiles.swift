@@ -91,6 +91,7 @@ extension FuseServer {
             "layers: \(stack.count)",
             "layers_open: \(stack.count)",
             "read_only: \(overlay.isWritable ? "no" : "yes")",
+            "casefold: \(stack.foldsNames ? "on" : "off")",
             "entry_timeout: \(timeouts.entry.secondsText)",
             "attr_timeout: \(timeouts.attribute.secondsText)",
             "negative_timeout: \(timeouts.negative.secondsText)",

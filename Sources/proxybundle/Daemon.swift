@@ -72,11 +72,14 @@ enum Daemon {
         do {
             // reading the main bundle and the patches leaves their access times alone
             // the main bundle's own descriptor stays open: `which` finds it when the mount covers it
-            let main = try Layer(path: plan.main, preservesAccessTimes: true, keepsPath: true)
+            let folds = plan.options.casefold
+            let main = try Layer(path: plan.main, preservesAccessTimes: true, keepsPath: true, foldsNames: folds)
             var patches: [Layer] = []
-            for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true)) }
+            for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true, foldsNames: folds)) }
             // and the substitution is reached with the mount's access-time options
-            let substitution = try plan.substitution.map { path throws(Errno) in try Layer(path: path, accessTimes: plan.options.accessTimes) }
+            let substitution = try plan.substitution.map { path throws(Errno) in
+                try Layer(path: path, accessTimes: plan.options.accessTimes, foldsNames: folds)
+            }
             overlay = try Overlay(main: main, patches: patches, substitution: substitution, writable: !plan.readOnly,
                                   substitutionPath: plan.substitution,
                                   cachesLookups: plan.options.timeouts != .none,

@@ -54,6 +54,11 @@ struct MountCommand: ParsableCommand {
         valueName: "file"))
     var patchesFrom: String?
 
+    @Flag(name: .long, help: ArgumentHelp(
+        "Match names ignoring letter case and Unicode normalization, as ext4's and tmpfs's casefold do.",
+        discussion: "For content written on macOS or Windows: Textures/Rock.DDS finds textures/rock.dds, and directories whose names differ only in case merge across layers. Names are kept as written; a listing shows the spelling of the highest layer that has the name. A name that is not valid UTF-8 matches byte for byte."))
+    var casefold = false
+
     @Flag(name: .long, help: "Stay attached and log to stderr instead of running detached.")
     var foreground = false
 
@@ -84,6 +89,7 @@ struct MountCommand: ParsableCommand {
         var parsed = try MountOptions(options)
         let substitution = substitution.map(RawPath.init(argument:))
         parsed.noSubstitution = parsed.noSubstitution || noSubstitution
+        parsed.casefold = parsed.casefold || casefold
         if parsed.noSubstitution, let given = substitution ?? parsed.substitution {
             throw Failure("--no-substitution and a substitution directory (\(given)) disagree; give one")
         }

@@ -27,6 +27,9 @@ struct MountOptions {
     /// (`FuseServer.shownWithinACL`); much faster for users who own nothing they open (the
     /// kernel asks for the ACL of each such file, again after each change of its attributes).
     var acl = false
+    /// `casefold` (`--casefold`): names match ignoring case and Unicode normalization (see
+    /// `CaseFold`), as ext4's and tmpfs's casefold directories match them.
+    var casefold = false
     /// `watch`: invalidate by itself once changes in the layers settle.
     var watch = false
     /// `transport=auto|uring|device`: how requests travel (see `Transport`).
@@ -56,7 +59,8 @@ struct MountOptions {
     ]
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
                       "patches-from", "log_level", "debug", "image", "store",
-                      "nocache", "ro", "nosubstitution", "acl", "noacl", "watch", "nowatch", "transport"]
+                      "nocache", "ro", "nosubstitution", "acl", "noacl", "casefold", "nocasefold", "watch", "nowatch",
+                      "transport"]
 
     /// What `-o` completes to in the shells: every option, `=` after those that take a value.
     static var completions: [String] {
@@ -72,7 +76,7 @@ struct MountOptions {
         EROFS; .invalidate still works), rw (the default), nosubstitution (as --no-substitution), acl (the kernel enforces the layers' \
         POSIX ACLs and new entries inherit default ACLs, as on kernel overlayfs; slower for users who \
         own nothing they open), noacl (the default: permissions by the mode bits, shown within each ACL so \
-        that nobody gets what the layer refuses), watch (changes made \
+        that nobody gets what the layer refuses), casefold (as --casefold), nocasefold (the default), watch (changes made \
         in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
         default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
@@ -132,6 +136,8 @@ struct MountOptions {
         case ("rw", nil): readOnly = false
         case ("acl", nil): acl = true
         case ("noacl", nil): acl = false
+        case ("casefold", nil): casefold = true
+        case ("nocasefold", nil): casefold = false
         case ("watch", nil): watch = true
         case ("nowatch", nil): watch = false
         case (_, nil) where MountOptions.mountCommandFlags.contains(key): break

@@ -29,6 +29,7 @@ extension Overlay {
         let names = try subtree.flatMap(Overlay.pathNames)
         return try installs.withLock { _ throws(Errno) -> Invalidation in
             let current = currentView.withLock { $0 }
+            current.layers.forgetSpellings()
             let root = try current.layers.rootPlacement()
             defer { touchControlTime() }
             if subtree == nil, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
@@ -83,7 +84,7 @@ extension Overlay {
         guard path.withCString({ stat($0, &onDisk) }) == 0 else { return nil }  // gone for now: keep serving the one we have
         let open = try Sys.fstat(substitution.rootFD)
         if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return nil }
-        return try Layer(path: path, accessTimes: substitution.accessTimes)
+        return try Layer(path: path, accessTimes: substitution.accessTimes, foldsNames: substitution.spellings != nil)
     }
 
     /// A node's location in this request's view, resolving again whatever is stale along

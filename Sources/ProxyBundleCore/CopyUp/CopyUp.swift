@@ -23,7 +23,8 @@ extension Overlay {
         let st = try source.attributes(location.path)
         try source.withEntry(location.path) { (fd: Int32) throws(Errno) in
             // with its extended attributes, a default ACL among them (kernel overlayfs copies them too)
-            _ = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            // named as the layer it comes from spells it, where names fold
+            _ = try placeCopy(at: source.spelled(location.path)) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 _ = try Sys.check { mkdirat(work, temporary, 0o700) }
                 try Sys.applyMetadata(st, to: temporary, in: work, from: fd)
             }
@@ -45,10 +46,12 @@ extension Overlay {
         let st = try source.attributes(location.path)
         var copy: ino_t = 0
         let placed: Bool
+        // named as the layer it comes from spells it, where names fold
+        let placedAt = source.spelled(location.path)
         if let unnamed = try unnamedCopy(st, at: location.path, from: source, withData: withData) {
             // linked straight into place: no temporary name to rename
             defer { Sys.close(unnamed) }
-            placed = try placeEntry(at: location.path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+            placed = try placeEntry(at: placedAt) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
                 do throws(Errno) {
                     try Sys.link(unnamed, as: name, in: dirfd)
                     return true
@@ -58,7 +61,7 @@ extension Overlay {
             }
             copy = try Sys.fstat(unnamed).st_ino
         } else {
-            placed = try placeCopy(at: location.path) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            placed = try placeCopy(at: placedAt) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 copy = try copyEntry(st, at: location.path, from: source, to: temporary, in: work, withData: withData)
             }
         }

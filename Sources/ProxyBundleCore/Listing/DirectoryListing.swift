@@ -112,6 +112,7 @@ extension Overlay {
     private func merge(_ read: [EntryList], _ placement: Placement, into list: inout EntryList) {
         let stack = layers
         let numbers = shownInodes()
+        if stack.foldsNames { return Overlay.mergeFolded(read, first: Int(placement.top), of: stack, numbers, into: &list) }
         list.reserve(read.reduce(0) { $0 + $1.entries.count }, nameBytes: read.reduce(0) { $0 + $1.nameBytes })
         // names shown or whited out by the layers merged so far: none below shows them
         var taken = NameSet(capacity: read.dropLast().reduce(0) { $0 + $1.entries.count })
@@ -149,6 +150,49 @@ extension Overlay {
                 }
             }
             merge(lists.dropFirst(), first: first + 1, of: stack, numbers, taken: &taken, into: &list)
+        }
+    }
+
+    /// `merge` where names fold (`-o casefold`, see `FoldedMerge` for the rules): names of one
+    /// key are one entry, which the highest layer holding any spelling of it shows with its
+    /// spelling; in a layer, the first spelling in byte order serves (a whiteout device too,
+    /// which then hides the key); a `.wh.` file hides every spelling below.
+    private static func mergeFolded(_ read: [EntryList], first: Int, of stack: LayerStack, _ numbers: ShownInodes,
+                                    into list: inout EntryList) {
+        var taken = Set<[UInt8]>()
+        for (offset, layerList) in read.enumerated() {
+            let layer = first + offset
+            let device = stack[layer].device
+            let opaque = layerList.withNames { names -> Bool in
+                var opaque = false
+                var hidden: [[UInt8]] = []
+                var keys = [[UInt8]?](repeating: nil, count: layerList.entries.count)
+                var serving: [[UInt8]: Int] = [:]
+                for (index, entry) in layerList.entries.enumerated() {
+                    let name = names.name(entry)
+                    if !entry.isWhiteoutDevice && Whiteout.hasPrefix(name) {
+                        if name.elementsEqual(Whiteout.opaqueMarker) {
+                            opaque = true
+                        } else if let hiddenName = Whiteout.hiddenName(name) {
+                            hidden.append(CaseFold.key(hiddenName))
+                        }
+                        continue
+                    }
+                    let key = CaseFold.key(name)
+                    keys[index] = key
+                    if let known = serving[key], !name.lexicographicallyPrecedes(names.name(layerList.entries[known])) { continue }
+                    serving[key] = index
+                }
+                for (index, entry) in layerList.entries.enumerated() {
+                    guard let key = keys[index], serving[key] == index, !entry.isWhiteoutDevice, !taken.contains(key) else { continue }
+                    list.append(names.name(entry), type: entry.type,
+                                inode: UInt64(numbers.number(ino_t(entry.inode), device: device)), layer: layer)
+                }
+                taken.formUnion(serving.keys)
+                taken.formUnion(hidden)
+                return opaque
+            }
+            if opaque { break }
         }
     }
 }

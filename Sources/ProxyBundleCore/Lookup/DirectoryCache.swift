@@ -28,10 +28,11 @@ final class DirectoryDescriptors: Sendable {
          holding: [UInt16]? = nil) throws(Errno) {
         self.placement = placement
         self.layers = layers
-        known = knowsNames ? KnownNames() : nil
+        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames) : nil
         isRoot = path.isRoot
         isFiltered = holding != nil
         var opened = [Int32](repeating: -1, count: layers.count)
+        var spelled = [LayerPath](repeating: path, count: layers.foldsNames ? layers.count : 0)
         let range = layers.indices(of: placement)
         let tried = holding.map { held in (range.contains(0) ? [0] : []) + held.map(Int.init).filter { $0 > 0 && range.contains($0) } }
         for index in tried ?? Array(range) {
@@ -40,8 +41,10 @@ final class DirectoryDescriptors: Sendable {
                 continue
             }
             do throws(Errno) {
+                let layer = layers[index]
+                if !spelled.isEmpty { spelled[index] = layer.spelled(path) }
                 opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
-                    try layers[index].open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+                    try layer.open(spelled: spelled.isEmpty ? path : spelled[index], flags: pb_O_PATH | pb_O_DIRECTORY)
                 } ?? -1
             } catch {
                 for fd in opened where fd >= 0 { Sys.close(fd) }
@@ -49,7 +52,24 @@ final class DirectoryDescriptors: Sendable {
             }
         }
         descriptors = opened
+        spelledPaths = spelled
         present = opened.indices.filter { opened[$0] >= 0 }
+    }
+
+    /// Where names fold (`-o casefold`): the directory's path as each layer spells it. Empty
+    /// where they do not.
+    private let spelledPaths: [LayerPath]
+
+    /// Whether names are folded: a name is then looked for by its spelling in each layer.
+    var foldsNames: Bool { !spelledPaths.isEmpty }
+
+    /// Layer `index`'s spelling of `name` in this directory: `name` itself where names are
+    /// not folded; nil where the layer holds no spelling of it (or not the directory).
+    func spelling(of name: [UInt8], in index: Int) -> [UInt8]? {
+        guard foldsNames else { return name }
+        let fd = self[index]
+        guard fd >= 0 else { return nil }
+        return layers[index].spelling(of: name, in: spelledPaths[index], at: fd)
     }
 
     deinit {

@@ -12,6 +12,8 @@ extension Overlay {
     struct Resolved {
         var placement: Placement
         var attributes: stat
+        /// Where names fold: how the layer serving the entry spells it (else nil: as asked).
+        var spelling: [UInt8]? = nil
     }
 
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
@@ -75,20 +77,20 @@ extension Overlay {
             var unchecked = searched.lowerBound
             for layer in Overlay.candidates(searched, holding?.entries) {
                 let fd = dirs[layer]
-                guard fd >= 0, let st = try absentAsNil({ () throws(Errno) -> stat in try Sys.lstatat(fd, p) }) else {
-                    continue
-                }
+                guard fd >= 0, let st = try Overlay.attributes(of: name, p, in: dirs, layer) else { continue }
                 anyEntry = true
                 if Whiteout.isDevice(st) { break }
                 if found != nil && !isDirectory(st) { break }
                 if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
                 if let above = found {
-                    if try isOpaqueDirectory(p, in: dirs[Int(above.placement.bottom)]) { break }
+                    if try isOpaqueDirectory(name, p, in: dirs, Int(above.placement.bottom)) { break }
                     found?.placement.bottom = UInt16(layer)
                 } else if isDirectory(st) {
-                    found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true), attributes: shown(st))
+                    found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true), attributes: shown(st),
+                                     spelling: dirs.foldsNames ? dirs.spelling(of: name, in: layer) : nil)
                 } else {
-                    return Resolved(placement: .file(in: layer), attributes: shown(st))
+                    return Resolved(placement: .file(in: layer), attributes: shown(st),
+                                    spelling: dirs.foldsNames ? dirs.spelling(of: name, in: layer) : nil)
                 }
                 unchecked = layer
             }
@@ -98,6 +100,18 @@ extension Overlay {
             }
             if found.placement.top != found.placement.bottom { found.attributes.st_nlink = 1 }
             return found
+        }
+    }
+
+    /// The attributes of the entry `name` (also as `p`) of layer `layer` in the directory open
+    /// as `dirs`, spelled as the layer spells it where names fold; nil where it has none.
+    private static func attributes(of name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
+                                   _ layer: Int) throws(Errno) -> stat? {
+        let fd = dirs[layer]
+        guard dirs.foldsNames else { return try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(fd, p) } }
+        guard let spelled = dirs.spelling(of: name, in: layer) else { return nil }
+        return try absentAsNil { () throws(Errno) -> stat in
+            try spelled.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, s) }
         }
     }
 
@@ -115,13 +129,29 @@ extension Overlay {
     private static func whitesOut(_ name: [UInt8], _ dirs: DirectoryDescriptors, _ range: Range<Int>,
                                   _ whiteouts: [UInt16]?) throws(Errno) -> Bool {
         if let whiteouts {
-            if range.contains(0), dirs[0] >= 0, try Whiteout.fileExists(hiding: name, in: dirs[0]) { return true }
+            if range.contains(0), dirs[0] >= 0, try hasWhiteoutFile(hiding: name, dirs, 0) { return true }
             return whiteouts.contains { $0 > 0 && range.contains(Int($0)) }
         }
         for layer in range where dirs[layer] >= 0 {
-            if try Whiteout.fileExists(hiding: name, in: dirs[layer]) { return true }
+            if try hasWhiteoutFile(hiding: name, dirs, layer) { return true }
         }
         return false
+    }
+
+    /// Whether layer `layer` of the directory open as `dirs` has a `.wh.` file for `name` (of
+    /// any spelling, where names fold).
+    private static func hasWhiteoutFile(hiding name: [UInt8], _ dirs: DirectoryDescriptors, _ layer: Int) throws(Errno) -> Bool {
+        guard dirs.foldsNames else { return try Whiteout.fileExists(hiding: name, in: dirs[layer]) }
+        return dirs.spelling(of: Whiteout.fileName(hiding: name), in: layer) != nil
+    }
+
+    /// Whether the directory `name` (also as `p`) of layer `layer` of `dirs` hides the layers below it.
+    private func isOpaqueDirectory(_ name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
+                                   _ layer: Int) throws(Errno) -> Bool {
+        let dirfd = dirs[layer]
+        guard dirs.foldsNames else { return try isOpaqueDirectory(p, in: dirfd) }
+        guard let spelled = dirs.spelling(of: name, in: layer) else { return false }
+        return try spelled.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> Bool in try isOpaqueDirectory(s, in: dirfd) }
     }
 
     /// Whether the directory `name` in `dirfd` hides the layers below it.

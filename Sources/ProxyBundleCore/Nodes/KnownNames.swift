@@ -27,13 +27,21 @@ final class KnownNames: Sendable {
         var entries: [Int: [UInt16]] = [:]
         var whiteouts: [Int: [UInt16]] = [:]
 
+        /// Whether names are kept by their keys (see `CaseFold`): a mount that folds them.
+        let foldsNames: Bool
+
         /// The entry `name` of layer `layer`: a name, or a whiteout file for one.
         mutating func add(_ name: UnsafeRawBufferPointer, layer: UInt16) {
             if let hidden = Whiteout.hiddenName(name) {
-                whiteouts[KnownNames.hash(hidden), default: []].append(layer)
+                append(layer, to: &whiteouts[KnownNames.hash(hidden, folded: foldsNames), default: []])
             } else {
-                entries[KnownNames.hash(name), default: []].append(layer)
+                append(layer, to: &entries[KnownNames.hash(name, folded: foldsNames), default: []])
             }
+        }
+
+        /// Two spellings of one folded name in a layer count once.
+        private func append(_ layer: UInt16, to layers: inout [UInt16]) {
+            if layers.last != layer { layers.append(layer) }
         }
     }
 
@@ -49,16 +57,22 @@ final class KnownNames: Sendable {
         var presence: Presence? = nil
     }
     private let state = Locked(State())
+    /// Whether names are kept by their keys (see `CaseFold`): a mount that folds them.
+    let foldsNames: Bool
+
+    init(foldsNames: Bool = false) {
+        self.foldsNames = foldsNames
+    }
 
     /// Where `name` is, top first; nil when the names were not read. With `dirs` (a lookup
     /// of the name in the directory open so), the names are read first if this is the
     /// directory's first lookup and it is in many layers. One hash and one lock a lookup.
     func holding(_ name: [UInt8], readingIn dirs: DirectoryDescriptors? = nil) -> Holding? {
-        let hash = KnownNames.hash(name)
+        let hash = hash(name)
         return state.withLock { s in
             if let dirs, s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers {
                 s.misses = 1
-                s.presence = KnownNames.read(dirs)
+                s.presence = KnownNames.read(dirs, foldsNames: foldsNames)
             }
             return s.presence.map { Holding(entries: $0.entries[hash] ?? [], whiteouts: $0.whiteouts[hash] ?? []) }
         }
@@ -68,7 +82,7 @@ final class KnownNames: Sendable {
     /// `present` layers: when that is many, its names need not be read again.
     func learn(_ read: [EntryList], first: Int, present: Int) {
         guard present >= KnownNames.manyLayers, state.withLock({ $0.presence == nil }) else { return }
-        var presence = Presence()
+        var presence = Presence(foldsNames: foldsNames)
         for (offset, list) in read.enumerated() {
             let layer = UInt16(first + offset)
             list.withNames { names in
@@ -89,21 +103,21 @@ final class KnownNames: Sendable {
             guard s.presence == nil, s.misses < KnownNames.missesBeforeReading else { return }
             s.misses += 1
             guard s.misses == KnownNames.missesBeforeReading else { return }
-            s.presence = KnownNames.read(dirs)
+            s.presence = KnownNames.read(dirs, foldsNames: foldsNames)
         }
     }
 
     /// A name made in the directory through the mount.
     func added(_ name: [UInt8]) {
-        let hash = KnownNames.hash(name)
+        let hash = hash(name)
         state.withLock { s in
             if s.presence?.entries[hash]?.first != 0 { s.presence?.entries[hash, default: []].insert(0, at: 0) }
         }
     }
 
     /// Where the names of each layer that has the directory are; nil when one cannot be read.
-    private static func read(_ dirs: DirectoryDescriptors) -> Presence? {
-        var presence = Presence()
+    private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool) -> Presence? {
+        var presence = Presence(foldsNames: foldsNames)
         for layer in dirs.present {
             guard (try? read(dirs[layer], layer: UInt16(layer), into: &presence)) != nil else { return nil }
         }
@@ -120,8 +134,13 @@ final class KnownNames: Sendable {
         }
     }
 
-    private static func hash(_ name: [UInt8]) -> Int {
-        name.withUnsafeBytes { hash($0) }
+    private func hash(_ name: [UInt8]) -> Int {
+        name.withUnsafeBytes { KnownNames.hash($0, folded: foldsNames) }
+    }
+
+    /// The hash of `bytes`, or of their key where names fold.
+    static func hash(_ bytes: UnsafeRawBufferPointer, folded: Bool) -> Int {
+        folded ? CaseFold.key(bytes).withUnsafeBytes { hash($0) } : hash(bytes)
     }
 
     static func hash(_ bytes: UnsafeRawBufferPointer) -> Int {

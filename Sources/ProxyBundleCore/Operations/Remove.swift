@@ -37,6 +37,10 @@ extension Overlay {
         let dirPath = try substitutionDirectory(parent)
         let entry = removedEntry(name, in: parent, dir, child)
         do throws(Errno) {
+            // the name as the layer serving it spells it, where names fold: the substitution's
+            // own spelling, or the one a whiteout hides below
+            let nodeName = name
+            let name = child.spelling ?? name
             try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
                 if hidesBelow && Whiteout.needsDevice(name) {
                     // the device takes the name itself: it replaces the substitution's entry in one step
@@ -53,11 +57,11 @@ extension Overlay {
                     throw error
                 }
             }
+            nodes.detach(parent: parent, name: nodeName, keeping: entry)
         } catch {
             if let entry { Sys.close(entry) }
             throw error
         }
-        nodes.detach(parent: parent, name: name, keeping: entry)
     }
 
     /// An O_PATH descriptor of `child`, the entry `name` of `dir` about to lose that name, if

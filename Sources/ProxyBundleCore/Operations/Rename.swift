@@ -21,12 +21,15 @@ extension Overlay {
         var newDir = try locate(newParent)
         guard newDir.placement.isDirectory else { throw Errno.notDirectory }
         var target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
+        // where names fold, a new spelling of the same name: the entry itself, respelled
+        let respells = layers.foldsNames && parent == newParent && name != newName && CaseFold.equal(name, newName)
         if flags & pb_RENAME_EXCHANGE != 0 {
             guard target != nil else { throw Errno.noEntry }
-            if parent == newParent && name == newName { return }
+            if parent == newParent && (name == newName || respells) { return }
             return try exchange(name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
+        if respells { target = nil }
         if let target {
             if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
             try checkReplace(target, at: newDir.path.appending(newName), by: source)
@@ -35,7 +38,9 @@ extension Overlay {
             try prepareByName(name, in: parent)
             (dir, source) = try visibleChild(name, in: parent)
             newDir = try locate(newParent)
-            target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
+            target = respells ? nil : try absentAsNil { () throws(Errno) -> Resolved in
+                try resolve(newName, in: newDir.path, newDir.placement)
+            }
         }
         let hidesBelowSource = try shownBelowSubstitution(name, in: parent, dir)
         let hidesBelowTarget = try shownBelowSubstitution(newName, in: newParent, newDir)
@@ -47,7 +52,7 @@ extension Overlay {
         let replaced = target.flatMap { removedEntry(newName, in: newParent, newDir, $0) }
         do throws(Errno) {
             try move(name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
-                     replacesSubstitutionDirectory: replacesSubstitutionDirectory)
+                     replacesSubstitutionDirectory: replacesSubstitutionDirectory, respells: respells)
         } catch {
             if let replaced { Sys.close(replaced) }
             throw error
@@ -60,10 +65,16 @@ extension Overlay {
     /// of `toPath`, with the whiteouts and opaque markers the layers below call for.
     private func move(_ name: [UInt8], _ fromPath: LayerPath, to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
                       source: Resolved, hidesBelow: (source: Bool, target: Bool),
-                      replacesSubstitutionDirectory: Bool) throws(Errno) {
+                      replacesSubstitutionDirectory: Bool, respells: Bool) throws(Errno) {
         let (hidesBelowSource, hidesBelowTarget) = hidesBelow
-        try substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
-            try substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+        let layer = try substitution
+        try layer.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
+            try layer.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+                // where names fold, each name as the substitution spells it (the source was
+                // copied up with its own spelling; a target there keeps its entry's), unless
+                // the rename only respells the name
+                let name = layer.spelling(of: name, in: fromPath, at: fromfd) ?? name
+                let newName = respells ? newName : layer.spelling(of: newName, in: toPath, at: tofd) ?? newName
                 if source.placement.isDirectory && hidesBelowTarget {
                     // the moved directory must not merge with the entry below that it lands on
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }

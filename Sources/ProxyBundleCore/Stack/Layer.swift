@@ -28,6 +28,10 @@ public final class Layer: Sendable {
     let preservesAccessTimes: Bool
     /// How the layer, written, treats access times: the substitution's are the mount's own.
     public let accessTimes: AccessTimes
+    /// How the layer spells its names, for a mount that folds them (`-o casefold`); nil
+    /// where names are matched byte for byte. Every path given to the layer is then spelled
+    /// its way before use (see `spelled`).
+    public let spellings: Spellings?
 
     /// The mount's access-time options (noatime, nodiratime) that a writable layer is reached
     /// with, as kernel overlayfs reaches its upper layer: under noatime, reading or running a
@@ -54,8 +58,9 @@ public final class Layer: Sendable {
     /// copy of its mount given those options, for the same reason. Elsewhere the root is used
     /// as it is.
     public init(path: RawPath, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = [],
-                keepsPath: Bool = false) throws(Errno) {
+                keepsPath: Bool = false, foldsNames: Bool = false) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
+        spellings = foldsNames ? Spellings(keeps: preservesAccessTimes) : nil
         self.accessTimes = accessTimes
         self.path = path
         let fd = try Sys.check { path.withCString { Glibc.open($0, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) } }
@@ -78,8 +83,10 @@ public final class Layer: Sendable {
     }
 
     /// The layer at the path whose bytes are `path`'s UTF-8.
-    public convenience init(path: String, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = []) throws(Errno) {
-        try self.init(path: RawPath(path), preservesAccessTimes: preservesAccessTimes, accessTimes: accessTimes)
+    public convenience init(path: String, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = [],
+                            foldsNames: Bool = false) throws(Errno) {
+        try self.init(path: RawPath(path), preservesAccessTimes: preservesAccessTimes, accessTimes: accessTimes,
+                      foldsNames: foldsNames)
     }
 
     deinit {
@@ -93,6 +100,12 @@ public final class Layer: Sendable {
     /// daemon may ask for that.
     public func open(_ path: LayerPath, flags: Int32, mode: mode_t = 0,
                      preservingAccessTime: Bool? = nil) throws(Errno) -> Int32 {
+        try open(spelled: spelled(path), flags: flags, mode: mode, preservingAccessTime: preservingAccessTime)
+    }
+
+    /// `open` of `path` spelled as the layer spells it already (see `spelled`).
+    func open(spelled path: LayerPath, flags: Int32, mode: mode_t = 0,
+              preservingAccessTime: Bool? = nil) throws(Errno) -> Int32 {
         try withNearestDirectory(path) { (dirfd: Int32, rest: LayerPath) throws(Errno) -> Int32 in
             try rest.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
                 try Layer.open(flags: flags | pb_O_NOFOLLOW | pb_O_CLOEXEC,
@@ -160,7 +173,7 @@ public final class Layer: Sendable {
         if path.isRoot { return try Sys.fstat(rootFD) }
         if path.isSingleName {
             // one name directly under the root cannot lead outside it
-            return try path.withCString { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(rootFD, p) }
+            return try spelled(path).withCString { (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(rootFD, p) }
         }
         return try withEntry(path) { (fd: Int32) throws(Errno) -> stat in try Sys.fstat(fd) }
     }

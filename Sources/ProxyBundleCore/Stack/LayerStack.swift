@@ -60,6 +60,13 @@ public final class LayerStack: Sendable {
     public var main: Layer { layers[layers.count - 1] }
     public var patches: ArraySlice<Layer> { layers[(substitution == nil ? 0 : 1) ..< layers.count - 1] }
     public var mainIndex: Int { layers.count - 1 }
+    /// Whether names are matched ignoring case (`-o casefold`): the layers then spell them.
+    public var foldsNames: Bool { main.spellings != nil }
+
+    /// Forgets how every layer spells its names: they may have changed on disk.
+    func forgetSpellings() {
+        for layer in layers { layer.spellings?.forget() }
+    }
 
     /// The layers of this stack an entry placed so may be in, top first (none of a placement
     /// that outlived a swap to fewer layers).

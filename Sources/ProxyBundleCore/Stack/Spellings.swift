@@ -1,0 +1,115 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CSyscalls
+
+/// How one layer spells its names, for a mount that folds them (`-o casefold`, see
+/// `CaseFold`): the rest of the daemon names an entry as the kernel asked for it, in any case,
+/// and the layer answers with its own spelling of each name, so that `Data/Rock.DDS` opens
+/// `data/rock.dds` where that is what the layer holds. Of two spellings of one name in one
+/// directory, the first in byte order serves (see `FoldedMerge`).
+///
+/// A read-only layer's directories are read once each, into a table from each name's key to
+/// its spelling, kept until an invalidation (like every cached answer). The substitution, which
+/// the daemon itself changes, is asked each time: the name as given if it is there (the daemon
+/// never makes a second spelling of a name there), else the directory is read.
+public final class Spellings: Sendable {
+    /// Whether tables of names read are kept (a read-only layer's).
+    let keeps: Bool
+    private let tables = Locked<[LayerPath: [[UInt8]: [UInt8]]]>([:])
+    /// Directories whose tables are kept before all are dropped: about 64 MB of names at most
+    /// for directories of a thousand names.
+    static let limit = 4096
+
+    init(keeps: Bool) {
+        self.keeps = keeps
+    }
+
+    /// The layer's spelling of `name` in its directory `dir` (spelled as the layer spells it),
+    /// open as `open()` gives it (an O_PATH descriptor the caller keeps, or -1); nil when the
+    /// directory holds no spelling of it.
+    func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
+        if keeps {
+            if let table = tables.withLock({ $0[dir] }) { return table[CaseFold.key(name)] }
+            let fd = open()
+            guard fd >= 0, let table = Spellings.table(of: fd) else { return nil }
+            tables.withLock { tables in
+                if tables.count >= Spellings.limit { tables.removeAll(keepingCapacity: true) }
+                tables[dir] = table
+            }
+            return table[CaseFold.key(name)]
+        }
+        let fd = open()
+        guard fd >= 0 else { return nil }
+        let exists = name.withCStringCopy { p -> Bool in
+            var st = stat()
+            return fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0
+        }
+        if exists { return name }
+        return Spellings.table(of: fd)?[CaseFold.key(name)]
+    }
+
+    /// Forgets every table read: the layer may have changed on disk.
+    func forget() {
+        tables.withLock { $0.removeAll() }
+    }
+
+    /// From each key of the names in the directory open as `fd`, the first of its spellings in
+    /// byte order; nil when it cannot be read.
+    static func table(of fd: Int32) -> [[UInt8]: [UInt8]]? {
+        let dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard dir >= 0 else { return nil }
+        var table: [[UInt8]: [UInt8]] = [:]
+        let read: Void? = try? Sys.readDirectory(dir) { entry, _ in
+            Sys.withName(entry) { name, length in
+                let bytes = UnsafeRawBufferPointer(start: name, count: length)
+                if length <= 2 && bytes.allSatisfy({ $0 == 0x2E }) { return }
+                let spelling = Array(bytes)
+                let key = CaseFold.key(spelling)
+                if let known = table[key], !spelling.lexicographicallyPrecedes(known) { return }
+                table[key] = spelling
+            }
+        }
+        return read == nil ? nil : table
+    }
+}
+
+extension Layer {
+    /// `path` as this layer spells it, for a mount that folds names: each name replaced by the
+    /// layer's spelling of it, as far as the layer has them (the rest as given: what is made
+    /// there keeps the spelling it was asked by). Without folding, `path` itself.
+    public func spelled(_ path: LayerPath) -> LayerPath {
+        guard let spellings, !path.isRoot else { return path }
+        let names = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
+        var real = LayerPath.root
+        var dirfd = rootFD
+        defer { if dirfd != rootFD { Sys.close(dirfd) } }
+        for (index, name) in names.enumerated() {
+            guard let spelled = spellings.spelling(of: name, in: real, { dirfd }) else {
+                for rest in names[index...] { real = real.appending(rest) }
+                return real
+            }
+            real = real.appending(spelled)
+            guard index < names.count - 1 else { break }
+            let next = spelled.withCStringCopy { p in
+                (try? Sys.openat2(dirfd, p, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                  resolve: Layer.resolve)) ?? -1
+            }
+            if dirfd != rootFD { Sys.close(dirfd) }
+            dirfd = next
+            if next < 0 {
+                for rest in names[(index + 1)...] { real = real.appending(rest) }
+                return real
+            }
+        }
+        return real
+    }
+
+    /// The layer's spelling of `name` in its directory `dir` (spelled as the layer spells it,
+    /// see `spelled`) open as `dirfd`: `name` itself without folding; nil when the directory
+    /// holds no spelling of it.
+    func spelling(of name: [UInt8], in dir: LayerPath, at dirfd: Int32) -> [UInt8]? {
+        guard let spellings else { return name }
+        return spellings.spelling(of: name, in: dir) { dirfd }
+    }
+}
