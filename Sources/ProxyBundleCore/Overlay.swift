@@ -98,6 +98,9 @@ public final class Overlay: Sendable {
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
+    /// Told of the nodes of other spellings of a directory changed through the mount, where
+    /// names fold: the FUSE server drops what the kernel cached of them.
+    public let otherSpellingsChanged = Locked<(@Sendable ([NodeID]) -> Void)?>(nil)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
@@ -115,7 +118,7 @@ public final class Overlay: Sendable {
         self.warn = warn
         var inodes = InodeNumbers(main: layers.main.device)
         inodes.register(layers)
-        nodes = NodeTable(root: try layers.rootPlacement())
+        nodes = NodeTable(root: try layers.rootPlacement(), foldsNames: layers.foldsNames)
         currentView = Locked(StackView(layers: layers, inodes: inodes, generation: nodes.generation,
                                        directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)))
         var now = timespec()

@@ -86,6 +86,10 @@ public final class FuseServer: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         started = now.tv_sec
+        // where names fold, the other spellings of a directory changed through one of them
+        // are other kernel inodes: their attributes and listings are dropped
+        let notifier = self.notifier
+        overlay.otherSpellingsChanged.withLock { $0 = { nodes in nodes.forEach(notifier.invalidateNode) } }
     }
 
     func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {

@@ -111,14 +111,23 @@ final class CaseFoldMountTests: XCTestCase {
         XCTAssertEqual(try names(fx.mountpoint), ["Data", "README.TXT", "Straße.txt"])
     }
 
-    func testARenameThatOnlyChangesCaseChangesTheSpellingShown() throws {
+    /// A directory's spellings are nodes of their own, so a rename that only changes its case
+    /// reaches the daemon and respells it. A non-directory's spellings are one node (one
+    /// kernel inode), so the kernel finds the two names one file and, as on Linux's own
+    /// case-folding file systems, does nothing; a rename through another name respells it.
+    func testARenameThatOnlyChangesCaseRespellsADirectory() throws {
         try start()
-        XCTAssertEqual(rename(fx.inMount("Readme.txt"), fx.inMount("README.TXT")), 0, String(cString: strerror(errno)))
-        XCTAssertEqual(try names(fx.mountpoint), ["Data", "README.TXT", "Straße.txt"])
-        XCTAssertEqual(try Disk.read(fx.inMount("readme.txt")), "main readme")
         XCTAssertEqual(rename(fx.inMount("Data/sounds"), fx.inMount("Data/Sounds")), 0, String(cString: strerror(errno)))
         XCTAssertEqual(try names(fx.inMount("data")), ["Sounds", "Textures"])
         XCTAssertEqual(try Disk.read(fx.inMount("data/sounds/wind.ogg")), "main wind")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATA/Sounds/WIND.ogg")), "main wind")
+
+        XCTAssertEqual(rename(fx.inMount("Readme.txt"), fx.inMount("README.TXT")), 0)
+        XCTAssertEqual(try names(fx.mountpoint), ["Data", "Readme.txt", "Straße.txt"], "one file: nothing to do")
+        XCTAssertEqual(rename(fx.inMount("Readme.txt"), fx.inMount("moved")), 0)
+        XCTAssertEqual(rename(fx.inMount("moved"), fx.inMount("README.TXT")), 0)
+        XCTAssertEqual(try names(fx.mountpoint), ["Data", "README.TXT", "Straße.txt"])
+        XCTAssertEqual(try Disk.read(fx.inMount("readme.txt")), "main readme")
     }
 
     func testStatsSayCaseFoldIsOn() throws {
@@ -140,5 +149,32 @@ final class CaseFoldMountTests: XCTestCase {
             let recased = String(path.map { Bool.random(using: &generator) ? Character($0.uppercased()) : Character($0.lowercased()) })
             XCTAssertEqual(try Disk.read(fx.inMount(recased)), content, recased)
         }
+    }
+}
+
+/// What the kernel keeps of one spelling after a change through another: each spelling is a
+/// node (and a kernel inode) of its own, so the daemon tells the kernel to forget the others.
+final class CaseFoldSpellingsTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws {
+        fx = try MountFixture(name)
+        try Disk.write(fx.main + "/Data/Readme.txt", "main")
+    }
+
+    override func tearDown() {
+        fx?.tearDown()
+    }
+
+    func testAWriteThroughOneSpellingShowsThroughAnother() throws {
+        try fx.start(["-o", "casefold"])
+        XCTAssertEqual(try Disk.read(fx.inMount("data/readme.txt")), "main")
+        XCTAssertEqual(Disk.lstat(fx.inMount("data/readme.txt"))?.st_size, 4)
+        try Disk.write(fx.inMount("DATA/README.TXT"), "changed")
+        XCTAssertEqual(Disk.lstat(fx.inMount("data/readme.txt"))?.st_size, 7)
+        XCTAssertEqual(try Disk.read(fx.inMount("data/readme.txt")), "changed")
+        XCTAssertEqual(unlink(fx.inMount("Data/ReadMe.txt")), 0)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("data/readme.txt")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("DATA/README.TXT")), ENOENT)
     }
 }

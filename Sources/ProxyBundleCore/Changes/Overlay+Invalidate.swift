@@ -151,3 +151,20 @@ extension Overlay {
         return CacheStatistics(nodes: s.nodes, forgottenNodes: s.forgotten, absentNames: s.absent, hits: s.hits, misses: s.misses)
     }
 }
+
+extension Overlay {
+    /// Where names fold, each spelling of a directory the kernel looks up is a node of its own
+    /// (see docs/DESIGN.md), so a change made through one spelling of a path leaves the nodes
+    /// of the others behind (a directory copied up through `DATA` is still below the
+    /// substitution for `Data`). After every change, every node is therefore resolved again at
+    /// its next use, and the directories' descriptors are dropped: one pass over the node table
+    /// per change, and nothing at all without folding. The kernel is told to forget what it
+    /// keeps of the other spellings of the directories `changed` (their attributes and listings).
+    func forgetOtherSpellings(changed: [NodeID] = []) {
+        guard layers.foldsNames else { return }
+        nodes.markStale(under: rootNodeID)
+        directories.removeAll()
+        let others = changed.flatMap(nodes.otherSpellings)
+        if !others.isEmpty { otherSpellingsChanged.withLock { $0 }?(others) }
+    }
+}

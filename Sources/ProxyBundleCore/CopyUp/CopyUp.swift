@@ -31,6 +31,7 @@ extension Overlay {
         }
         recordOrigin(shown(st).st_ino, forCopyAt: location.path)
         nodes.update(node) { $0.top = 0 }
+        forgetOtherSpellings()
         return location.path
     }
 
@@ -75,6 +76,7 @@ extension Overlay {
             }
         }
         nodes.update(node) { $0 = .file(in: 0) }
+        forgetOtherSpellings()
         return location.path
     }
 

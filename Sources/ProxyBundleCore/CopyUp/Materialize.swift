@@ -53,6 +53,7 @@ extension Overlay {
         // the substitution's directories beneath were replaced by copies, while their nodes
         // keep their placement: their descriptors would lead into the removed originals
         directories.removeAll()
+        forgetOtherSpellings()
     }
 
     private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {

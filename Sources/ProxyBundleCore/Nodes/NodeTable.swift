@@ -97,6 +97,11 @@ final class NodeTable: Sendable {
         /// the same node (one kernel inode, so one page cache and one set of attributes), also
         /// when the names are found separately.
         var linked: [UInt64: NodeID] = [:]
+        /// Where names fold: the node that stands for the spellings of a name, by its
+        /// directory's standing node and its folded name, and for another spelling of a
+        /// directory, the node that stands for it (see NodeTable+Spellings.swift).
+        var spellings: [ChildKey: NodeID] = [:]
+        var canonical: [NodeID: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent = AbsentNames()
         var nextID: NodeID = firstNodeID
@@ -130,8 +135,11 @@ final class NodeTable: Sendable {
     }
 
     let state: Locked<State>
+    /// Whether names fold (`-o casefold`, see NodeTable+Spellings.swift).
+    let foldsNames: Bool
 
-    init(root: Placement) {
+    init(root: Placement, foldsNames: Bool = false) {
+        self.foldsNames = foldsNames
         var initial = State()
         initial.nodes[rootNodeID] = Node(parent: rootNodeID, name: [], lookups: 1, placement: root)
         state = Locked(initial)
@@ -273,6 +281,22 @@ final class NodeTable: Sendable {
                 }
                 NodeTable.unlink(key, from: &s)
             }
+            let folded = foldsNames ? NodeTable.foldedKey(parent: parent, name: name, in: s) : nil
+            let standing = folded.flatMap { NodeTable.spelled($0, kind: kind, isDirectory: placement.isDirectory, in: s) }
+            if let standing, !placement.isDirectory, var node = s.nodes[standing] {
+                // another spelling of a non-directory: one more name of its node
+                if s.child(key) != standing {
+                    NodeTable.attach(key, to: standing, node, in: &s)
+                    node = s.nodes[standing] ?? node
+                }
+                node.addLookup()
+                if current {
+                    node.placement = placement
+                    node.freshIn = s.generation
+                }
+                s.nodes[standing] = node
+                return standing
+            }
             let id = s.nextID
             s.nextID += 1
             // resolved before names changed (an invalidation among them): used, but resolved again
@@ -284,6 +308,7 @@ final class NodeTable: Sendable {
                                placement: placement, kind: kind)
             s.indexNew(id, hash: hash)
             if shared { s.linked[identity] = id }
+            if let folded { NodeTable.recordSpelling(id, folded, standing: standing, in: &s) }
             return id
         }
     }
@@ -373,6 +398,7 @@ final class NodeTable: Sendable {
         s.nodes[id] = nil
         if node.hasExtras { s.extras[id] = nil }
         if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
+        forgetSpelling(id, node, in: &s)
         if node.placement.isDirectory { s.mayHaveOrphans = true }
         return extras.removedEntry
     }

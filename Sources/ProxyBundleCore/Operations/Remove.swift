@@ -58,6 +58,7 @@ extension Overlay {
                 }
             }
             nodes.detach(parent: parent, name: nodeName, keeping: entry)
+            forgetOtherSpellings(changed: [parent])
         } catch {
             if let entry { Sys.close(entry) }
             throw error

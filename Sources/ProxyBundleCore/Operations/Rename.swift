@@ -59,6 +59,7 @@ extension Overlay {
         }
         directories.added(newName, in: newParent)
         nodes.move(parent: parent, name: name, to: newParent, newName, keeping: replaced)
+        forgetOtherSpellings(changed: [parent, newParent])
     }
 
     /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`
@@ -139,6 +140,7 @@ extension Overlay {
             }
         }
         nodes.exchange(parent: parent, name: name, with: newParent, newName)
+        forgetOtherSpellings(changed: [parent, newParent])
     }
 
     private func renameAt(_ fromfd: Int32, _ name: [UInt8], _ tofd: Int32, _ newName: [UInt8], _ flags: UInt32) throws(Errno) {

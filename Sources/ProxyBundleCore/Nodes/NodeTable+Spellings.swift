@@ -1,0 +1,51 @@
+/// Spellings of one name, where names fold (`-o casefold`). The kernel compares names byte for
+/// byte, so it looks up `Data` and `DATA` separately. Each spelling of a directory is a node of
+/// its own (a directory inode has one dentry: see docs/DESIGN.md), and one of them, the first
+/// the kernel looked up, stands for all (`canonical`). Every spelling of a non-directory, through
+/// any spelling of its directories, is one node with one more name each, as hard links are:
+/// one kernel inode, so one page cache and one set of attributes.
+extension NodeTable {
+    /// What the spellings of one name share: its directory's standing node and its folded name.
+    static func foldedKey(parent: NodeID, name: [UInt8], in s: State) -> ChildKey {
+        ChildKey(parent: s.canonical[parent] ?? parent, name: CaseFold.key(name))
+    }
+
+    /// The node that stands for the spellings `folded` of an entry of kind `kind`, if the
+    /// table still has it there.
+    static func spelled(_ folded: ChildKey, kind: UInt8, isDirectory: Bool, in s: State) -> NodeID? {
+        guard let id = s.spellings[folded], let node = s.nodes[id], node.kind == kind,
+              node.placement.isDirectory == isDirectory, node.parent != detachedParent,
+              foldedKey(parent: node.parent, name: node.name.bytes, in: s) == folded else { return nil }
+        return id
+    }
+
+    /// A new node `id`, a spelling `key` of `folded`: it stands for them if none does yet;
+    /// a directory otherwise records the one that does.
+    static func recordSpelling(_ id: NodeID, _ folded: ChildKey, standing: NodeID?, in s: inout State) {
+        if let standing {
+            s.canonical[id] = s.canonical[standing] ?? standing
+        } else {
+            s.spellings[folded] = id
+        }
+    }
+
+    /// Node `id` (whose state is `node`) leaves the table.
+    static func forgetSpelling(_ id: NodeID, _ node: Node, in s: inout State) {
+        guard !s.spellings.isEmpty else { return }
+        s.canonical[id] = nil
+        let folded = foldedKey(parent: node.parent, name: node.name.bytes, in: s)
+        if s.spellings[folded] == id { s.spellings[folded] = nil }
+    }
+
+    /// The other spellings of directory node `id` that the kernel holds: their cached
+    /// attributes and listings are outdated by a change made through `id`.
+    func otherSpellings(of id: NodeID) -> [NodeID] {
+        guard foldsNames else { return [] }
+        return state.withLock { s in
+            let standing = s.canonical[id] ?? id
+            var others = s.canonical.compactMap { $0.value == standing && $0.key != id ? $0.key : nil }
+            if standing != id && s.nodes[standing] != nil { others.append(standing) }
+            return others
+        }
+    }
+}
