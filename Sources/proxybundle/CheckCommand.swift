@@ -80,7 +80,8 @@ struct CheckCommand: ParsableCommand {
             var layers: [Layer] = []
             for layer in roles {
                 do {
-                    layers.append(try WhichCommand.layer(layer.path, of: mount))
+                    // read byte for byte: the check folds names itself where the mount does
+                    layers.append(try WhichCommand.layer(layer.path, of: mount, foldsNames: false))
                 } catch {
                     throw Failure("cannot open the \(layer.role) \(layer.path): \(Paths.describe(error.code))")
                 }
@@ -90,7 +91,7 @@ struct CheckCommand: ParsableCommand {
             throw Failure("cannot merge the layers of \(mountpoint): \(Paths.describe(error.code))")
         }
         let devices = try devices()
-        let findings = PatchCheck(tree: tree, devices: devices, foldsCase: casefold).findings()
+        let findings = PatchCheck(tree: tree, devices: devices, foldsCase: casefold || mount.foldsNames).findings()
         // a patch is named with its path (there may be several); the substitution and the
         // main bundle by their role
         let name = { (index: Int) -> String in roles[index].role == "patch" ? "patch \(roles[index].path.description)" : roles[index].role }

@@ -105,7 +105,9 @@ struct ResolveCommand: ParsableCommand {
         guard let root = RawPath(argument: root).text else {
             throw Failure("\(RawPath(argument: root)): resolve takes a ROOT whose path is UTF-8")
         }
-        let place = try BundlePlace(root, foldsCase: casefold)
+        // inside a mount that folds names, they fold here too
+        let folds = casefold || RunningMount.containing(Paths.absolute(RawPath(root))).map(\.foldsNames) == true
+        let place = try BundlePlace(root, foldsCase: folds)
         if name == nil {
             return list(place)
         }

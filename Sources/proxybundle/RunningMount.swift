@@ -13,6 +13,9 @@ struct RunningMount {
     /// `.stats` as `key: value` pairs in order, each value its bytes; empty when the daemon
     /// does not answer.
     var stats: [(key: String, value: [UInt8])]
+
+    /// Whether the mount matches names ignoring case (`-o casefold`), as its `.stats` say.
+    var foldsNames: Bool { stats.contains { $0.key == "casefold" && $0.value == Array("on".utf8) } }
     /// Why `.stats` could not be read (ENOTCONN: the daemon died), or 0.
     var error: Int32
 

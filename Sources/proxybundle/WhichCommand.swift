@@ -76,8 +76,10 @@ struct WhichCommand: ParsableCommand {
             throw Failure("\(path) cannot be resolved: \(Paths.describe(error.code))")
         }
         if serving.source == .missing { throw Failure("\(path) is in no layer") }
+        // each backing path as its layer spells it, where the mount folds names
         return Answer(source: serving.source, places: serving.places.map { place in
-            (role: overlay.layers.role(place.layer).rawValue, path: WhichCommand.join(paths[place.layer], place.path))
+            (role: overlay.layers.role(place.layer).rawValue,
+             path: WhichCommand.join(paths[place.layer], overlay.layers[place.layer].spelled(place.path)))
         })
     }
 
@@ -100,9 +102,11 @@ struct WhichCommand: ParsableCommand {
     }
 
     /// A layer by its path. A mount over the main bundle itself covers that path; then the
-    /// daemon's own descriptor of the covered directory is used (found in /proc).
-    static func layer(_ path: RawPath, of mount: RunningMount) throws(Errno) -> Layer {
-        guard path == mount.mountpoint, let pid = mount.pid else { return try Layer(path: path) }
+    /// daemon's own descriptor of the covered directory is used (found in /proc). Its names
+    /// fold as the mount's do, unless `foldsNames` says otherwise.
+    static func layer(_ path: RawPath, of mount: RunningMount, foldsNames: Bool? = nil) throws(Errno) -> Layer {
+        let folds = foldsNames ?? mount.foldsNames
+        guard path == mount.mountpoint, let pid = mount.pid else { return try Layer(path: path, foldsNames: folds) }
         var covering = stat()
         guard mount.mountpoint.withCString({ fstatat(AT_FDCWD, $0, &covering, 0) }) == 0 else { throw Errno.current }
         let fds = "/proc/\(pid)/fd"
@@ -117,7 +121,7 @@ struct WhichCommand: ParsableCommand {
             guard length > 0, target[..<length].elementsEqual(path.bytes) else { continue }
             var st = stat()
             if fstatat(AT_FDCWD, link, &st, 0) == 0, st.st_mode & S_IFMT == S_IFDIR, st.st_dev != covering.st_dev {
-                return try Layer(path: link)
+                return try Layer(path: link, foldsNames: folds)
             }
         }
         throw Errno.noEntry

@@ -130,9 +130,15 @@ final class CaseFoldMountTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("readme.txt")), "main readme")
     }
 
-    func testStatsSayCaseFoldIsOn() throws {
+    func testStatusStatsAndWhichSayCaseFoldIsOn() throws {
         try start()
         XCTAssertTrue(try Disk.read(fx.inMount(".stats")).contains("\ncasefold: on\n"))
+        let status = try proxybundle(["status", fx.mountpoint])
+        XCTAssertTrue(status.output.contains("casefold: on"), status.output)
+        let which = try proxybundle(["which", fx.inMount("DATA/TEXTURES/ROCK.DDS")])
+        XCTAssertEqual(which.output, "patch \(patch)/Data/Textures/Rock.DDS\n", which.error)
+        let merged = try proxybundle(["which", fx.inMount("data/TEXTURES")])
+        XCTAssertEqual(merged.output, "merged patch \(patch)/Data/Textures main \(fx.main)/data/textures\n", merged.error)
     }
 
     /// What a program written for Windows does: open every file by a path re-cased at random.
@@ -177,4 +183,65 @@ final class CaseFoldSpellingsTests: XCTestCase {
         XCTAssertEqual(Disk.lstatError(fx.inMount("data/readme.txt")), ENOENT)
         XCTAssertEqual(Disk.lstatError(fx.inMount("DATA/README.TXT")), ENOENT)
     }
+
+    /// Each spelling of a directory is a node of its own: a working directory keeps the
+    /// spelling it was reached by, and the kernel never moves a directory's one dentry from
+    /// one spelling to another (as it would with one node for both).
+    func testAWorkingDirectoryKeepsTheSpellingItWasReachedBy() throws {
+        try fx.start(["-o", "casefold"])
+        let upper = open(fx.inMount("DATA"), O_RDONLY | O_DIRECTORY)
+        let lower = open(fx.inMount("data"), O_RDONLY | O_DIRECTORY)
+        defer { close(upper); close(lower) }
+        XCTAssertGreaterThanOrEqual(upper, 0)
+        XCTAssertGreaterThanOrEqual(lower, 0)
+        XCTAssertEqual(try Disk.read(fx.inMount("Data/readme.TXT")), "main")
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(upper)"), fx.inMount("DATA"))
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(lower)"), fx.inMount("data"))
+        XCTAssertEqual(Disk.lstat(fx.inMount("DATA"))?.st_ino, Disk.lstat(fx.inMount("data"))?.st_ino, "one directory")
+        let saved = FileManager.default.currentDirectoryPath
+        defer { _ = chdir(saved) }
+        XCTAssertEqual(fchdir(upper), 0)
+        XCTAssertEqual(FileManager.default.currentDirectoryPath, fx.inMount("DATA"))
+        XCTAssertEqual(try Disk.read("readme.txt"), "main")
+    }
+
+    /// A hard link made through one spelling is the same file through every other.
+    func testAHardLinkIsOneFileThroughEverySpelling() throws {
+        try fx.start(["-o", "casefold"])
+        XCTAssertEqual(link(fx.inMount("data/README.txt"), fx.inMount("DATA/Linked.txt")), 0, String(cString: strerror(errno)))
+        try Disk.write(fx.inMount("data/linked.TXT"), "through the link")
+        XCTAssertEqual(try Disk.read(fx.inMount("Data/Readme.txt")), "through the link")
+        XCTAssertEqual(Disk.lstat(fx.inMount("data/readme.txt"))?.st_nlink, 2)
+        XCTAssertEqual(Disk.lstat(fx.inMount("DATA/LINKED.TXT"))?.st_ino, Disk.lstat(fx.inMount("Data/Readme.txt"))?.st_ino)
+    }
+
+    /// A file handle names one spelling's node; it opens the file after the kernel forgot it,
+    /// and a directory by its listed spelling. (The kernel reconnects a forgotten directory
+    /// by the name its parent lists for its inode number, which leads to the listed
+    /// spelling's node: a handle of a directory taken through another spelling is then stale.)
+    func testAFileHandleOpensTheFileAfterTheKernelForgotIt() throws {
+        try fx.start(["-o", "casefold"])
+        let file = try Handles.take(fx.inMount("DATA/README.TXT"))
+        let directory = try Handles.take(fx.inMount("Data"))
+        try Handles.dropKernelCaches()
+        XCTAssertEqual(Handles.describe(file, in: fx.mountpoint), "main")
+        XCTAssertEqual(Handles.describe(directory, in: fx.mountpoint), "directory " + fx.inMount("Data"))
+    }
+
+    /// `.invalidate` of a path forgets every spelling of it: a change on disk then shows
+    /// through each.
+    func testInvalidateShowsAChangeOnDiskThroughEverySpelling() throws {
+        try fx.start(["-o", "casefold"])
+        XCTAssertEqual(try Disk.read(fx.inMount("data/readme.txt")), "main")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATA/README.TXT")), "main")
+        try Disk.write(fx.main + "/Data/Readme.txt", "changed on disk")
+        try Disk.write(fx.main + "/Data/New.txt", "new on disk")
+        try fx.acceptLayersAsTheyAre()
+        try Disk.write(fx.inMount(".invalidate"), "Data")
+        XCTAssertEqual(try Disk.read(fx.inMount("data/readme.txt")), "changed on disk")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATA/README.TXT")), "changed on disk")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATA/new.txt")), "new on disk")
+        XCTAssertEqual(try Disk.list(fx.inMount("data")).sorted(), ["New.txt", "Readme.txt"])
+    }
 }
+

@@ -312,3 +312,17 @@ extension ResourceCommandTests {
             """)
     }
 }
+
+/// `resolve` and `check` follow a mount's `-o casefold`.
+extension ResourceCommandTests {
+    func testResolveAndCheckInsideACasefoldMountFoldNames() throws {
+        try Disk.write(fx.substitution + "/PKGINFO", "APPL????")
+        try fx.start(["-o", "casefold"])
+        let resolved = try proxybundle(["resolve", fx.mountpoint, "IMAGES/Icon.PNG"])
+        XCTAssertEqual(resolved.status, 0, resolved.error)
+        XCTAssertEqual(resolved.output, "Images/icon.png\tmain \(fx.main)/Images/icon.png\n", "folded as the mount folds")
+        let checked = try proxybundle(["check", fx.mountpoint, "--scales", "2", "--idioms", "pad"])
+        XCTAssertEqual(checked.status, 0, checked.output + checked.error)
+        XCTAssertEqual(checked.output, "", "a case-only difference replaces the name under casefold")
+    }
+}
