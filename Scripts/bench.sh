@@ -12,7 +12,8 @@
 #   --only LIST        any of: kernel, proxybundle, fuse-overlayfs, unionfs-fuse, mergerfs
 #   --transports LIST  proxybundle's transports, a column each: device (/dev/fuse: the column
 #                      proxybundle), uring (FUSE over io_uring: proxybundle-uring; the fuse
-#                      module's enable_uring is switched on for the run, then back); default device
+#                      module's enable_uring is switched on for the run, then back), casefold
+#                      (/dev/fuse with -o casefold: proxybundle-casefold); default device
 #   --binary PATH      the proxybundle binary (or PROXYBUNDLE_BIN); default: swift build -c release -Xswiftc -static-executable
 #   --out DIR          results (results.md, results.json, samples.tsv, logs); default under --cache
 #   --memory-names N   only measure proxybundle's memory per cached name, walking N names
@@ -79,7 +80,8 @@ for t in "${wanted_transports[@]}"; do
   case $t in
     device) pb_columns+=(proxybundle) ;;
     uring) pb_columns+=(proxybundle-uring) ;;
-    *) die "--transports: unknown transport $t (device, uring)" ;;
+    casefold) pb_columns+=(proxybundle-casefold) ;;
+    *) die "--transports: unknown transport $t (device, uring, casefold)" ;;
   esac
 done
 [ ${#pb_columns[@]} -gt 0 ] || die "--transports wants device, uring or both"
@@ -90,8 +92,10 @@ done
 impls=("${columns[@]}")
 has_impl() { [[ " ${impls[*]} " == *" $1 "* ]]; }
 # proxybundle over either transport
-is_pb() { [ "$1" = proxybundle ] || [ "$1" = proxybundle-uring ]; }
-has_pb() { has_impl proxybundle || has_impl proxybundle-uring; }
+is_pb() { [ "$1" = proxybundle ] || [ "$1" = proxybundle-uring ] || [ "$1" = proxybundle-casefold ]; }
+has_pb() { has_impl proxybundle || has_impl proxybundle-uring || has_impl proxybundle-casefold; }
+# the mount options of proxybundle's column
+pb_options() { if [ "$1" = proxybundle-casefold ]; then echo "transport=device,casefold"; else echo "transport=$(pb_transport "$1")"; fi; }
 pb_transport() { if [ "$1" = proxybundle-uring ]; then echo uring; else echo device; fi; }
 
 # ---------------------------------------------------------------------------- packages, binary
@@ -233,8 +237,8 @@ mount_impl() { # IMPL [LAYOUT]
   case $impl in
     kernel)
       timeout 30 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$up,workdir=$wk" "$mnt" 2>>"$log" || return 1 ;;
-    proxybundle|proxybundle-uring)
-      "$binary" mount "$mainro" "$mnt" --substitution "$up" "${patches[@]}" -o "transport=$(pb_transport "$impl")" \
+    proxybundle|proxybundle-uring|proxybundle-casefold)
+      "$binary" mount "$mainro" "$mnt" --substitution "$up" "${patches[@]}" -o "$(pb_options "$impl")" \
         --foreground >>"$log" 2>&1 & pid=$! ;;
     fuse-overlayfs)
       fuse-overlayfs -f -o "lowerdir=$mainro,upperdir=$up,workdir=$wk,timeout=86400" "$mnt" >>"$log" 2>&1 & pid=$! ;;
@@ -842,7 +846,7 @@ mem_total=$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)
 perl "$HERE/bench/chart.pl" "$out/results.json" > "$out/chart.svg" || say "chart.pl failed; no chart.svg"
 say "results in $out (results.md, results.json, chart.svg, samples.tsv)"
 # a failed check or workload of proxybundle is an error; the peers' are only reported
-if has_pb && grep -qE $'^proxybundle(-uring)?\t.*\tfail$' "$checks" "$samples"; then
+if has_pb && grep -qE $'^proxybundle(-uring|-casefold)?\t.*\tfail$' "$checks" "$samples"; then
   say "proxybundle failed a check or a workload"; exit 3
 fi
 exit 0

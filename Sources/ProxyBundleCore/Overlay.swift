@@ -287,9 +287,7 @@ public final class Overlay: Sendable {
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
             nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
-            // where names fold, no absence is remembered: a name made later in another spelling
-            // would leave the kernel's cached absences of this one standing
-            let remembered = cachesLookups && !layers.foldsNames && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
+            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
                                                                           in: view.generation)
             return .absent(remembered: remembered)
         }

@@ -135,6 +135,25 @@ public final class FuseServer: Sendable {
         }
     }
 
+    /// Where names fold, once `name` was made in `parent` and before the reply: the kernel may
+    /// remember other spellings of it missing, there or in the directory's other spellings.
+    /// It is told to look every name up again (one message, FUSE_NOTIFY_INC_EPOCH, which
+    /// takes no lock) before the reply, so that no later request of the caller finds one of
+    /// them missing; rarely needed (only where such a spelling was looked up in vain). Where
+    /// the kernel does not know that message, the names to forget one by one are returned, for
+    /// after the reply (`forget`): the kernel holds `parent`'s lock until then.
+    func expireAbsentSpellings(of name: [UInt8], in parent: NodeID) -> [(parent: NodeID, name: [UInt8])] {
+        guard overlay.layers.foldsNames else { return [] }
+        let taken = overlay.takeAbsentSpellings(of: name, in: parent)
+        if taken.isEmpty || notifier.expireAllNames() { return [] }
+        return taken
+    }
+
+    /// Tells the kernel to forget `names` (after a reply: see `expireAbsentSpellings`).
+    func forget(_ names: [(parent: NodeID, name: [UInt8])]) {
+        for key in names { notifier.invalidateName(key.name, in: key.parent) }
+    }
+
     /// Runs `body` for request `req`, telling long copies within it whether the caller has
     /// given up (a signal: the kernel sent FUSE_INTERRUPT); they then stop with EINTR.
     func interruptible<T>(_ req: fuse_req_t?, _ body: () throws(Errno) -> T) throws(Errno) -> T {

@@ -243,5 +243,21 @@ final class CaseFoldSpellingsTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("DATA/new.txt")), "new on disk")
         XCTAssertEqual(try Disk.list(fx.inMount("data")).sorted(), ["New.txt", "Readme.txt"])
     }
+
+    /// The kernel remembers a missing name (negative caching); a name made later in another
+    /// spelling, in that directory or through another spelling of it, makes it found.
+    func testANameMadeInAnotherSpellingEndsARememberedAbsence() throws {
+        try fx.start(["-o", "casefold"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("DATA/NEW.TXT")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Data/New.txt")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("DATA/OTHER")), ENOENT)
+        let stats = try fx.stats()
+        XCTAssertNotEqual(stats["cached_absent_names"], "0", "the absences are remembered")
+        try Disk.write(fx.inMount("data/new.txt"), "new")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATA/NEW.TXT")), "new")
+        XCTAssertEqual(try Disk.read(fx.inMount("Data/New.txt")), "new")
+        XCTAssertEqual(mkdir(fx.inMount("data/Other"), 0o755), 0)
+        XCTAssertEqual(Disk.lstat(fx.inMount("DATA/OTHER")).map { $0.st_mode & S_IFMT }, S_IFDIR)
+    }
 }
 

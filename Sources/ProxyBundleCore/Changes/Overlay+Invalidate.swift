@@ -167,4 +167,11 @@ extension Overlay {
         let others = changed.flatMap(nodes.otherSpellings)
         if !others.isEmpty { otherSpellingsChanged.withLock { $0 }?(others) }
     }
+
+    /// Where names fold, after `name` was made in `parent`: the absences remembered of its
+    /// other spellings there and in the directory's other spellings, taken out (the FUSE
+    /// server tells the kernel to forget them).
+    public func takeAbsentSpellings(of name: [UInt8], in parent: NodeID) -> [(parent: NodeID, name: [UInt8])] {
+        nodes.takeAbsentSpellings(of: name, in: parent).map { ($0.parent, $0.name) }
+    }
 }

@@ -48,4 +48,23 @@ extension NodeTable {
             return others
         }
     }
+
+    /// Takes out the names remembered as missing from `parent`, and from its other spellings,
+    /// that fold as `name` does, and returns them: made now, they exist (the kernel may
+    /// remember them missing too).
+    func takeAbsentSpellings(of name: [UInt8], in parent: NodeID) -> [ChildKey] {
+        guard foldsNames else { return [] }
+        let parents = [parent] + otherSpellings(of: parent)
+        let key = CaseFold.key(name)
+        return state.withLock { s in
+            var taken: [ChildKey] = []
+            for directory in parents {
+                for missing in s.absent.names(in: directory) ?? [] where CaseFold.key(missing) == key {
+                    taken.append(ChildKey(parent: directory, name: missing))
+                }
+            }
+            for missing in taken { s.absent.remove(missing) }
+            return taken
+        }
+    }
 }
