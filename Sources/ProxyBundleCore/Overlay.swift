@@ -98,9 +98,11 @@ public final class Overlay: Sendable {
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
-    /// Told of the nodes of other spellings of a directory changed through the mount, where
-    /// names fold: the FUSE server drops what the kernel cached of them.
-    public let otherSpellingsChanged = Locked<(@Sendable ([NodeID]) -> Void)?>(nil)
+    /// Told, where names fold, of what the kernel may keep of other spellings after a change
+    /// through the mount, before its reply: directory nodes whose attributes and listings are
+    /// outdated, and names (a directory and a spelling) that now lead elsewhere or nowhere, or
+    /// exist where they were missing. The FUSE server makes the kernel drop them.
+    public let spellingsChanged = Locked<(@Sendable (_ nodes: [NodeID], _ names: [(parent: NodeID, name: [UInt8])]) -> Void)?>(nil)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {

@@ -86,10 +86,14 @@ public final class FuseServer: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         started = now.tv_sec
-        // where names fold, the other spellings of a directory changed through one of them
-        // are other kernel inodes: their attributes and listings are dropped
+        // where names fold, what the kernel keeps of other spellings of what changed goes
         let notifier = self.notifier
-        overlay.otherSpellingsChanged.withLock { $0 = { nodes in nodes.forEach(notifier.invalidateNode) } }
+        overlay.spellingsChanged.withLock {
+            $0 = { nodes, names in
+                nodes.forEach(notifier.invalidateNode)
+                FuseServer.forget(names, notifier)
+            }
+        }
     }
 
     func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {
@@ -135,23 +139,35 @@ public final class FuseServer: Sendable {
         }
     }
 
-    /// Where names fold, once `name` was made in `parent` and before the reply: the kernel may
-    /// remember other spellings of it missing, there or in the directory's other spellings.
-    /// It is told to look every name up again (one message, FUSE_NOTIFY_INC_EPOCH, which
-    /// takes no lock) before the reply, so that no later request of the caller finds one of
-    /// them missing; rarely needed (only where such a spelling was looked up in vain). Where
-    /// the kernel does not know that message, the names to forget one by one are returned, for
-    /// after the reply (`forget`): the kernel holds `parent`'s lock until then.
-    func expireAbsentSpellings(of name: [UInt8], in parent: NodeID) -> [(parent: NodeID, name: [UInt8])] {
-        guard overlay.layers.foldsNames else { return [] }
-        let taken = overlay.takeAbsentSpellings(of: name, in: parent)
-        if taken.isEmpty || notifier.expireAllNames() { return [] }
-        return taken
-    }
-
-    /// Tells the kernel to forget `names` (after a reply: see `expireAbsentSpellings`).
-    func forget(_ names: [(parent: NodeID, name: [UInt8])]) {
-        for key in names { notifier.invalidateName(key.name, in: key.parent) }
+    /// Makes the kernel forget `names` (directories and spellings in them) before the reply
+    /// of the change they follow from: it is told to look every name up again (one message,
+    /// FUSE_NOTIFY_INC_EPOCH, which takes no lock, so that no later request of the caller
+    /// finds an outdated one); rarely needed, only where other spellings were looked up. A
+    /// kernel that does not know that message is told of each name from another thread, once
+    /// the reply lets go of the directory's lock (a short while in which an old answer may
+    /// still be found).
+    static func forget(_ names: [(parent: NodeID, name: [UInt8])], _ notifier: KernelNotifier) {
+        guard !names.isEmpty, !notifier.expireAllNames() else { return }
+        final class Work {
+            let names: [(parent: NodeID, name: [UInt8])]
+            let notifier: KernelNotifier
+            init(_ names: [(parent: NodeID, name: [UInt8])], _ notifier: KernelNotifier) {
+                self.names = names
+                self.notifier = notifier
+            }
+        }
+        var thread = pthread_t()
+        let context = Unmanaged.passRetained(Work(names, notifier)).toOpaque()
+        if pthread_create(&thread, nil, { context in
+            guard let context else { return nil }
+            let work = Unmanaged<Work>.fromOpaque(context).takeRetainedValue()
+            for key in work.names { work.notifier.invalidateName(key.name, in: key.parent) }
+            return nil
+        }, context) == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<Work>.fromOpaque(context).release()
+        }
     }
 
     /// Runs `body` for request `req`, telling long copies within it whether the caller has

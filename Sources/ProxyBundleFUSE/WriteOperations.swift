@@ -12,9 +12,6 @@ import ProxyBundleCore
 enum WriteOperations {
     static func install(_ ops: inout fuse_lowlevel_ops) {
         ops.create = { req, parent, name, mode, info in
-            let server = FuseServer.of(req)  // the reply frees the request
-            var absent: [(parent: NodeID, name: [UInt8])] = []
-            defer { server?.forget(absent) }
             FuseServer.handle(req, "create", node: parent, name: name) { server throws(Errno) in
                 guard let req, let info else { throw Errno.invalid }
                 if pb_request_makes_tmpfile() != 0 {
@@ -30,7 +27,6 @@ enum WriteOperations {
                 }
                 let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
                                                      in: parent, owner: server.owner(req))
-                absent = server.expireAbsentSpellings(of: bytes(name), in: parent)
                 info.pointee.fh = UInt64(made.fd ?? -1)
                 if let fd = made.fd { try server.serve(made.entry.node, openAs: fd, identity: nil, info) }
                 return .created(server.entryParameters(made.entry), info)
@@ -46,14 +42,9 @@ enum WriteOperations {
             WriteOperations.make(req, "symlink", .symlink(target: bytes(target)), name, parent)
         }
         ops.link = { req, node, parent, name in
-            let server = FuseServer.of(req)  // the reply frees the request
-            var absent: [(parent: NodeID, name: [UInt8])] = []
-            defer { server?.forget(absent) }
             FuseServer.handle(req, "link", node: parent, name: name) { server throws(Errno) in
                 try server.refuseWhenReadOnly()
-                let made = try server.overlay.link(node, as: bytes(name), in: parent)
-                absent = server.expireAbsentSpellings(of: bytes(name), in: parent)
-                return .entry(server.entryParameters(made))
+                return .entry(server.entryParameters(try server.overlay.link(node, as: bytes(name), in: parent)))
             }
         }
         ops.unlink = { req, parent, name in
@@ -71,16 +62,12 @@ enum WriteOperations {
             }
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
-            let server = FuseServer.of(req)  // the reply frees the request
-            var absent: [(parent: NodeID, name: [UInt8])] = []
-            defer { server?.forget(absent) }
             FuseServer.handle(req, "rename", node: parent, name: name) { server throws(Errno) in
                 try server.refuseWhenReadOnly()
                 // a directory materialized on the way may take long: the caller's signal stops it
                 try server.interruptible(req) { () throws(Errno) in
                     try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
                 }
-                absent = server.expireAbsentSpellings(of: bytes(newName), in: newParent)
                 return .ok
             }
         }
@@ -195,14 +182,10 @@ enum WriteOperations {
 
     static func make(_ req: fuse_req_t?, _ operation: StaticString, _ entry: Overlay.NewEntry,
                      _ name: UnsafePointer<CChar>?, _ parent: fuse_ino_t) {
-        let server = FuseServer.of(req)  // the reply frees the request
-        var absent: [(parent: NodeID, name: [UInt8])] = []
-        defer { server?.forget(absent) }
         FuseServer.handle(req, operation, node: parent, name: name) { server throws(Errno) in
             guard let req else { throw Errno.invalid }
             try server.refuseWhenReadOnly()
             let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.owner(req))
-            absent = server.expireAbsentSpellings(of: bytes(name), in: parent)
             return .entry(server.entryParameters(made.entry))
         }
     }

@@ -259,5 +259,35 @@ final class CaseFoldSpellingsTests: XCTestCase {
         XCTAssertEqual(mkdir(fx.inMount("data/Other"), 0o755), 0)
         XCTAssertEqual(Disk.lstat(fx.inMount("DATA/OTHER")).map { $0.st_mode & S_IFMT }, S_IFDIR)
     }
+
+    /// A rename or a removal through one spelling takes every other spelling of the old name
+    /// with it: none still leads to the entry, in the daemon or in the kernel.
+    func testOtherSpellingsOfAMovedOrRemovedNameLeadNowhere() throws {
+        try fx.start(["-o", "casefold"])
+        try Disk.write(fx.inMount("FOO"), "foo")
+        XCTAssertNotNil(Disk.lstat(fx.inMount("foo")))
+        XCTAssertEqual(rename(fx.inMount("FOO"), fx.inMount("baz")), 0)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("foo")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Foo")), ENOENT)
+        let made = open(fx.inMount("foo"), O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        XCTAssertGreaterThanOrEqual(made, 0, "foo is free again")
+        close(made)
+        XCTAssertEqual(try Disk.read(fx.inMount("BAZ")), "foo")
+
+        XCTAssertEqual(mkdir(fx.inMount("DIR"), 0o755), 0)
+        try Disk.write(fx.inMount("DIR/x"), "x")
+        XCTAssertEqual(try Disk.read(fx.inMount("dir/x")), "x")
+        XCTAssertEqual(rename(fx.inMount("DIR"), fx.inMount("other")), 0)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("dir")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("dir/x")), ENOENT)
+        XCTAssertEqual(try Disk.read(fx.inMount("OTHER/X")), "x")
+
+        try Disk.write(fx.inMount("Data/Gone.txt"), "gone")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATA/GONE.TXT")), "gone")
+        XCTAssertEqual(unlink(fx.inMount("data/gone.txt")), 0)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("DATA/GONE.TXT")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("Data/Gone.txt")), ENOENT)
+        XCTAssertEqual(try Disk.list(fx.mountpoint).filter { $0 != "Data" }.sorted(), ["baz", "foo", "other"])
+    }
 }
 

@@ -159,19 +159,20 @@ extension Overlay {
     /// substitution for `Data`). After every change, every node is therefore resolved again at
     /// its next use, and the directories' descriptors are dropped: one pass over the node table
     /// per change, and nothing at all without folding. The kernel is told to forget what it
-    /// keeps of the other spellings of the directories `changed` (their attributes and listings).
-    func forgetOtherSpellings(changed: [NodeID] = []) {
+    /// keeps of the other spellings of the directories `changed` (their attributes and
+    /// listings), and the names `made` (no longer missing in any spelling) and `gone` (whose
+    /// other spellings, other names of one node, no longer lead to it) name.
+    func forgetOtherSpellings(changed: [NodeID] = [], made: [(parent: NodeID, name: [UInt8])] = [],
+                              gone: [(parent: NodeID, name: [UInt8])] = []) {
         guard layers.foldsNames else { return }
+        var names: [NodeTable.ChildKey] = []
+        for (parent, name) in made { names += nodes.takeAbsentSpellings(of: name, in: parent) }
+        for (parent, name) in gone { names += nodes.takeOtherSpellings(of: name, in: parent, keeping: made.first) }
         nodes.markStale(under: rootNodeID)
         directories.removeAll()
         let others = changed.flatMap(nodes.otherSpellings)
-        if !others.isEmpty { otherSpellingsChanged.withLock { $0 }?(others) }
+        guard !others.isEmpty || !names.isEmpty else { return }
+        spellingsChanged.withLock { $0 }?(others, names.map { ($0.parent, $0.name) })
     }
 
-    /// Where names fold, after `name` was made in `parent`: the absences remembered of its
-    /// other spellings there and in the directory's other spellings, taken out (the FUSE
-    /// server tells the kernel to forget them).
-    public func takeAbsentSpellings(of name: [UInt8], in parent: NodeID) -> [(parent: NodeID, name: [UInt8])] {
-        nodes.takeAbsentSpellings(of: name, in: parent).map { ($0.parent, $0.name) }
-    }
 }

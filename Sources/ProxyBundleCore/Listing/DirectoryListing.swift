@@ -91,16 +91,21 @@ extension Overlay {
         merge(read, placement, into: &list)
     }
 
-    /// The same for the directory open as `directories`, read through those descriptors as its
-    /// lookups are (opened again for reading relative to each: no walk from the layer's root,
-    /// which with a thousand layers was most of a listing's cost); a layer that had no such
-    /// directory when they were opened holds nothing of it until an invalidation, as for its
-    /// lookups. What was read tells the directory's names, by layer, to its lookups.
+    /// The same for the directory open as `directories`, read by its path like every read (a
+    /// directory moved away behind the daemon's back is never followed); where the directory
+    /// was opened in the layers its parent's names said hold it, in those only: with thousands
+    /// of layers, the others would cost a failed open each. What was read tells the
+    /// directory's names, by layer, to its lookups (and, where names fold, how each layer
+    /// spells them).
     private func mergeEntries(_ path: LayerPath, _ directories: DirectoryDescriptors, into list: inout EntryList) throws(Errno) {
         let stack = layers
         var read: [EntryList] = []
         for index in stack.indices(of: directories.placement) {
-            read.append(try directories.entries(in: index, of: stack[index]))
+            let entries = directories.isFiltered && directories[index] < 0 ? EntryList() : try absentAsNil {
+                () throws(Errno) -> EntryList in try stack[index].entries(path)
+            } ?? EntryList()
+            directories.learnSpellings(entries, in: index)
+            read.append(entries)
         }
         directories.known?.learn(read, first: Int(directories.placement.top), present: directories.present.count)
         merge(read, directories.placement, into: &list)

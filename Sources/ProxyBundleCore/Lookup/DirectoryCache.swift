@@ -91,12 +91,11 @@ final class DirectoryDescriptors: Sendable {
         self[Int(placement.top)] >= 0 && self[Int(placement.bottom)] >= 0
     }
 
-    /// The entries of the directory in layer `index` (which is `layer`); none if it was not
-    /// there when opened. A method for the same reason as `attributes(in:)`.
-    func entries(in index: Int, of layer: Layer) throws(Errno) -> EntryList {
-        let fd = self[index]
-        guard fd >= 0 else { return EntryList() }
-        return try absentAsNil { () throws(Errno) -> EntryList in try layer.entries(ofDirectory: fd) } ?? EntryList()
+    /// Where names fold: the entries of the directory in layer `index`, read for a listing,
+    /// are how that layer spells its names (its lookups need not read them again).
+    func learnSpellings(_ list: EntryList, in index: Int) {
+        guard foldsNames, self[index] >= 0 else { return }
+        layers[index].spellings?.learn(list, in: spelledPaths[index])
     }
 
     /// The attributes of the directory in layer `index`; nil if it was not there when opened.
@@ -114,12 +113,12 @@ final class DirectoryDescriptors: Sendable {
 /// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
 /// since directories may have been replaced on disk, and when full.
 ///
-/// Only reads of names and attributes use them: lookups, listings, the checks before a
-/// change, a directory's own attributes, and the extended attributes of its entries. A
-/// directory moved away behind the daemon's back (even out of its layer) is still looked in
-/// and listed until the next invalidation, as a local file system serves a directory a
-/// process has open; everything that opens, reads or changes an entry goes by its path from
-/// the layer's root, so it never follows such a move.
+/// Only reads of names and attributes use them: lookups, the checks before a change, a
+/// directory's own attributes, and the extended attributes of its entries. A directory moved
+/// away behind the daemon's back (even out of its layer) is still looked in until the next
+/// invalidation, as a local file system serves a directory a process has open; everything
+/// that opens, reads or changes an entry goes by its path from the layer's root, so it never
+/// follows such a move.
 final class DirectoryCache: Sendable {
     private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
     /// Told of every directory opened here, before any name is resolved in it.

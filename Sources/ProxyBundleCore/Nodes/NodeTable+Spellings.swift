@@ -49,6 +49,25 @@ extension NodeTable {
         }
     }
 
+    /// Takes out every other name, in `parent` or another spelling of it, that folds as `name`
+    /// does (an entry's other spellings: a file's other names, a directory's other nodes),
+    /// but `keeping`, and returns them: `name` was just removed or renamed, and they would
+    /// still lead to what it led to.
+    func takeOtherSpellings(of name: [UInt8], in parent: NodeID, keeping kept: (parent: NodeID, name: [UInt8])?) -> [ChildKey] {
+        guard foldsNames else { return [] }
+        let parents = Set([parent] + otherSpellings(of: parent))
+        let key = CaseFold.key(name)
+        return state.withLock { s in
+            let others = s.childKeys(in: { parents.contains($0) }).filter { other in
+                !(other.parent == parent && other.name == name) && !(other.parent == kept?.parent && other.name == kept?.name)
+                    && CaseFold.key(other.name) == key
+            }
+            for other in others { NodeTable.unlink(other, from: &s) }
+            if !others.isEmpty { s.version &+= 1 }
+            return others
+        }
+    }
+
     /// Takes out the names remembered as missing from `parent`, and from its other spellings,
     /// that fold as `name` does, and returns them: made now, they exist (the kernel may
     /// remember them missing too).

@@ -79,7 +79,7 @@ extension Overlay {
         let id = nodes.remember(parent: parent, name: name, placement: placement, kind: NodeTable.kind(of: made.st_mode),
                                 identity: UInt64(made.st_ino), resolvedAt: nil, in: view.generation)
         if let fd { nodes.opened(id, fd: fd) }
-        forgetOtherSpellings(changed: [parent])
+        forgetOtherSpellings(changed: [parent], made: [(parent, name)])
         return (Entry(node: id, attributes: made), fd)
     }
 
@@ -231,7 +231,7 @@ extension Overlay {
         directories.added(name, in: newParent)
         // the new name is the same node: the kernel then keeps one inode for both names
         nodes.addAlias(node, parent: newParent, name: name)
-        forgetOtherSpellings(changed: [newParent])
+        forgetOtherSpellings(changed: [newParent], made: [(newParent, name)])
         return Entry(node: node, attributes: try attributes(of: node))
     }
 }

@@ -59,7 +59,7 @@ extension Overlay {
         }
         directories.added(newName, in: newParent)
         nodes.move(parent: parent, name: name, to: newParent, newName, keeping: replaced)
-        forgetOtherSpellings(changed: [parent, newParent])
+        forgetOtherSpellings(changed: [parent, newParent], made: [(newParent, newName)], gone: [(parent, name)])
     }
 
     /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`

@@ -204,16 +204,6 @@ public final class Layer: Sendable {
         return try Layer.entries(of: fd)
     }
 
-    /// The same for the directory of this layer open (O_PATH will do) as `dirfd`: opened
-    /// again for reading relative to itself, with no walk from the root.
-    func entries(ofDirectory dirfd: Int32) throws(Errno) -> EntryList {
-        let fd = try Layer.open(flags: O_RDONLY | pb_O_DIRECTORY | O_CLOEXEC, preservingAccessTime: preservesAccessTimes) {
-            (flags: Int32) throws(Errno) -> Int32 in try Sys.check { openat(dirfd, ".", flags) }
-        }
-        defer { Sys.close(fd) }
-        return try Layer.entries(of: fd)
-    }
-
     /// The entries of the directory open for reading as `fd`.
     private static func entries(of fd: Int32) throws(Errno) -> EntryList {
         var result = try Sys.entries(of: fd)

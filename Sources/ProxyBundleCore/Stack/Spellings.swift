@@ -49,6 +49,30 @@ public final class Spellings: Sendable {
         return Spellings.table(of: fd)?[CaseFold.key(name)]
     }
 
+    /// Keeps the table of `dir` (spelled as the layer spells it) from its entries `list`, read
+    /// for a listing: its lookups then need not read the directory again.
+    func learn(_ list: EntryList, in dir: LayerPath) {
+        guard keeps, tables.withLock({ $0[dir] == nil }) else { return }
+        var table: [[UInt8]: [UInt8]] = [:]
+        table.reserveCapacity(list.entries.count)
+        list.withNames { names in
+            for entry in list.entries {
+                Spellings.add(Array(names.name(entry)), to: &table)
+            }
+        }
+        tables.withLock { tables in
+            if tables.count >= Spellings.limit { tables.removeAll(keepingCapacity: true) }
+            tables[dir] = table
+        }
+    }
+
+    /// Adds `spelling` to `table`, where it is its key's first spelling in byte order.
+    private static func add(_ spelling: [UInt8], to table: inout [[UInt8]: [UInt8]]) {
+        let key = CaseFold.key(spelling)
+        if let known = table[key], !spelling.lexicographicallyPrecedes(known) { return }
+        table[key] = spelling
+    }
+
     /// Forgets every table read: the layer may have changed on disk.
     func forget() {
         tables.withLock { $0.removeAll() }
@@ -64,10 +88,7 @@ public final class Spellings: Sendable {
             Sys.withName(entry) { name, length in
                 let bytes = UnsafeRawBufferPointer(start: name, count: length)
                 if length <= 2 && bytes.allSatisfy({ $0 == 0x2E }) { return }
-                let spelling = Array(bytes)
-                let key = CaseFold.key(spelling)
-                if let known = table[key], !spelling.lexicographicallyPrecedes(known) { return }
-                table[key] = spelling
+                add(Array(bytes), to: &table)
             }
         }
         return read == nil ? nil : table
