@@ -88,7 +88,7 @@ extension Overlay {
         for index in stack.indices(of: placement) {
             read.append(try absentAsNil { () throws(Errno) -> EntryList in try stack[index].entries(path) } ?? EntryList())
         }
-        merge(read, placement, into: &list)
+        merge(read, placement, keys: stack.foldsNames ? read.map(Overlay.foldedKeys) : [], into: &list)
     }
 
     /// The same for the directory open as `directories`, read by its path like every read (a
@@ -104,18 +104,25 @@ extension Overlay {
             let entries = directories.isFiltered && directories[index] < 0 ? EntryList() : try absentAsNil {
                 () throws(Errno) -> EntryList in try stack[index].entries(path)
             } ?? EntryList()
-            directories.learnSpellings(entries, in: index)
             read.append(entries)
         }
+        // where names fold, each name's key, once for both uses
+        let keys = stack.foldsNames ? read.map(Overlay.foldedKeys) : []
+        for (offset, entries) in read.enumerated() where !keys.isEmpty {
+            directories.learnSpellings(entries, keys: keys[offset], in: Int(directories.placement.top) + offset)
+        }
         directories.known?.learn(read, first: Int(directories.placement.top), present: directories.present.count)
-        merge(read, directories.placement, into: &list)
+        merge(read, directories.placement, keys: keys, into: &list)
     }
 
     /// Merges `read`, the entries of each layer of `placement` top first, into `list`.
-    private func merge(_ read: [EntryList], _ placement: Placement, into list: inout EntryList) {
+    /// Where names fold, `keys` holds the key of each name read (see `foldedKeys`).
+    private func merge(_ read: [EntryList], _ placement: Placement, keys: [[[UInt8]]], into list: inout EntryList) {
         let stack = layers
         let numbers = shownInodes()
-        if stack.foldsNames { return Overlay.mergeFolded(read, first: Int(placement.top), of: stack, numbers, into: &list) }
+        if stack.foldsNames {
+            return Overlay.mergeFolded(read, keys: keys, first: Int(placement.top), of: stack, numbers, into: &list)
+        }
         list.reserve(read.reduce(0) { $0 + $1.entries.count }, nameBytes: read.reduce(0) { $0 + $1.nameBytes })
         // names shown or whited out by the layers merged so far: none below shows them
         var taken = NameSet(capacity: read.dropLast().reduce(0) { $0 + $1.entries.count })
@@ -156,21 +163,34 @@ extension Overlay {
         }
     }
 
+    /// The key of each name of `list` (see `CaseFold`), in its order; a name that is its own
+    /// key (lower-case ASCII, nearly all) shares its array with it.
+    static func foldedKeys(_ list: EntryList) -> [[UInt8]] {
+        list.withNames { names in
+            list.entries.map { entry in
+                let name = Array(names.name(entry))
+                return CaseFold.keyIfDifferent(name) ?? name
+            }
+        }
+    }
+
     /// `merge` where names fold (`-o casefold`, see `FoldedMerge` for the rules): names of one
     /// key are one entry, which the highest layer holding any spelling of it shows with its
     /// spelling; in a layer, the first spelling in byte order serves (a whiteout device too,
-    /// which then hides the key); a `.wh.` file hides every spelling below.
-    private static func mergeFolded(_ read: [EntryList], first: Int, of stack: LayerStack, _ numbers: ShownInodes,
-                                    into list: inout EntryList) {
+    /// which then hides the key); a `.wh.` file hides every spelling below. `keys` are each
+    /// layer's keys (`foldedKeys`).
+    private static func mergeFolded(_ read: [EntryList], keys: [[[UInt8]]], first: Int, of stack: LayerStack,
+                                    _ numbers: ShownInodes, into list: inout EntryList) {
         var taken = Set<[UInt8]>()
         for (offset, layerList) in read.enumerated() {
             let layer = first + offset
             let device = stack[layer].device
+            let layerKeys = keys[offset]
             let opaque = layerList.withNames { names -> Bool in
                 var opaque = false
                 var hidden: [[UInt8]] = []
-                var keys = [[UInt8]?](repeating: nil, count: layerList.entries.count)
                 var serving: [[UInt8]: Int] = [:]
+                serving.reserveCapacity(layerList.entries.count)
                 for (index, entry) in layerList.entries.enumerated() {
                     let name = names.name(entry)
                     if !entry.isWhiteoutDevice && Whiteout.hasPrefix(name) {
@@ -181,18 +201,20 @@ extension Overlay {
                         }
                         continue
                     }
-                    let key = CaseFold.key(name)
-                    keys[index] = key
+                    let key = layerKeys[index]
                     if let known = serving[key], !name.lexicographicallyPrecedes(names.name(layerList.entries[known])) { continue }
                     serving[key] = index
                 }
-                for (index, entry) in layerList.entries.enumerated() {
-                    guard let key = keys[index], serving[key] == index, !entry.isWhiteoutDevice, !taken.contains(key) else { continue }
+                for (index, entry) in layerList.entries.enumerated() where !entry.isWhiteoutDevice {
+                    let key = layerKeys[index]
+                    guard serving[key] == index, !taken.contains(key) else { continue }
                     list.append(names.name(entry), type: entry.type,
                                 inode: UInt64(numbers.number(ino_t(entry.inode), device: device)), layer: layer)
                 }
-                taken.formUnion(serving.keys)
-                taken.formUnion(hidden)
+                if offset < read.count - 1 {
+                    taken.formUnion(serving.keys)
+                    taken.formUnion(hidden)
+                }
                 return opaque
             }
             if opaque { break }

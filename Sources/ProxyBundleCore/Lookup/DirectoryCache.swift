@@ -93,9 +93,9 @@ final class DirectoryDescriptors: Sendable {
 
     /// Where names fold: the entries of the directory in layer `index`, read for a listing,
     /// are how that layer spells its names (its lookups need not read them again).
-    func learnSpellings(_ list: EntryList, in index: Int) {
+    func learnSpellings(_ list: EntryList, keys: [[UInt8]], in index: Int) {
         guard foldsNames, self[index] >= 0 else { return }
-        layers[index].spellings?.learn(list, in: spelledPaths[index])
+        layers[index].spellings?.learn(list, keys: keys, in: spelledPaths[index])
     }
 
     /// The attributes of the directory in layer `index`; nil if it was not there when opened.

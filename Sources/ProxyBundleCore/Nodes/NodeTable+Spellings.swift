@@ -7,7 +7,7 @@
 extension NodeTable {
     /// What the spellings of one name share: its directory's standing node and its folded name.
     static func foldedKey(parent: NodeID, name: [UInt8], in s: State) -> ChildKey {
-        ChildKey(parent: s.canonical[parent] ?? parent, name: CaseFold.key(name))
+        ChildKey(parent: s.canonical[parent] ?? parent, name: CaseFold.keyIfDifferent(name) ?? name)
     }
 
     /// The node that stands for the spellings `folded` of an entry of kind `kind`, if the

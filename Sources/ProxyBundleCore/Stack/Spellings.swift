@@ -30,14 +30,14 @@ public final class Spellings: Sendable {
     /// directory holds no spelling of it.
     func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
         if keeps {
-            if let table = tables.withLock({ $0[dir] }) { return table[CaseFold.key(name)] }
+            if let table = tables.withLock({ $0[dir] }) { return table[CaseFold.keyIfDifferent(name) ?? name] }
             let fd = open()
             guard fd >= 0, let table = Spellings.table(of: fd) else { return nil }
             tables.withLock { tables in
                 if tables.count >= Spellings.limit { tables.removeAll(keepingCapacity: true) }
                 tables[dir] = table
             }
-            return table[CaseFold.key(name)]
+            return table[CaseFold.keyIfDifferent(name) ?? name]
         }
         let fd = open()
         guard fd >= 0 else { return nil }
@@ -46,18 +46,22 @@ public final class Spellings: Sendable {
             return fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0
         }
         if exists { return name }
-        return Spellings.table(of: fd)?[CaseFold.key(name)]
+        return Spellings.table(of: fd)?[CaseFold.keyIfDifferent(name) ?? name]
     }
 
-    /// Keeps the table of `dir` (spelled as the layer spells it) from its entries `list`, read
-    /// for a listing: its lookups then need not read the directory again.
-    func learn(_ list: EntryList, in dir: LayerPath) {
+    /// Keeps the table of `dir` (spelled as the layer spells it) from its entries `list` and
+    /// their `keys`, read for a listing: its lookups then need not read the directory again. A
+    /// name that is its own key shares one array with it.
+    func learn(_ list: EntryList, keys: [[UInt8]], in dir: LayerPath) {
         guard keeps, tables.withLock({ $0[dir] == nil }) else { return }
         var table: [[UInt8]: [UInt8]] = [:]
         table.reserveCapacity(list.entries.count)
         list.withNames { names in
-            for entry in list.entries {
-                Spellings.add(Array(names.name(entry)), to: &table)
+            for (index, entry) in list.entries.enumerated() {
+                let key = keys[index]
+                let name = names.name(entry)
+                if let known = table[key], !name.lexicographicallyPrecedes(known) { continue }
+                table[key] = name.elementsEqual(key) ? key : Array(name)
             }
         }
         tables.withLock { tables in
@@ -68,7 +72,7 @@ public final class Spellings: Sendable {
 
     /// Adds `spelling` to `table`, where it is its key's first spelling in byte order.
     private static func add(_ spelling: [UInt8], to table: inout [[UInt8]: [UInt8]]) {
-        let key = CaseFold.key(spelling)
+        let key = CaseFold.keyIfDifferent(spelling) ?? spelling
         if let known = table[key], !spelling.lexicographicallyPrecedes(known) { return }
         table[key] = spelling
     }
