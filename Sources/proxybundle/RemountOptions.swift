@@ -102,6 +102,7 @@ struct RemountOptions {
         case ("transport", let v?): return v == "auto" || v == present.mount.stat("transport")
         case ("watch", nil), ("nowatch", nil): return present.mount.stat("watch") == (key == "watch" ? "on" : "off")
         case ("acl", nil), ("noacl", nil): return started.map { $0.acl == (key == "acl") } ?? false
+        case ("casefold", nil), ("nocasefold", nil): return present.mount.foldsNames == (key == "casefold")
         case ("nocache", nil): return started.map { $0.timeouts == .none } ?? false
         case ("max_threads", let v?): return started.map { String($0.maxThreads) == v } ?? false
         case ("spin", let v?): return started.map { String($0.spin) == v } ?? false

@@ -183,6 +183,7 @@ final class RemountTests: XCTestCase {
             (["-o", "ro,="], "unknown mount option '='"),
             (["-o", "ro,entry_timeout=soon"], "entry_timeout takes a number of seconds, not 'soon'"),
             (["-o", "ro,acl"], "mount option 'acl' cannot change on a live mount"),
+            (["-o", "ro,casefold"], "mount option 'casefold' cannot change on a live mount"),
             (["-o", "ro,substitution=/elsewhere"], "mount option 'substitution=/elsewhere' cannot change"),
             (["-o", "ro,patches=\(fx.root)"], "proxybundle layers \(fx.mountpoint) --set"),
             (["-o", "ro,max_threads=3"], "mount option 'max_threads=3' cannot change"),
@@ -204,7 +205,8 @@ final class RemountTests: XCTestCase {
         XCTAssertEqual(Probe.writeError("ro,bogus=1", to: fx.inMount(".remount")), EINVAL)
         XCTAssertEqual(try Disk.read(fx.inMount(".remount")), state)
         // what the mount has is accepted
-        let same = try proxybundle(["remount", fx.mountpoint, "-o", "substitution=\(fx.substitution),noacl,transport=auto,nosuid"])
+        let same = try proxybundle(["remount", fx.mountpoint, "-o",
+                                    "substitution=\(fx.substitution),noacl,nocasefold,transport=auto,nosuid"])
         XCTAssertEqual(same.status, 0, same.error)
     }
 
