@@ -170,6 +170,8 @@ extension Overlay {
         for (parent, name) in gone { names += nodes.takeOtherSpellings(of: name, in: parent, keeping: made.first) }
         nodes.markStale(under: rootNodeID)
         directories.removeAll()
+        // what the substitution holds changed: its spellings are read again
+        layers.substitution?.layer.spellings?.forget()
         let others = changed.flatMap(nodes.otherSpellings)
         guard !others.isEmpty || !names.isEmpty else { return }
         spellingsChanged.withLock { $0 }?(others, names.map { ($0.parent, $0.name) })

@@ -72,6 +72,7 @@ extension Overlay {
         guard linked != nil else { throw Errno.noEntry }
         directories.added(name, in: newParent)
         nodes.addAlias(node, parent: newParent, name: name)
+        forgetOtherSpellings(changed: [newParent], made: [(newParent, name)])
         return true
     }
 

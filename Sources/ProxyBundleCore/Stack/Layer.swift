@@ -60,7 +60,7 @@ public final class Layer: Sendable {
     public init(path: RawPath, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = [],
                 keepsPath: Bool = false, foldsNames: Bool = false) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
-        spellings = foldsNames ? Spellings(keeps: preservesAccessTimes) : nil
+        spellings = foldsNames ? Spellings() : nil
         self.accessTimes = accessTimes
         self.path = path
         let fd = try Sys.check { path.withCString { Glibc.open($0, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) } }

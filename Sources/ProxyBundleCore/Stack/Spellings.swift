@@ -9,51 +9,50 @@ import CSyscalls
 /// `data/rock.dds` where that is what the layer holds. Of two spellings of one name in one
 /// directory, the first in byte order serves (see `FoldedMerge`).
 ///
-/// A read-only layer's directories are read once each, into a table from each name's key to
-/// its spelling, kept until an invalidation (like every cached answer). The substitution, which
-/// the daemon itself changes, is asked each time: the name as given if it is there (the daemon
-/// never makes a second spelling of a name there), else the directory is read.
+/// A directory is read once, into a table from each name's key to its spelling, kept until an
+/// invalidation (like every cached answer); the substitution's tables are forgotten at every
+/// change made through the mount too (see `Overlay.forgetOtherSpellings`).
 public final class Spellings: Sendable {
-    /// Whether tables of names read are kept (a read-only layer's).
-    let keeps: Bool
-    private let tables = Locked<[LayerPath: [[UInt8]: [UInt8]]]>([:])
+    private struct State {
+        var tables: [LayerPath: [[UInt8]: [UInt8]]] = [:]
+        /// Bumped when the tables are forgotten: a table read before is not kept.
+        var generation: UInt64 = 0
+    }
+    private let state = Locked(State())
     /// Directories whose tables are kept before all are dropped: about 64 MB of names at most
     /// for directories of a thousand names.
     static let limit = 4096
 
-    init(keeps: Bool) {
-        self.keeps = keeps
-    }
+    init() {}
 
     /// The layer's spelling of `name` in its directory `dir` (spelled as the layer spells it),
     /// open as `open()` gives it (an O_PATH descriptor the caller keeps, or -1); nil when the
     /// directory holds no spelling of it.
     func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
-        if keeps {
-            if let table = tables.withLock({ $0[dir] }) { return table[CaseFold.keyIfDifferent(name) ?? name] }
-            let fd = open()
-            guard fd >= 0, let table = Spellings.table(of: fd) else { return nil }
-            tables.withLock { tables in
-                if tables.count >= Spellings.limit { tables.removeAll(keepingCapacity: true) }
-                tables[dir] = table
-            }
-            return table[CaseFold.keyIfDifferent(name) ?? name]
-        }
+        let key = CaseFold.keyIfDifferent(name) ?? name
+        let (known, generation) = state.withLock { ($0.tables[dir], $0.generation) }
+        if let known { return known[key] }
         let fd = open()
-        guard fd >= 0 else { return nil }
-        let exists = name.withCStringCopy { p -> Bool in
-            var st = stat()
-            return fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0
+        guard fd >= 0, let table = Spellings.table(of: fd) else { return nil }
+        keep(table, for: dir, readIn: generation)
+        return table[key]
+    }
+
+    /// Keeps `table` as `dir`'s, unless the tables were forgotten since it was read.
+    private func keep(_ table: [[UInt8]: [UInt8]], for dir: LayerPath, readIn generation: UInt64) {
+        state.withLock { s in
+            guard s.generation == generation else { return }
+            if s.tables.count >= Spellings.limit { s.tables.removeAll(keepingCapacity: true) }
+            s.tables[dir] = table
         }
-        if exists { return name }
-        return Spellings.table(of: fd)?[CaseFold.keyIfDifferent(name) ?? name]
     }
 
     /// Keeps the table of `dir` (spelled as the layer spells it) from its entries `list` and
     /// their `keys`, read for a listing: its lookups then need not read the directory again. A
     /// name that is its own key shares one array with it.
     func learn(_ list: EntryList, keys: [[UInt8]], in dir: LayerPath) {
-        guard keeps, tables.withLock({ $0[dir] == nil }) else { return }
+        let (known, generation) = state.withLock { ($0.tables[dir] != nil, $0.generation) }
+        guard !known else { return }
         var table: [[UInt8]: [UInt8]] = [:]
         table.reserveCapacity(list.entries.count)
         list.withNames { names in
@@ -64,10 +63,7 @@ public final class Spellings: Sendable {
                 table[key] = name.elementsEqual(key) ? key : Array(name)
             }
         }
-        tables.withLock { tables in
-            if tables.count >= Spellings.limit { tables.removeAll(keepingCapacity: true) }
-            tables[dir] = table
-        }
+        keep(table, for: dir, readIn: generation)
     }
 
     /// Adds `spelling` to `table`, where it is its key's first spelling in byte order.
@@ -77,9 +73,12 @@ public final class Spellings: Sendable {
         table[key] = spelling
     }
 
-    /// Forgets every table read: the layer may have changed on disk.
+    /// Forgets every table read: the layer may have changed.
     func forget() {
-        tables.withLock { $0.removeAll() }
+        state.withLock { s in
+            s.tables.removeAll()
+            s.generation &+= 1
+        }
     }
 
     /// From each key of the names in the directory open as `fd`, the first of its spellings in
