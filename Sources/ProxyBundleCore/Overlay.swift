@@ -354,6 +354,7 @@ public final class Overlay: Sendable {
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
         pinView(); defer { unpinView() }
+        if let opened = try openRemovedFile(node, flags: flags) { return opened }
         var location: NodeTable.Location
         do {
             location = try locate(node)
