@@ -359,6 +359,7 @@ public final class Overlay: Sendable {
     /// copies it up first.
     public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
         pinView(); defer { unpinView() }
+        if let opened = try openRemovedFile(node, flags: flags) { return opened }
         var location: NodeTable.Location
         do {
             location = try locate(node)
@@ -427,8 +428,7 @@ public final class Overlay: Sendable {
 
     /// The kernel closed its last use of `fd`, opened by `openFile` or `create` for `node`.
     public func release(_ node: NodeID, fd: Int32) {
-        nodes.closed(node, fd: fd)
-        Sys.close(fd)
+        if nodes.closed(node, fd: fd) { nodes.closer.close(fd) } else { Sys.close(fd) }
     }
 
     /// The attributes of an open file, through its descriptor (also after its name was removed).

@@ -59,6 +59,8 @@ enum Daemon {
             }
             _ = chdir("/")
             let status = session.run(maxThreads: plan.options.maxThreads, spinMicroseconds: plan.options.spin)
+            // the next mount of the substitution need not wait for the rest of the exit
+            claim?.release()
             logger.info("unmounted \(plan.mountpoint)")
             return status
         } catch {

@@ -12,14 +12,17 @@ import Glibc
 enum WriterLock {
     /// Takes the lock on `substitution` and returns the descriptor that holds it (kept open
     /// for the daemon's life), or fails with a line naming the mount that holds it. A lock no
-    /// mount holds any more is waited for, up to `patience` seconds: a daemon whose mount was
-    /// just taken away (`umount` returns before the daemon has exited) lets go as it exits.
+    /// mount holds any more is waited for (unless `patience` is 0): the daemon of a mount just
+    /// taken away (`umount` returns before the daemon has exited) lets go as it exits, which
+    /// is waited for as such, up to `ExitingWriter.patience` seconds; any other holder, up to
+    /// `patience` seconds.
     static func acquire(_ substitution: RawPath, patience: Double = 2) throws(Failure) -> Int32 {
         let fd = substitution.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
             throw Failure("substitution directory \(substitution) cannot be opened: \(Paths.describe(errno))")
         }
         var waits = Int(patience * 100)
+        let exitDeadline = time(nil) + Int(ExitingWriter.patience)
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let error = errno
             if error == EINTR { continue }
@@ -27,7 +30,20 @@ enum WriterLock {
                 close(fd)
                 throw Failure("substitution directory \(substitution) cannot be locked: \(Paths.describe(error))")
             }
-            guard waits > 0, writer(of: substitution) == nil else {
+            guard patience > 0, writer(of: substitution) == nil else {
+                close(fd)
+                throw Failure(heldMessage(substitution))
+            }
+            if let exiting = ExitingWriter.holding(fd) {
+                let left = Int32(clamping: exitDeadline - time(nil))
+                guard left > 0, exiting.waitForExitOrMountChange(seconds: left) else {
+                    close(fd)
+                    throw Failure("substitution directory \(substitution) is still held by daemon \(exiting.pid) of an "
+                                  + "earlier mount, which has not exited after \(ExitingWriter.patience) seconds")
+                }
+                continue
+            }
+            guard waits > 0 else {
                 close(fd)
                 throw Failure(heldMessage(substitution))
             }
@@ -77,6 +93,16 @@ final class WriterClaim: Sendable {
     func take(patience: Double = 2) throws(Failure) {
         try descriptor.withLock { (fd: inout Int32) throws(Failure) in
             if fd < 0 { fd = try WriterLock.acquire(substitution, patience: patience) }
+        }
+    }
+
+    /// Lets go of the lock once the daemon writes nothing more (its requests all answered and
+    /// its work directory removed): before its exit closes the rest of its descriptors, whose
+    /// last close can take long (a large removed file is freed then).
+    func release() {
+        descriptor.withLock { (fd: inout Int32) in
+            if fd >= 0 { close(fd) }
+            fd = -1
         }
     }
 }

@@ -6,13 +6,14 @@ import XCTest
 /// re-exports use) keep opening the file they were taken on for as long as the mount lives:
 /// after it is renamed, hard-linked, copied up, and after the kernel has dropped it from its
 /// caches (the daemon then answers a lookup of "." by node ID) or `.invalidate` was written. A
-/// removed file's handle answers ESTALE. A directory's handle reconnects to its path (the
+/// removed file's handle answers ESTALE, unless the file is still open (then it opens it, as
+/// xfstests' generic/467 checks). A directory's handle reconnects to its path (the
 /// kernel looks up ".." for each ancestor). Compared with kernel overlayfs mounted
 /// `nfs_export=on,index=on` on the same main bundle.
 final class FileHandleTests: XCTestCase {
     /// The main bundle every test starts with.
     private func makeMain(_ fx: MountFixture) throws {
-        for name in ["renamed", "linked", "copied", "removed", "kept"] {
+        for name in ["renamed", "linked", "copied", "removed", "kept", "held"] {
             try Disk.write(fx.inMain(name + ".txt"), name)
         }
         try Disk.write(fx.inMain("dir/sub/leaf.txt"), "leaf")
@@ -23,9 +24,15 @@ final class FileHandleTests: XCTestCase {
     /// `invalidate` (then dropped again).
     private func exercise(_ root: String, invalidate: () throws -> Void) throws -> [String] {
         try Disk.write(root + "/made.txt", "made")
-        let names = ["renamed.txt", "linked.txt", "copied.txt", "removed.txt", "kept.txt", "made.txt", "dir/sub"]
+        try Disk.write(root + "/made-held.txt", "made-held")
+        let names = ["renamed.txt", "linked.txt", "copied.txt", "removed.txt", "kept.txt", "made.txt", "dir/sub",
+                     "held.txt", "made-held.txt"]
         var handles: [String: [UInt8]] = [:]
         for name in names { handles[name] = try Handles.take(root + "/" + name) }
+        // removed while open: the open descriptors keep the files, and their handles open them
+        let held = ["held.txt", "made-held.txt"].map { open(root + "/" + $0, O_RDONLY) }
+        defer { held.forEach { close($0) } }
+        for name in ["held.txt", "made-held.txt"] { XCTAssertEqual(unlink(root + "/" + name), 0) }
         XCTAssertEqual(Glibc.mkdir(root + "/moved", 0o755), 0)
         XCTAssertEqual(rename(root + "/renamed.txt", root + "/moved/renamed-now.txt"), 0)
         XCTAssertEqual(link(root + "/linked.txt", root + "/moved/linked-now.txt"), 0)
@@ -50,7 +57,8 @@ final class FileHandleTests: XCTestCase {
     private func expected(_ root: String) -> [String] {
         ["cached", "dropped", "invalidated"].flatMap { stage in
             ["renamed.txt: renamed", "linked.txt: linked", "copied.txt: copied+", "removed.txt: ESTALE", "kept.txt: kept",
-             "made.txt: made", "dir/sub: directory \(root)/dir-now/sub"].map { "\(stage) \($0)" }
+             "made.txt: made", "dir/sub: directory \(root)/dir-now/sub", "held.txt: held",
+             "made-held.txt: made-held"].map { "\(stage) \($0)" }
         }
     }
 
@@ -113,6 +121,35 @@ final class FileHandleTests: XCTestCase {
         }
         let stats = try fx.stats()
         XCTAssertLessThanOrEqual(try fx.figure("forgotten_nodes"), 40, "the removed files' nodes went: \(stats)")
+    }
+
+    /// The handle of a file removed while open opens it for writing too when it is the
+    /// substitution's (xfstests' open_by_handle -dka); a main-bundle file so removed stays as it
+    /// is (ESTALE, as for any change to it).
+    func testAnOpenRemovedFileIsWrittenThroughItsHandle() throws {
+        let fx = try MountFixture(name)
+        defer { fx.tearDown() }
+        try makeMain(fx)
+        try fx.start()
+        try Disk.write(fx.inMount("made.txt"), "made")
+        var handles: [[UInt8]] = []
+        var held: [Int32] = []
+        defer { held.forEach { close($0) } }
+        for name in ["made.txt", "kept.txt"] {
+            handles.append(try Handles.take(fx.inMount(name)))
+            held.append(open(fx.inMount(name), O_RDONLY))
+            XCTAssertEqual(unlink(fx.inMount(name)), 0)
+        }
+        try Handles.dropKernelCaches()
+        let mount = open(fx.mountpoint, O_RDONLY | O_DIRECTORY)
+        defer { close(mount) }
+        let fd = pb_open_by_handle(mount, &handles[0], O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0, "errno \(-fd)")
+        XCTAssertEqual(Glibc.write(fd, "+", 1), 1)
+        close(fd)
+        XCTAssertEqual(try Disk.readAll(held[0]), "made+")
+        XCTAssertEqual(pb_open_by_handle(mount, &handles[1], O_WRONLY), -ESTALE)
+        XCTAssertEqual(Handles.describe(handles[1], in: fx.mountpoint), "kept")
     }
 
     /// A file replaced behind the daemon's back (another file renamed over its name in the main

@@ -78,12 +78,11 @@ final class MountGuardTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "through the second mount")
     }
 
-    /// A substitution's lock that no mount holds any more is waited for, up to 2 s: `umount`
-    /// returns before the daemon has exited and let go of it, and a mount of the same
-    /// substitution right after was refused now and then (CI saw it once in
-    /// `DaemonLifeTests.testMountHelperAndFstabLine`). Here a process that is no mount holds
-    /// it until the mount command is seen waiting for it (the substitution open and the
-    /// command asleep between two tries), then for good.
+    /// A substitution's lock that no mount holds is waited for, up to 2 s, when its holder is
+    /// not a proxybundle daemon (the daemon of a mount just gone is waited for until it exits:
+    /// `CycleMountTests`). Here a process that is no mount holds it until the mount command is
+    /// seen waiting for it (the substitution open and the command asleep between two tries),
+    /// then for good.
     func testASubstitutionLockNoMountHoldsIsWaitedFor() throws {
         try Disk.write(fx.inMain("file"), "main")
         let holder = open(fx.substitution, O_RDONLY | O_DIRECTORY | O_CLOEXEC)

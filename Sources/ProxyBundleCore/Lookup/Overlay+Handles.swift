@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSyscalls
 
 /// File handles: the kernel encodes a node ID in a handle (`name_to_handle_at`, NFS), and
 /// when it decodes one whose inode it no longer has, it looks up "." in that node; to connect
@@ -27,5 +28,36 @@ extension Overlay {
         if ControlFile(node: id) != nil || id == rootNodeID { return try lookupItself(rootNodeID) }
         guard let parent = nodes.parent(of: id), parent != NodeTable.detachedParent else { throw Errno.stale }
         return try lookupItself(parent)
+    }
+
+    /// Opens `node`'s file again when every name of it was removed but it is still open (its
+    /// handle decoded by open_by_handle_at while a descriptor holds it: the kernel still has
+    /// the inode), through the descriptor the node keeps; nil when the node has a name or
+    /// nothing open. Only a substitution file may be written so; a patch's or the main
+    /// bundle's answers ESTALE, as any change to it does.
+    func openRemovedFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile? {
+        let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
+        let opened = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) -> OpenedFile in
+            guard !writes || placement.inSubstitution, try Sys.fstat(fd).st_mode & S_IFMT == S_IFREG else {
+                throw Errno.stale
+            }
+            let reopened = try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                try Sys.check { open(proc, flags & pb_O_PASSED | pb_O_CLOEXEC) }
+            }
+            guard let st = try? Sys.fstat(reopened) else {
+                Sys.close(reopened)
+                throw Errno.stale
+            }
+            return OpenedFile(fd: reopened, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
+        }
+        guard let opened else { return nil }
+        if writes {
+            do throws(Errno) { try checkWritable() } catch {
+                Sys.close(opened.fd)
+                throw error
+            }
+        }
+        nodes.opened(node, fd: opened.fd)
+        return opened
     }
 }

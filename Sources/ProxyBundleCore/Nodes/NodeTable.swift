@@ -137,6 +137,8 @@ final class NodeTable: Sendable {
     let state: Locked<State>
     /// Whether names fold (`-o casefold`, see NodeTable+Spellings.swift).
     let foldsNames: Bool
+    /// Where the descriptors of removed files are closed (see `Closer`).
+    let closer = Closer()
 
     init(root: Placement, foldsNames: Bool = false) {
         self.foldsNames = foldsNames
@@ -379,7 +381,7 @@ final class NodeTable: Sendable {
             s.nodes[id] = node
             return NodeTable.removeIfGone(id, in: &s)
         }
-        if let removedEntry { Sys.close(removedEntry) }
+        if let removedEntry { closer.close(removedEntry) }
     }
 
     /// Removes node `id` if the kernel forgot it and it has no name left; returns the
@@ -527,11 +529,14 @@ final class NodeTable: Sendable {
         state.withLock { $0.changeExtras(of: id) { $0.openFiles.append(fd) } }
     }
 
-    func closed(_ id: NodeID, fd: Int32) {
+    /// Forgets `fd` as one of node `id`'s open files; true when every name of the node was
+    /// removed (so that closing `fd` may free the file's blocks: see `Closer`).
+    func closed(_ id: NodeID, fd: Int32) -> Bool {
         state.withLock { s in
             s.changeExtras(of: id) { extras in
                 if let index = extras.openFiles.firstIndex(of: fd) { extras.openFiles.remove(at: index) }
             }
+            return s.nodes[id]?.parent == NodeTable.detachedParent
         }
     }
 
