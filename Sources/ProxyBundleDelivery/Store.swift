@@ -87,15 +87,19 @@ public struct Store: Sendable {
         }
     }
 
-    /// The store a layer directory (`STORE/layers/sha256/HEX`) belongs to, and its diff-id.
+    /// The store a layer directory (`STORE/layers/sha256/HEX`), or a directory inside one,
+    /// belongs to, and the layer's diff-id.
     public static func owning(layer path: [UInt8]) -> (store: Store, diffID: String)? {
         let parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard parts.count >= 4, parts[parts.count - 3].elementsEqual("layers".utf8), parts[parts.count - 2].elementsEqual("sha256".utf8)
-        else { return nil }
-        let diffID = "sha256:" + String(decoding: parts[parts.count - 1], as: UTF8.self)
-        guard ImageLayout.hex(of: diffID) != nil else { return nil }
-        let root = parts.dropLast(3).joined(separator: [UInt8(ascii: "/")])
-        return (Store(root: String(decoding: Array(root), as: UTF8.self)), diffID)
+        guard parts.count >= 4 else { return nil }
+        for index in 1..<(parts.count - 2)
+        where parts[index].elementsEqual("layers".utf8) && parts[index + 1].elementsEqual("sha256".utf8) {
+            let diffID = "sha256:" + String(decoding: parts[index + 2], as: UTF8.self)
+            guard ImageLayout.hex(of: diffID) != nil else { continue }
+            let root = parts[..<index].joined(separator: [UInt8(ascii: "/")])
+            return (Store(root: String(decoding: Array(root), as: UTF8.self)), diffID)
+        }
+        return nil
     }
 
     func record(_ image: PulledImage) throws {
