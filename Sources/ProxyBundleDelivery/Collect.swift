@@ -24,6 +24,8 @@ public struct Collect {
         try store.prepare()
         let lock = try store.lock()
         defer { close(lock) }
+        let inUseLock = try store.lockInUse()  // no mount starts with, or is set to, a layer meanwhile
+        defer { close(inUseLock) }
         store.clearWork()
         var kept = try inUse()
         for history in histories() {

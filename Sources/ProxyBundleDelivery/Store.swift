@@ -6,7 +6,7 @@ import Glibc
 /// The content-addressed store: `oci/` an OCI image layout skopeo copies into (blobs shared by
 /// digest), `layers/sha256/DIFFID` each layer extracted once, `layers/tmp/` extractions under
 /// way (same file system, so a finished one is renamed into place), `images/TAG` what each
-/// pulled reference resolved to, `lock` taken by every change.
+/// pulled reference resolved to, `lock` taken by every change, `in-use.lock` (see `markInUse`).
 public struct Store: Sendable {
     public let root: String
 
@@ -45,6 +45,8 @@ public struct Store: Sendable {
                 throw DeliveryError("cannot create the store directory \(dir): \(String(cString: strerror(errno)))")
             }
         }
+        let inUse = open(inUseLockPath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)  // so a mount finds it to wait on
+        if inUse >= 0 { close(inUse) }
     }
 
     /// Holds the store's lock (exclusive) until the returned descriptor is closed.
@@ -55,6 +57,42 @@ public struct Store: Sendable {
             guard errno == EINTR else { close(fd); throw DeliveryError("cannot lock the store \(root)") }
         }
         return fd
+    }
+
+    /// `in-use.lock`: held shared while a mount starts with the store's layers as patches, or
+    /// a mount's patches are set to them, and exclusive by `gc` while it reads what live mounts
+    /// use and removes the rest; so a layer gc did not see in use cannot become a patch before
+    /// it is gone. (Apart from `lock`, which a pull holds for minutes.)
+    var inUseLockPath: String { root + "/in-use.lock" }
+
+    /// Holds `in-use.lock` exclusive until the returned descriptor is closed (gc).
+    public func lockInUse() throws -> Int32 {
+        let fd = open(inUseLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw DeliveryError("cannot open \(inUseLockPath): \(String(cString: strerror(errno)))") }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { close(fd); throw DeliveryError("cannot lock \(inUseLockPath)") }
+        }
+        return fd
+    }
+
+    /// Holds `in-use.lock` shared in every store that holds one of `paths` (a layer's directory
+    /// or one inside it), waiting for a gc under way; returns the descriptors to close once
+    /// the layers are in use. A store whose lock cannot be opened is passed over.
+    public static func markInUse(_ paths: [[UInt8]]) -> [Int32] {
+        var roots: [String] = []
+        for path in paths {
+            if let root = owning(layer: path)?.store.root, !roots.contains(root) { roots.append(root) }
+        }
+        return roots.compactMap { root in
+            let path = Store(root: root).inUseLockPath
+            var fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+            if fd < 0 { fd = open(path, O_RDONLY | O_CLOEXEC) }  // another user's store
+            guard fd >= 0 else { return nil }
+            while flock(fd, LOCK_SH) != 0 {
+                guard errno == EINTR else { close(fd); return nil }
+            }
+            return fd
+        }
     }
 
     /// Removes extractions a killed pull left (called with the lock held).

@@ -141,12 +141,66 @@ final class GarbageCollectionTests: RegistryTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("version")), "new")
     }
 
+    /// A mount that starts, or is set to a store's layer, while gc reads the mounts and removes
+    /// layers (it holds `in-use.lock`) waits for it: the mount fails cleanly when gc removed
+    /// its layer, rather than coming up with a layer removed under it.
+    func testMountsStartingOrSwitchedWhileGCRemovesLayersWaitForIt() throws {
+        let first = try run(["pull", try pushOneLayer("first", ["version": "first"])])
+        let second = try run(["pull", try pushOneLayer("second", ["version": "second"])])
+        XCTAssertEqual(first.status + second.status, 0, first.error + second.error)
+        let firstLayer = first.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let secondLayer = second.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let lockPath = store + "/in-use.lock"
+        let lock = open(lockPath, O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(lock, 0, "pull makes the store's in-use lock")
+        defer { if lock >= 0 { close(lock) } }
+        let inode = Disk.lstat(lockPath)?.st_ino ?? 0
+
+        // as gc: the lock held while the layer goes
+        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        let started = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let fixture = fx!  // used by that thread alone until it signals
+        let outcome = Flag()
+        DispatchQueue.global().async {
+            do { try fixture.start([], patches: [firstLayer]); outcome.set("mounted") } catch { outcome.set("\(error)") }
+            started.signal()
+        }
+        try eventually("the daemon waits for gc") { GarbageCollectionTests.someoneWaits(forLockOn: inode) }
+        XCTAssertFalse(fx.isMounted)
+        try FileManager.default.removeItem(atPath: firstLayer)
+        flock(lock, LOCK_UN)
+        started.wait()
+        XCTAssertTrue(outcome.value?.contains("cannot open the layers") == true, outcome.value ?? "")
+
+        // a mount set to a layer while gc runs: the command waits, then sets it
+        try fx.start()
+        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        let output = fx.root + "/set.out"
+        let set = try Spawn.start(MountFixture.binary, ["layers", fx.mountpoint, "--set", secondLayer], stderrPath: output, stdoutPath: output)
+        defer { if Spawn.exited(set) == nil { kill(set, SIGKILL); _ = Spawn.wait(set, seconds: 5) } }
+        try eventually("layers --set waits for gc") { GarbageCollectionTests.someoneWaits(forLockOn: inode) }
+        XCTAssertNil(Disk.lstat(fx.inMount("version")), "not set while gc runs")
+        flock(lock, LOCK_UN)
+        XCTAssertEqual(Spawn.wait(set, seconds: 30), 0, (try? Disk.read(output)) ?? "")
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "second")
+    }
+
     /// Whether process `pid` waits for a file lock (a `->` line of /proc/locks).
     static func waitsForLock(_ pid: pid_t) -> Bool {
         let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
         return locks.split(separator: "\n").contains { line in
             let words = line.split(separator: " ")
             return words.count > 5 && words[1] == "->" && words[5] == "\(pid)"
+        }
+    }
+
+    /// Whether a process waits for a lock on the file with inode `inode` (`->` lines of
+    /// /proc/locks name the file as MAJOR:MINOR:INODE).
+    static func someoneWaits(forLockOn inode: ino_t) -> Bool {
+        let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+        return locks.split(separator: "\n").contains { line in
+            let words = line.split(separator: " ")
+            return words.count > 6 && words[1] == "->" && words[6].split(separator: ":").last == "\(inode)"
         }
     }
 }
