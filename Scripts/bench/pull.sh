@@ -2,8 +2,8 @@
 # Delivery through a registry (issue 35), against a local docker-registry on 127.0.0.1:
 #  1. pull + extract of an image of ~20,000 files, ~700 MB in five layers: `proxybundle pull`
 #     beside `skopeo copy` + `tar -x` of the same layers (each into its own directory, then
-#     `sync -f`, as a pull syncs what it extracted), alternating, ROUNDS rounds, each from an
-#     empty store; prints each side's seconds and their ratio per round;
+#     `sync -f`, as a pull syncs what it extracted), ROUNDS rounds (the order alternates), each
+#     from an empty store; prints each side's wall and CPU seconds and their ratios per round;
 #  2. the update to v2, whose only new layer is a 5 MB hotfix: the bytes the registry sent;
 #  3. `layers --set-image v2` (not yet pulled, then back and forth once pulled) while two
 #     readers loop over the mount: every read must give the old or the new content; prints the
@@ -100,14 +100,19 @@ skopeo_tar() {  # skopeo copy, then tar -x of each layer (bottom first) into its
   done
   sync -f "$1/layers"
 }
-echo "round  proxybundle-pull-s  skopeo+tar-s  ratio"
+# wall and CPU (user + system, children included) seconds of a command, as "WALL CPU"
+timed() { /usr/bin/time -f "%e %U %S" -o "$scratch/time" "$@" > "$scratch/timed.out"; awk '{ print $1, $2 + $3 }' "$scratch/time"; }
+export -f skopeo_tar; export host
+echo "round  pull-wall-s  pair-wall-s  wall-ratio  pull-cpu-s  pair-cpu-s  cpu-ratio"
 for round in $(seq "$rounds"); do
   rm -rf "$scratch/store" "$scratch/pair"; mkdir -p "$scratch/pair"; sync
-  start=$(now); "$binary" pull "$host/app:v1" --store "$scratch/store" --tls-verify=false > "$scratch/patches"; end=$(now)
-  ours=$(elapsed "$start" "$end")
-  start=$(now); skopeo_tar "$scratch/pair"; end=$(now)
-  theirs=$(elapsed "$start" "$end")
-  printf "%5d  %18.2f  %12.2f  %5.2f\n" "$round" "$ours" "$theirs" "$(echo "$ours / $theirs" | bc -l)"
+  # the order alternates, so neither side always runs on what the other left
+  if [ $((round % 2)) = 0 ]; then read -r pair_wall pair_cpu < <(timed bash -c 'skopeo_tar "$0"' "$scratch/pair"); fi
+  read -r ours_wall ours_cpu < <(timed "$binary" pull "$host/app:v1" --store "$scratch/store" --tls-verify=false)
+  cp "$scratch/timed.out" "$scratch/patches"
+  if [ $((round % 2)) = 1 ]; then read -r pair_wall pair_cpu < <(timed bash -c 'skopeo_tar "$0"' "$scratch/pair"); fi
+  printf "%5d  %11.2f  %11.2f  %10.2f  %10.2f  %10.2f  %9.2f\n" "$round" "$ours_wall" "$pair_wall" \
+    "$(echo "$ours_wall / $pair_wall" | bc -l)" "$ours_cpu" "$pair_cpu" "$(echo "$ours_cpu / $pair_cpu" | bc -l)"
 done
 cmp <(cd "$scratch/pair/layers/5" && find . | sort) \
     <(cd "$(head -1 "$scratch/patches")" && find . | sort) > /dev/null \
