@@ -14,8 +14,9 @@ struct GCCommand: ParsableCommand {
             (each mount's layers are read from its daemon once the store's lock is held) or \
             one of a mountpoint's last N images (layers --history) has it; images that need a \
             removed layer are dropped, then blobs no kept image reaches. Holds the store's \
-            lock, so no pull or --set-image runs meanwhile. A mount whose layers cannot be \
-            read stops it: nothing is removed.
+            lock, so no pull or --set-image runs meanwhile; a mount that starts, or a \
+            layers --set, while it removes layers waits for it. A mount whose layers cannot \
+            be read stops it: nothing is removed.
             Example:
               proxybundle gc --keep 2
             """

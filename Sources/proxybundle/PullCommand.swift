@@ -15,9 +15,9 @@ struct PullCommand: ParsableCommand {
             digest and extracted once into STORE/layers/sha256/DIFFID (tar, tar+gzip or \
             tar+zstd; safely: nothing outside the layer's directory is written). Prints the \
             layer directories, top first: the patches of the image, for `layers --set`. \
-            When standard error is a terminal, skopeo shows its transfer there and a status \
-            line, rewritten in place, each layer's check and extraction (bytes, entries, \
-            rate); otherwise nothing is written there but errors.
+            When standard error is a terminal, skopeo shows the transfer there, then a status \
+            line rewritten in place shows each layer's check and extraction (bytes, entries, \
+            rate); otherwise only errors are written there.
             REF is a registry reference (host/repo:tag) or any skopeo transport (oci:DIR:TAG).
             Example:
               proxybundle pull registry.example.com/myapp-patch:v2
