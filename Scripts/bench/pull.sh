@@ -3,7 +3,9 @@
 #  1. pull + extract of an image of ~20,000 files, ~700 MB in five layers: `proxybundle pull`
 #     beside `skopeo copy` + `tar -x` of the same layers (each into its own directory, then
 #     `sync -f`, as a pull syncs what it extracted), ROUNDS rounds (the order alternates), each
-#     from an empty store; prints each side's wall and CPU seconds and their ratios per round;
+#     from an empty store; prints each side's wall, user and system seconds and their ratios
+#     per round (system time, mostly ext4 allocating inodes, varies 3x between identical runs
+#     on a shared disk; user time is the steady figure);
 #  2. the update to v2, whose only new layer is a 5 MB hotfix: the bytes the registry sent;
 #  3. `layers --set-image v2` (not yet pulled, then back and forth once pulled) while two
 #     readers loop over the mount: every read must give the old or the new content; prints the
@@ -100,19 +102,21 @@ skopeo_tar() {  # skopeo copy, then tar -x of each layer (bottom first) into its
   done
   sync -f "$1/layers"
 }
-# wall and CPU (user + system, children included) seconds of a command, as "WALL CPU"
-timed() { /usr/bin/time -f "%e %U %S" -o "$scratch/time" "$@" > "$scratch/timed.out"; awk '{ print $1, $2 + $3 }' "$scratch/time"; }
+# wall, user and system seconds of a command (children included), as "WALL USER SYSTEM"
+timed() { /usr/bin/time -f "%e %U %S" -o "$scratch/time" "$@" > "$scratch/timed.out"; cat "$scratch/time"; }
 export -f skopeo_tar; export host
-echo "round  pull-wall-s  pair-wall-s  wall-ratio  pull-cpu-s  pair-cpu-s  cpu-ratio"
+ratio() { echo "$1 / $2" | bc -l; }
+echo "round  pull: wall  user  sys   skopeo+tar: wall  user  sys   ratios: wall  user  sys"
 for round in $(seq "$rounds"); do
   rm -rf "$scratch/store" "$scratch/pair"; mkdir -p "$scratch/pair"; sync
   # the order alternates, so neither side always runs on what the other left
-  if [ $((round % 2)) = 0 ]; then read -r pair_wall pair_cpu < <(timed bash -c 'skopeo_tar "$0"' "$scratch/pair"); fi
-  read -r ours_wall ours_cpu < <(timed "$binary" pull "$host/app:v1" --store "$scratch/store" --tls-verify=false)
+  if [ $((round % 2)) = 0 ]; then read -r pair_wall pair_user pair_sys < <(timed bash -c 'skopeo_tar "$0"' "$scratch/pair"); fi
+  read -r ours_wall ours_user ours_sys < <(timed "$binary" pull "$host/app:v1" --store "$scratch/store" --tls-verify=false)
   cp "$scratch/timed.out" "$scratch/patches"
-  if [ $((round % 2)) = 1 ]; then read -r pair_wall pair_cpu < <(timed bash -c 'skopeo_tar "$0"' "$scratch/pair"); fi
-  printf "%5d  %11.2f  %11.2f  %10.2f  %10.2f  %10.2f  %9.2f\n" "$round" "$ours_wall" "$pair_wall" \
-    "$(echo "$ours_wall / $pair_wall" | bc -l)" "$ours_cpu" "$pair_cpu" "$(echo "$ours_cpu / $pair_cpu" | bc -l)"
+  if [ $((round % 2)) = 1 ]; then read -r pair_wall pair_user pair_sys < <(timed bash -c 'skopeo_tar "$0"' "$scratch/pair"); fi
+  printf "%5d  %11.2f %5.2f %5.2f  %17.2f %5.2f %5.2f  %13.2f %5.2f %5.2f\n" "$round" "$ours_wall" "$ours_user" "$ours_sys" \
+    "$pair_wall" "$pair_user" "$pair_sys" "$(ratio "$ours_wall" "$pair_wall")" "$(ratio "$ours_user" "$pair_user")" \
+    "$(ratio "$ours_sys" "$pair_sys")"
 done
 cmp <(cd "$scratch/pair/layers/5" && find . | sort) \
     <(cd "$(head -1 "$scratch/patches")" && find . | sort) > /dev/null \
