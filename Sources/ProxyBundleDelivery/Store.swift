@@ -77,16 +77,17 @@ public struct Store: Sendable {
 
     /// Holds `in-use.lock` shared in every store that holds one of `paths` (a layer's directory
     /// or one inside it), waiting for a gc under way; returns the descriptors to close once
-    /// the layers are in use. A store whose lock cannot be opened is passed over.
+    /// the layers are in use. A store without the lock file (or whose lock cannot be opened)
+    /// is passed over.
     public static func markInUse(_ paths: [[UInt8]]) -> [Int32] {
         var roots: [String] = []
         for path in paths {
             if let root = owning(layer: path)?.store.root, !roots.contains(root) { roots.append(root) }
         }
         return roots.compactMap { root in
-            let path = Store(root: root).inUseLockPath
-            var fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
-            if fd < 0 { fd = open(path, O_RDONLY | O_CLOEXEC) }  // another user's store
+            // never made here: a directory that only looks like a store gets no file (every
+            // store has it from its first pull or gc, see `prepare`)
+            let fd = open(Store(root: root).inUseLockPath, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { return nil }
             while flock(fd, LOCK_SH) != 0 {
                 guard errno == EINTR else { close(fd); return nil }
