@@ -12,6 +12,10 @@
  *   pbbench swaploop FILE A B RATE SECONDS
  *                                  writes the contents of file A, then B, then A... into FILE (a
  *                                  mount's .layers) RATE times a second for SECONDS; prints the swaps
+ *   pbbench seen FILE TEXT SECONDS   opens and reads FILE until it holds TEXT (a newline added), for
+ *                                  SECONDS at most; prints the wall-clock time it first did
+ *   pbbench check ROOT LIST TEXT   every path of LIST starting with "m" must hold TEXT (a newline
+ *                                  added) when opened now; prints how many were checked
  * Exits 1 with a message on the first unexpected result. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -174,6 +178,51 @@ static int swaploop(const char *file, const char *a, const char *b, double rate,
     return 0;
 }
 
+/* The first 63 bytes of `path` as a string (empty if it cannot be read). */
+static void head(const char *path, char *buffer, size_t size) {
+    int fd = open(path, O_RDONLY);
+    ssize_t got = fd < 0 ? -1 : read(fd, buffer, size - 1);
+    if (fd >= 0) close(fd);
+    buffer[got > 0 ? got : 0] = 0;
+}
+
+static int seen(const char *file, const char *text, double seconds) {
+    char want[256], buffer[256];
+    snprintf(want, sizeof want, "%s\n", text);
+    double end = now() + seconds;
+    while (now() < end) {
+        head(file, buffer, sizeof buffer);
+        if (!strcmp(buffer, want)) {
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            printf("seen %ld.%09ld\n", (long)t.tv_sec, t.tv_nsec);
+            return 0;
+        }
+    }
+    errno = ETIMEDOUT;
+    return fail("never saw the text in", file);
+}
+
+static int check(const char *root, const char *list, const char *text) {
+    FILE *f = fopen(list, "r");
+    if (!f) return fail("open", list);
+    char line[4096], path[8192], want[256], buffer[256];
+    snprintf(want, sizeof want, "%s\n", text);
+    long checked = 0, wrong = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        const char *name = strrchr(line, '/') ? strrchr(line, '/') + 1 : line;
+        if (name[0] != 'm') continue;
+        snprintf(path, sizeof path, "%s/%s", root, line);
+        head(path, buffer, sizeof buffer);
+        checked++;
+        if (strcmp(buffer, want) && wrong++ < 5) fprintf(stderr, "pbbench: %s holds %s\n", path, buffer);
+    }
+    fclose(f);
+    printf("checked %ld wrong %ld\n", checked, wrong);
+    return wrong ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "statloop")) return statloop(argv[2], atol(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "statfsloop")) return statfsloop(argv[2], atol(argv[3]));
@@ -182,7 +231,9 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "append")) return append(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "readloop")) return readloop(argv[2], argv[3], atof(argv[4]));
     if (argc == 7 && !strcmp(argv[1], "swaploop")) return swaploop(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]));
+    if (argc == 5 && !strcmp(argv[1], "seen")) return seen(argv[2], argv[3], atof(argv[4]));
+    if (argc == 5 && !strcmp(argv[1], "check")) return check(argv[2], argv[3], argv[4]);
     fprintf(stderr, "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST"
-                    " | readloop ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS\n");
+                    " | readloop ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS | seen FILE TEXT SECONDS | check ROOT LIST TEXT\n");
     return 2;
 }

@@ -11,6 +11,8 @@ final class ByteStream {
     private(set) var hash = SHA256()
     private(set) var total: UInt64 = 0
     let limit: UInt64
+    /// Called after each piece read, with the bytes read so far (progress).
+    var onRead: ((UInt64) -> Void)?
 
     init(fd: Int32, limit: UInt64) {
         self.fd = fd
@@ -35,6 +37,7 @@ final class ByteStream {
             hash.update(UnsafeRawBufferPointer(rebasing: buffer[0..<n]))
             total += UInt64(n)
             if total > limit { throw .tooLarge }
+            onRead?(total)
             return true
         }
     }

@@ -18,13 +18,16 @@ public struct Collect {
         public var bytesFreed: UInt64 = 0
     }
 
-    /// `inUse`: the diff-ids of the layers live mounts use.
-    public func run(inUse: Set<String>) throws -> Report {
+    /// `inUse`: the diff-ids of the layers live mounts use, asked once the lock is held (a
+    /// mount switched while gc waited for it counts with its new layers).
+    public func run(inUse: () throws -> Set<String>) throws -> Report {
         try store.prepare()
         let lock = try store.lock()
         defer { close(lock) }
+        let inUseLock = try store.lockInUse()  // no mount starts with, or is set to, a layer meanwhile
+        defer { close(inUseLock) }
         store.clearWork()
-        var kept = inUse
+        var kept = try inUse()
         for history in histories() {
             for entry in history.entries.suffix(keep) { kept.formUnion(entry.image.diffIDs) }
         }

@@ -8,6 +8,8 @@ import Glibc
 public struct Export {
     public var reproducible = false
     public var skopeo = Skopeo()
+    /// A terminal's status line while the layer is written, or nothing.
+    public var progress = Progress(enabled: false)
 
     public init() {}
 
@@ -65,6 +67,15 @@ public struct Export {
             }
             close(ends[0])
             let writer = TarWriter(fd: ends[1])
+            let started = Progress.now()
+            if progress.enabled {
+                progress.update("\(source): writing the layer", force: true)
+                writer.onWrite = { [progress, unowned writer] total in
+                    guard progress.isDue else { return }
+                    progress.update("\(source): writing the layer: \(Progress.size(total)), \(writer.entries) entries, "
+                                        + Progress.rate(total, Progress.now() - started))
+                }
+            }
             var layerSource = LayerSource(reproducible: reproducible)
             signal(SIGPIPE, SIG_IGN)  // a gzip that failed (a full disk) is reported, not a signal's death
             do { try layerSource.write(source, to: writer) } catch {
@@ -84,8 +95,12 @@ public struct Export {
             guard fsync(blob) == 0, rename(temporary, try layout.blobPath(digest)) == 0 else {
                 throw DeliveryError("cannot store the layer blob: \(String(cString: strerror(errno)))")
             }
+            progress.finish("\(source): layer of \(Progress.size(writer.total)), \(writer.entries) entries, "
+                                + "\(Progress.size(stream.total)) compressed, in \(Pull.seconds(Progress.now() - started)) "
+                                + "(\(Progress.rate(writer.total, Progress.now() - started)))")
             return ("sha256:" + tarHash.hex(), Export.descriptor(Export.layerType, digest, Int(stream.total)))
         } catch {
+            progress.clear()
             unlink(temporary)
             throw error
         }

@@ -31,19 +31,24 @@ public enum LayerExtraction {
     }
 
     /// Extracts `layer` (its blob at `blob`) to `target`, through a temporary directory in
-    /// `work` (on the same file system).
+    /// `work` (on the same file system), showing how far it got on `progress` as `label`.
     public static func extract(blob: String, layer: ImageLayout.Layer, to target: String, work: String,
-                               limits: ExtractLimits) throws -> Result {
+                               limits: ExtractLimits, progress: Progress = Progress(enabled: false),
+                               label: String = "") throws -> Result {
         let compression = try compression(of: layer.mediaType)
         let fd = open(blob, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw DeliveryError("cannot open blob \(layer.digest): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
+        var st = stat()
+        let blobSize = fstat(fd, &st) == 0 ? UInt64(st.st_size) : 0
+        progress.update("\(label): checking \(Progress.size(blobSize))", force: true)
         try verify(fd, digest: layer.digest)
         let name = "layer-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let temporary = work + "/" + name
         guard mkdir(temporary, 0o755) == 0 else { throw DeliveryError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
         do {
-            let result = try unpack(fd, compression: compression, into: temporary, layer: layer, limits: limits)
+            let shown = Shown(progress: progress, label: label, blob: fd, blobSize: blobSize)
+            let result = try unpack(fd, compression: compression, into: temporary, layer: layer, limits: limits, shown: shown)
             guard rename(temporary, target) == 0 else {
                 throw DeliveryError("cannot rename the layer into \(target): \(String(cString: strerror(errno)))")
             }
@@ -55,8 +60,34 @@ public enum LayerExtraction {
         }
     }
 
+    /// What an extraction shows while it runs: tar bytes, entries, rate, and how much of the
+    /// blob the decoder has read (the decoder shares the blob's file offset).
+    private final class Shown {
+        let progress: Progress
+        let label: String
+        let blob: Int32
+        let blobSize: UInt64
+        let started = Progress.now()
+        var entries = 0
+
+        init(progress: Progress, label: String, blob: Int32, blobSize: UInt64) {
+            self.progress = progress
+            self.label = label
+            self.blob = blob
+            self.blobSize = blobSize
+        }
+
+        func update(tarBytes: UInt64) {
+            guard progress.isDue else { return }
+            let offset = lseek(blob, 0, SEEK_CUR)
+            let part = blobSize > 0 && offset >= 0 ? ", \(min(100, UInt64(offset) * 100 / blobSize))% of the blob" : ""
+            progress.update("\(label): extracting \(Progress.size(tarBytes)), \(entries) entries, "
+                                + Progress.rate(tarBytes, Progress.now() - started) + part)
+        }
+    }
+
     private static func unpack(_ blob: Int32, compression: Compression, into directory: String, layer: ImageLayout.Layer,
-                               limits: ExtractLimits) throws -> Result {
+                               limits: ExtractLimits, shown: Shown) throws -> Result {
         let root = open(directory, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
         guard root >= 0 else { throw DeliveryError("cannot open \(directory): \(String(cString: strerror(errno)))") }
         defer { close(root) }
@@ -66,8 +97,13 @@ public enum LayerExtraction {
         let stream = ByteStream(fd: child?.output ?? blob, limit: limits.maxBytes)
         var reader = TarReader(stream: stream, maxEntries: limits.maxEntries)
         let writer = LayerWriter(root: root, limits: limits)
+        if shown.progress.enabled { stream.onRead = { [unowned shown] in shown.update(tarBytes: $0) } }
+        defer { stream.onRead = nil }
         do {
-            while let entry = try reader.next() { try writer.write(entry, reader: reader) }
+            while let entry = try reader.next() {
+                try writer.write(entry, reader: reader)
+                shown.entries = reader.entries
+            }
         } catch {
             // a decoder that failed explains a short stream better than the tar reader does
             if let child, case ByteStream.Failure.truncated = error {

@@ -8,8 +8,8 @@ public struct Pull {
     public let store: Store
     public var skopeo = Skopeo()
     public var limits = ExtractLimits()
-    /// Progress lines (a terminal's), or nothing.
-    public var progress: (String) -> Void = { _ in }
+    /// A terminal's status line (see `Progress`), or nothing.
+    public var progress = Progress(enabled: false)
     /// The caller holds the store's lock (see `Store.lock`).
     public var lockHeld = false
 
@@ -23,28 +23,38 @@ public struct Pull {
         let tag = Store.tag(for: reference)
         try skopeo.copy(from: Skopeo.source(reference), to: "oci:\(store.layout.path):\(tag)")
         let image = try store.layout.image(tag: tag)
+        defer { progress.clear() }  // a status line left by a failure, before its error line
+        var extracted = 0, bytes: UInt64 = 0
+        let started = Progress.now()
         for (number, layer) in image.layers.enumerated() {
             let name = "layer \(number + 1)/\(image.layers.count) \(layer.diffID.prefix(19))"
             if store.layerExists(layer.diffID) {
-                progress("\(name): already in the store")
+                progress.finish("\(name): already in the store")
                 continue
             }
-            let started = Pull.now()
+            let layerStarted = Progress.now()
             let result = try LayerExtraction.extract(blob: try store.layout.blobPath(layer.digest), layer: layer,
-                                                     to: store.layerPath(layer.diffID), work: store.work, limits: limits)
-            let seconds = max(Pull.now() - started, 0.001)
-            progress("\(name): extracted \(result.bytes) bytes in \(Int(seconds * 1000)) ms "
-                         + "(\(Int(Double(result.bytes) / seconds / 1_000_000)) MB/s)"
-                         + (result.dropped > 0 ? ", \(result.dropped) device or FIFO entries dropped" : ""))
+                                                     to: store.layerPath(layer.diffID), work: store.work, limits: limits,
+                                                     progress: progress, label: name)
+            let seconds = Progress.now() - layerStarted
+            progress.finish("\(name): extracted \(Progress.size(result.bytes)) in \(Pull.seconds(seconds)) "
+                                + "(\(Progress.rate(result.bytes, seconds)))"
+                                + (result.dropped > 0 ? ", \(result.dropped) device or FIFO entries dropped" : ""))
+            extracted += 1
+            bytes += result.bytes
+        }
+        if extracted > 0 {
+            let seconds = Progress.now() - started
+            progress.finish("\(reference): \(extracted) of \(image.layers.count) layers extracted, \(Progress.size(bytes)) "
+                                + "in \(Pull.seconds(seconds)) (\(Progress.rate(bytes, seconds)))")
         }
         let pulled = PulledImage(reference: reference, manifestDigest: image.manifestDigest, diffIDs: image.layers.map(\.diffID))
         try store.record(pulled)
         return pulled
     }
 
-    static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    static func seconds(_ value: Double) -> String {
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10) s"
     }
 }

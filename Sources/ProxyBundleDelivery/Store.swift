@@ -6,7 +6,7 @@ import Glibc
 /// The content-addressed store: `oci/` an OCI image layout skopeo copies into (blobs shared by
 /// digest), `layers/sha256/DIFFID` each layer extracted once, `layers/tmp/` extractions under
 /// way (same file system, so a finished one is renamed into place), `images/TAG` what each
-/// pulled reference resolved to, `lock` taken by every change.
+/// pulled reference resolved to, `lock` taken by every change, `in-use.lock` (see `markInUse`).
 public struct Store: Sendable {
     public let root: String
 
@@ -45,6 +45,8 @@ public struct Store: Sendable {
                 throw DeliveryError("cannot create the store directory \(dir): \(String(cString: strerror(errno)))")
             }
         }
+        let inUse = open(inUseLockPath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)  // so a mount finds it to wait on
+        if inUse >= 0 { close(inUse) }
     }
 
     /// Holds the store's lock (exclusive) until the returned descriptor is closed.
@@ -55,6 +57,43 @@ public struct Store: Sendable {
             guard errno == EINTR else { close(fd); throw DeliveryError("cannot lock the store \(root)") }
         }
         return fd
+    }
+
+    /// `in-use.lock`: held shared while a mount starts with the store's layers as patches, or
+    /// a mount's patches are set to them, and exclusive by `gc` while it reads what live mounts
+    /// use and removes the rest; so a layer gc did not see in use cannot become a patch before
+    /// it is gone. (Apart from `lock`, which a pull holds for minutes.)
+    var inUseLockPath: String { root + "/in-use.lock" }
+
+    /// Holds `in-use.lock` exclusive until the returned descriptor is closed (gc).
+    public func lockInUse() throws -> Int32 {
+        let fd = open(inUseLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw DeliveryError("cannot open \(inUseLockPath): \(String(cString: strerror(errno)))") }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else { close(fd); throw DeliveryError("cannot lock \(inUseLockPath)") }
+        }
+        return fd
+    }
+
+    /// Holds `in-use.lock` shared in every store that holds one of `paths` (a layer's directory
+    /// or one inside it), waiting for a gc under way; returns the descriptors to close once
+    /// the layers are in use. A store without the lock file (or whose lock cannot be opened)
+    /// is passed over.
+    public static func markInUse(_ paths: [[UInt8]]) -> [Int32] {
+        var roots: [String] = []
+        for path in paths {
+            if let root = owning(layer: path)?.store.root, !roots.contains(root) { roots.append(root) }
+        }
+        return roots.compactMap { root in
+            // never made here: a directory that only looks like a store gets no file (every
+            // store has it from its first pull or gc, see `prepare`)
+            let fd = open(Store(root: root).inUseLockPath, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return nil }
+            while flock(fd, LOCK_SH) != 0 {
+                guard errno == EINTR else { close(fd); return nil }
+            }
+            return fd
+        }
     }
 
     /// Removes extractions a killed pull left (called with the lock held).
@@ -87,15 +126,19 @@ public struct Store: Sendable {
         }
     }
 
-    /// The store a layer directory (`STORE/layers/sha256/HEX`) belongs to, and its diff-id.
+    /// The store a layer directory (`STORE/layers/sha256/HEX`), or a directory inside one,
+    /// belongs to, and the layer's diff-id.
     public static func owning(layer path: [UInt8]) -> (store: Store, diffID: String)? {
         let parts = path.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
-        guard parts.count >= 4, parts[parts.count - 3].elementsEqual("layers".utf8), parts[parts.count - 2].elementsEqual("sha256".utf8)
-        else { return nil }
-        let diffID = "sha256:" + String(decoding: parts[parts.count - 1], as: UTF8.self)
-        guard ImageLayout.hex(of: diffID) != nil else { return nil }
-        let root = parts.dropLast(3).joined(separator: [UInt8(ascii: "/")])
-        return (Store(root: String(decoding: Array(root), as: UTF8.self)), diffID)
+        guard parts.count >= 4 else { return nil }
+        for index in 1..<(parts.count - 2)
+        where parts[index].elementsEqual("layers".utf8) && parts[index + 1].elementsEqual("sha256".utf8) {
+            let diffID = "sha256:" + String(decoding: parts[index + 2], as: UTF8.self)
+            guard ImageLayout.hex(of: diffID) != nil else { continue }
+            let root = parts[..<index].joined(separator: [UInt8(ascii: "/")])
+            return (Store(root: String(decoding: Array(root), as: UTF8.self)), diffID)
+        }
+        return nil
     }
 
     func record(_ image: PulledImage) throws {

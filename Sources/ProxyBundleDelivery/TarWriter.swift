@@ -9,6 +9,9 @@ final class TarWriter {
     private let fd: Int32
     private(set) var hash = SHA256()
     private(set) var total: UInt64 = 0
+    private(set) var entries = 0
+    /// Called after each piece written, with the bytes written so far (progress).
+    var onWrite: ((UInt64) -> Void)?
 
     init(fd: Int32) { self.fd = fd }
 
@@ -43,6 +46,7 @@ final class TarWriter {
             throw DeliveryError("\(String(decoding: entry.name, as: UTF8.self)) changed size while it was read")
         }
         try pad(entry.size)
+        entries += 1
     }
 
     /// The two zero blocks that end an archive.
@@ -65,6 +69,7 @@ final class TarWriter {
                 at += n
             }
         }
+        onWrite?(total)
     }
 
     private func header(_ entry: TarEntry, type: UInt8) -> [UInt8] {

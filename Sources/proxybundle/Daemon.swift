@@ -1,6 +1,7 @@
 import CSyscalls
 import Logging
 import ProxyBundleCore
+import ProxyBundleDelivery
 import ProxyBundleFUSE
 #if canImport(Glibc)
 import Glibc
@@ -35,8 +36,13 @@ enum Daemon {
             // held for the daemon's life (the kernel lets go of it at exit, also after a crash)
             let claim = plan.substitution.map(WriterClaim.init)
             if !plan.readOnly { try claim?.take() }
+            // a gc under way finishes first; until the mount is listed, none starts (see Store.markInUse)
+            var inUse = Store.markInUse(plan.patches.map(\.bytes))
+            defer { inUse.forEach { close($0) } }  // when the mount failed
             let session = try open(plan, claim: claim, logger: logger)
             do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
+            inUse.forEach { close($0) }
+            inUse = []
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
             // a list of thousands would make a line of megabytes: past a few, the count and the ends
             let patches: String

@@ -54,6 +54,7 @@ struct ImageBuildOptions: ParsableArguments {
         var export = Export()
         export.reproducible = reproducible
         export.skopeo = registry.skopeo
+        export.progress = Progress.terminal()
         do { return try export.export(source, layout: layout, tag: tag, base: base) } catch {
             throw Failure(text: "\(source): \(error)")
         }

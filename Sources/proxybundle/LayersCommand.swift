@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import ProxyBundleCore
+import ProxyBundleDelivery
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -86,6 +87,9 @@ struct LayersCommand: ParsableCommand {
     func setPatches(_ mount: RunningMount, _ arguments: [RawPath]) throws(Failure) {
         guard mount.isAlive else { throw mount.unreachable }
         let substitution = mount.substitution
+        // no gc removes a store's layer between its check here and the write (see Store.markInUse)
+        let inUse = Store.markInUse(arguments.map { Paths.resolved($0).bytes })
+        defer { inUse.forEach { close($0) } }
         var paths: [RawPath] = []
         for argument in arguments { paths.append(try MountPlan.readableDirectory(argument, role: "patch")) }
         try MountPlan.checkPatches(zip(arguments, paths).map { ($0, $1) }, main: mount.main, mountpoint: mount.mountpoint,

@@ -14,7 +14,10 @@ struct PullCommand: ParsableCommand {
             apply as for any container tool. Each layer blob is then checked against its \
             digest and extracted once into STORE/layers/sha256/DIFFID (tar, tar+gzip or \
             tar+zstd; safely: nothing outside the layer's directory is written). Prints the \
-            layer directories, top first: the patches of the image, for `layers --set`.
+            layer directories, top first: the patches of the image, for `layers --set`. \
+            When standard error is a terminal, skopeo shows the transfer there, then a status \
+            line rewritten in place shows each layer's check and extraction (bytes, entries, \
+            rate); otherwise only errors are written there.
             REF is a registry reference (host/repo:tag) or any skopeo transport (oci:DIR:TAG).
             Example:
               proxybundle pull registry.example.com/myapp-patch:v2
@@ -50,7 +53,7 @@ struct StoreOptions: ParsableArguments {
         pull.lockHeld = lockHeld
         pull.skopeo = registry.skopeo
         pull.limits = limits.limits
-        if isatty(2) != 0 { pull.progress = { Failure(text: $0).report() } }
+        pull.progress = Progress.terminal()
         do { return try pull.pull(reference) } catch let error as DeliveryError {
             throw Failure(text: "\(reference): \(error.description)")
         } catch {

@@ -12,7 +12,9 @@ struct PushCommand: ParsableCommand {
         discussion: """
             Writes SOURCE as one layer, as export does, into a temporary image layout and \
             copies it to REF with skopeo. With --base the image is the base image's layers plus \
-            this one: a fleet's update is a base and a hotfix. Prints the manifest digest.
+            this one: a fleet's update is a base and a hotfix. Prints the manifest digest. \
+            On a terminal, a status line shows the layer being written (bytes, entries, rate), \
+            then skopeo shows the upload.
             Example:
               proxybundle push ~/app-patch registry.example.com/myapp-patch:v3 --base registry.example.com/myapp-patch:base
             """

@@ -13,10 +13,10 @@ struct WhichCommand: ParsableCommand {
             (`substitution PATH`, `patch PATH` or `main PATH`); for a directory in several \
             layers, `merged` and each of them, top first (`merged substitution PATH main \
             PATH`); `hidden by whiteout PATH`, `hidden by opaque directory PATH`, or `control \
-            file`; a name in no layer is an error. When the serving patch is a layer of an \
-            image in a store (see pull), a second line names it: `image REF DIGEST`. The \
-            answer is computed from the layers as \
-            they are on disk (what the mount shows after an invalidation). A symlink is \
+            file`; a name in no layer is an error. For each image in a store (see pull) that a \
+            patch named is a layer of, a line follows: `image REF DIGEST` (one for a file, \
+            possibly several for a merged directory, top first). The answer is computed from \
+            the layers as they are on disk (what the mount shows after an invalidation). A symlink is \
             reported itself, not followed.
             Example:
               proxybundle which /mnt/myapp/en.lproj/Localizable.strings
@@ -38,12 +38,23 @@ struct WhichCommand: ParsableCommand {
         }
         let answer = try WhichCommand.serving(full, in: mount, shownAs: given)
         ByteText(bytes: WhichCommand.words(answer) + [UInt8(ascii: "\n")]).write()
-        if answer.source == .layer, let place = answer.places.first, place.role == "patch",
-           let image = PatchImage.of(mount).first(where: { image in
-               image.patches.contains { place.path.starts(with: $0.bytes + [UInt8(ascii: "/")]) || place.path == $0.bytes }
-           }) {
-            print("image \(image.reference) \(image.manifest)")
+        for image in WhichCommand.images(of: answer, in: mount) { print("image \(image.reference) \(image.manifest)") }
+    }
+
+    /// The images whose layers the answer's patches are, each once, top first: one for a file,
+    /// several for a directory merged from the layers of several images.
+    static func images(of answer: Answer, in mount: RunningMount) -> [PatchImage] {
+        let patches = answer.places.filter { $0.role == "patch" }.map(\.path)
+        guard answer.source != .control, !patches.isEmpty else { return [] }
+        let images = PatchImage.of(mount)
+        var found: [PatchImage] = []
+        for path in patches {
+            guard let image = images.first(where: { image in
+                image.patches.contains { path.starts(with: $0.bytes + [UInt8(ascii: "/")]) || path == $0.bytes }
+            }), !found.contains(where: { $0.reference == image.reference && $0.manifest == image.manifest }) else { continue }
+            found.append(image)
         }
+        return found
     }
 
     /// Where a path is served from: why, and each place as its layer's role and the backing

@@ -85,4 +85,122 @@ final class GarbageCollectionTests: RegistryTestCase {
         XCTAssertEqual(try run(["layers", fx.mountpoint, "--rollback"]).status, 0)
         XCTAssertEqual(try Disk.read(fx.inMount("version")), "v1")
     }
+
+    /// An image of one layer made of `files` (path: text), pushed as `tag`; its reference.
+    func pushOneLayer(_ tag: String, _ files: [String: String]) throws -> String {
+        let source = fx.root + "/src-" + tag
+        for (path, text) in files { try Disk.write(source + "/" + path, text) }
+        let layout = fx.root + "/layout"
+        try TestImage(layout: layout).add(tag: tag, [(try TestImage.tar(of: source), .gzip)])
+        let reference = "\(registry.host)/one:\(tag)"
+        let copied = try Spawn.run("/usr/bin/skopeo", ["copy", "--quiet", "--dest-tls-verify=false", "oci:\(layout):\(tag)", "docker://" + reference])
+        guard copied.status == 0 else { throw TestFailure("skopeo copy: \(copied.error)") }
+        return reference
+    }
+
+    /// A mount whose patch is a directory inside a store's layer (`--patch LAYER/Payload`)
+    /// uses that layer: gc keeps it, even with no history to name it.
+    func testGCKeepsALayerWhoseSubdirectoryIsAPatch() throws {
+        let reference = try pushOneLayer("sub", ["Payload/strings.txt": "from the layer"])
+        let pulled = try run(["pull", reference])
+        XCTAssertEqual(pulled.status, 0, pulled.error)
+        let layer = pulled.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try fx.start([], patches: [layer + "/Payload"])
+        let gc = try run(["gc", "--keep", "0"])
+        XCTAssertEqual(gc.status, 0, gc.error)
+        XCTAssertTrue(gc.output.hasPrefix("removed 0 layers"), gc.output)
+        XCTAssertNotNil(Disk.lstat(layer + "/Payload/strings.txt"), "the layer the mount uses is kept")
+        XCTAssertEqual(try Disk.read(fx.inMount("strings.txt")), "from the layer")
+    }
+
+    /// gc reads the live mounts once it holds the store's lock: a mount switched to another
+    /// layer while gc waited for the lock keeps that layer.
+    func testGCSeesAMountSwitchedWhileItWaitedForTheLock() throws {
+        let old = try run(["pull", try pushOneLayer("old", ["version": "old"])])
+        let new = try run(["pull", try pushOneLayer("new", ["version": "new"])])
+        XCTAssertEqual(old.status + new.status, 0, old.error + new.error)
+        let oldLayer = old.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let newLayer = new.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try fx.start([], patches: [oldLayer])
+
+        let lock = open(store + "/lock", O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(lock, 0)
+        defer { if lock >= 0 { close(lock) } }
+        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        let output = fx.root + "/gc.out"
+        let gc = try Spawn.start(MountFixture.binary, ["gc", "--keep", "0", "--store", store], stderrPath: output, stdoutPath: output)
+        defer { if Spawn.exited(gc) == nil { kill(gc, SIGKILL); _ = Spawn.wait(gc, seconds: 5) } }
+        try eventually("gc waits for the store's lock") { GarbageCollectionTests.waitsForLock(gc) }
+        // switched directly, as an updater's `layers --set` does: no store lock taken
+        let set = try Spawn.run(MountFixture.binary, ["layers", fx.mountpoint, "--set", newLayer])
+        XCTAssertEqual(set.status, 0, set.error)
+        flock(lock, LOCK_UN)
+        XCTAssertEqual(Spawn.wait(gc, seconds: 30), 0, (try? Disk.read(output)) ?? "")
+        XCTAssertNotNil(Disk.lstat(newLayer + "/version"), "the layer the mount uses now is kept")
+        XCTAssertNil(Disk.lstat(oldLayer), "the layer it used before is gone")
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "new")
+    }
+
+    /// A mount that starts, or is set to a store's layer, while gc reads the mounts and removes
+    /// layers (it holds `in-use.lock`) waits for it: the mount fails cleanly when gc removed
+    /// its layer, rather than coming up with a layer removed under it.
+    func testMountsStartingOrSwitchedWhileGCRemovesLayersWaitForIt() throws {
+        let first = try run(["pull", try pushOneLayer("first", ["version": "first"])])
+        let second = try run(["pull", try pushOneLayer("second", ["version": "second"])])
+        XCTAssertEqual(first.status + second.status, 0, first.error + second.error)
+        let firstLayer = first.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let secondLayer = second.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let lockPath = store + "/in-use.lock"
+        let lock = open(lockPath, O_RDWR | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(lock, 0, "pull makes the store's in-use lock")
+        defer { if lock >= 0 { close(lock) } }
+        let inode = Disk.lstat(lockPath)?.st_ino ?? 0
+
+        // as gc: the lock held while the layer goes
+        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        let started = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) let fixture = fx!  // used by that thread alone until it signals
+        let outcome = Flag()
+        DispatchQueue.global().async {
+            do { try fixture.start([], patches: [firstLayer]); outcome.set("mounted") } catch { outcome.set("\(error)") }
+            started.signal()
+        }
+        try eventually("the daemon waits for gc") { GarbageCollectionTests.someoneWaits(forLockOn: inode) }
+        XCTAssertFalse(fx.isMounted)
+        try FileManager.default.removeItem(atPath: firstLayer)
+        flock(lock, LOCK_UN)
+        started.wait()
+        XCTAssertTrue(outcome.value?.contains("cannot open the layers") == true, outcome.value ?? "")
+
+        // a mount set to a layer while gc runs: the command waits, then sets it
+        try fx.start()
+        XCTAssertEqual(flock(lock, LOCK_EX), 0)
+        let output = fx.root + "/set.out"
+        let set = try Spawn.start(MountFixture.binary, ["layers", fx.mountpoint, "--set", secondLayer], stderrPath: output, stdoutPath: output)
+        defer { if Spawn.exited(set) == nil { kill(set, SIGKILL); _ = Spawn.wait(set, seconds: 5) } }
+        try eventually("layers --set waits for gc") { GarbageCollectionTests.someoneWaits(forLockOn: inode) }
+        XCTAssertNil(Disk.lstat(fx.inMount("version")), "not set while gc runs")
+        flock(lock, LOCK_UN)
+        XCTAssertEqual(Spawn.wait(set, seconds: 30), 0, (try? Disk.read(output)) ?? "")
+        XCTAssertEqual(try Disk.read(fx.inMount("version")), "second")
+    }
+
+    /// Whether process `pid` waits for a file lock (a `->` line of /proc/locks).
+    static func waitsForLock(_ pid: pid_t) -> Bool {
+        let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+        return locks.split(separator: "\n").contains { line in
+            let words = line.split(separator: " ")
+            return words.count > 5 && words[1] == "->" && words[5] == "\(pid)"
+        }
+    }
+
+    /// Whether a process waits for a lock on the file with inode `inode` (`->` lines of
+    /// /proc/locks name the file as MAJOR:MINOR:INODE).
+    static func someoneWaits(forLockOn inode: ino_t) -> Bool {
+        let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+        return locks.split(separator: "\n").contains { line in
+            let words = line.split(separator: " ")
+            return words.count > 6 && words[1] == "->" && words[6].split(separator: ":").last == "\(inode)"
+        }
+    }
 }

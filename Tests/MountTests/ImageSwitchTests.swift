@@ -111,6 +111,45 @@ final class ImageSwitchTests: RegistryTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v1", "a refused rollback changes nothing")
     }
 
+    /// `which` names the images of every patch it names: for a directory merged from several
+    /// layers too, and for a patch that is a directory inside a layer.
+    func testWhichNamesTheImagesOfAMergedDirectory() throws {
+        let (v1, v2, _, _) = try pushTwoVersions()
+        try fx.start()
+        XCTAssertEqual(try layers(["--set-image", v2]).status, 0)
+        let which = { (path: String) throws -> [String] in
+            let run = try Spawn.run(MountFixture.binary, ["which", self.fx.inMount(path)])
+            XCTAssertEqual(run.status, 0, run.error)
+            return run.output.split(separator: "\n").map(String.init)
+        }
+        let merged = try which("files")
+        XCTAssertEqual(merged.count, 2, "\(merged)")
+        XCTAssertTrue(merged.first?.hasPrefix("merged patch \(store)/layers/sha256/") == true, "\(merged)")
+        XCTAssertTrue(merged.last?.hasPrefix("image \(v2) sha256:") == true, "\(merged)")
+
+        // a plain patch above the image's layers: merged from three patches, one image
+        let plain = fx.root + "/plain"
+        try Disk.write(plain + "/files/extra", "extra")
+        let v2Layers = try layers([]).output.split(separator: "\n").filter { $0.hasPrefix("patch ") }.map { String($0.dropFirst(6)) }
+        XCTAssertEqual(try layers(["--set", plain] + v2Layers).status, 0)
+        let mixed = try which("files")
+        XCTAssertEqual(mixed.count, 2, "\(mixed)")
+        XCTAssertTrue(mixed.first?.hasPrefix("merged patch \(plain)/files patch \(store)/layers/sha256/") == true, "\(mixed)")
+        XCTAssertTrue(mixed.last?.hasPrefix("image \(v2) sha256:") == true, "\(mixed)")
+
+        // v1's top layer's `files` directory as a patch over v2's layers: two images
+        let v1Top = try Spawn.run(MountFixture.binary, ["pull", v1, "--store", store, "--tls-verify=false"])
+            .output.split(separator: "\n").first.map(String.init) ?? ""
+        XCTAssertEqual(try layers(["--set", v1Top + "/files"] + v2Layers).status, 0)
+        let file = try which("3")
+        XCTAssertEqual(file.count, 2, "\(file)")
+        XCTAssertEqual(file.first, "patch \(v1Top)/files/3")
+        XCTAssertTrue(file.last?.hasPrefix("image \(v1) sha256:") == true, "\(file)")
+        let root = try which("")
+        XCTAssertEqual(root.filter { $0.hasPrefix("image ") }.count, 2, "\(root)")
+        XCTAssertTrue(root.contains { $0.hasPrefix("image \(v1) ") } && root.contains { $0.hasPrefix("image \(v2) ") }, "\(root)")
+    }
+
     /// `-o image=`: pulled on the first mount (the registry reached through the registries.conf
     /// skopeo finds in $HOME), from the store on the next, with the registry gone.
     func testAMountOfAnImageBootsOfflineFromTheStore() throws {

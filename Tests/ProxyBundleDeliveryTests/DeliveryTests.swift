@@ -30,6 +30,24 @@ final class DeliveryTests: XCTestCase {
         XCTAssertEqual(pieces.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
+    /// The processor's SHA instructions (where it has them) and the portable code give the same
+    /// digests: standard vectors, and every length around the block size.
+    func testSHA256sTwoPathsAgree() {
+        for portable in [false, true] {
+            var two = SHA256(portable: portable)
+            two.update(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+            XCTAssertEqual(two.hex(), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1", "portable: \(portable)")
+        }
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for length in Array(0...200) + [4095, 4096, 4097, 70_000] {
+            var fast = SHA256(), portable = SHA256(portable: true)
+            fast.update(Array(bytes[..<length]))
+            portable.update(Array(bytes[..<length]))
+            XCTAssertEqual(fast.hex(), portable.hex(), "\(length) bytes")
+        }
+    }
+
     func testJSONReadsWhatManifestsHold() throws {
         let json = try JSON.parse(Array(#"{"a":[1,2.5,true,null,"x\u00e9\n\"q\""],"b":{"c":"d"}}"#.utf8))
         XCTAssertEqual(json["a"]?.array?.count, 5)
