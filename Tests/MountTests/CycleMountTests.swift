@@ -11,15 +11,10 @@ import XCTest
 /// writes nothing more, before the rest of its exit.
 final class CycleMountTests: XCTestCase {
     var fx: MountFixture!
-    private var mounted: [String] = []
 
     override func setUpWithError() throws { fx = try MountFixture(name) }
 
     override func tearDown() {
-        for mountpoint in mounted {
-            _ = try? proxybundle(["unmount", mountpoint])
-            Unmounter.force(mountpoint)
-        }
         fx?.tearDown()
     }
 
@@ -52,7 +47,7 @@ final class CycleMountTests: XCTestCase {
         XCTAssertEqual(try Disk.read(output), "held")
         XCTAssertNotNil(fx.waitForExit(seconds: 30), "the old daemon ends once its last request is answered")
         XCTAssertEqual(Spawn.wait(command, seconds: 30), 0, (try? Disk.read(errors)) ?? "")
-        mounted.append(fx.mountpoint)
+        fx.otherMounts.append(fx.mountpoint)
         try Disk.write(fx.inMount("new"), "through the new mount")
         XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "through the new mount")
     }
@@ -106,7 +101,7 @@ final class CycleMountTests: XCTestCase {
                                      + extra + MountFixture.transportOptions)
         XCTAssertEqual(result.status, 0, result.error)
         guard result.status == 0 else { throw TestFailure("mount refused: \(result.error)") }
-        if !mounted.contains(fx.mountpoint) { mounted.append(fx.mountpoint) }
+        fx.otherMounts.append(fx.mountpoint)
     }
 
     /// Whether the substitution's writer lock is free now (taken and let go at once).

@@ -7,16 +7,10 @@ import XCTest
 /// refused, a crashed daemon leaves no guard behind), and errors that name the real cause.
 final class MountGuardTests: XCTestCase {
     var fx: MountFixture!
-    private var mounted: [String] = []
 
     override func setUpWithError() throws { fx = try MountFixture(name) }
 
     override func tearDown() {
-        // the command first, as a user would; whatever it could not unmount goes anyway
-        for mountpoint in mounted {
-            _ = try? proxybundle(["unmount", mountpoint])
-            Unmounter.force(mountpoint)
-        }
         fx?.tearDown()
     }
 
@@ -34,7 +28,7 @@ final class MountGuardTests: XCTestCase {
             try Disk.mkdir(mountpoint)
             let result = try proxybundle(["mount", main, mountpoint], environment: environment)
             XCTAssertEqual(result.status, 0, result.error)
-            mounted.append(mountpoint)
+            fx.otherMounts.append(mountpoint)
             let status = try proxybundle(["status", mountpoint, "--json"])
             let substitution = try XCTUnwrap(status.output.range(of: "\"substitution\":\"").map { range in
                 String(status.output[range.upperBound...].prefix { $0 != "\"" })
@@ -73,7 +67,7 @@ final class MountGuardTests: XCTestCase {
         fx.stop()
         let taken = try proxybundle(["mount", other, otherMount, "--substitution", fx.substitution])
         XCTAssertEqual(taken.status, 0, "the killed daemon left its guard behind: \(taken.error)")
-        mounted.append(otherMount)
+        fx.otherMounts.append(otherMount)
         try Disk.write(otherMount + "/new", "through the second mount")
         XCTAssertEqual(try Disk.read(fx.inSubstitution("new")), "through the second mount")
     }
@@ -101,7 +95,7 @@ final class MountGuardTests: XCTestCase {
         let returned = Date()
         let waited = (status: status ?? -1, error: (try? Disk.read(errors)) ?? "")
         XCTAssertEqual(waited.status, 0, waited.error)
-        mounted.append(fx.mountpoint)
+        fx.otherMounts.append(fx.mountpoint)
         let released = try XCTUnwrap(release.date, "the mount returned before the lock was let go")
         XCTAssertGreaterThanOrEqual(returned.timeIntervalSince(asked), released.timeIntervalSince(asked),
                                     "the mount took at least the time the lock was held")
@@ -139,7 +133,7 @@ final class MountGuardTests: XCTestCase {
         let readOnly = try proxybundle(["mount", other, otherMount, "--substitution", fx.mountpoint + "/nested/patch",
                                         "-o", "ro"])
         XCTAssertEqual(readOnly.status, 0, readOnly.error)
-        mounted.append(otherMount)
+        fx.otherMounts.append(otherMount)
         XCTAssertEqual(try Disk.read(otherMount + "/file"), "other")
     }
 
@@ -167,13 +161,13 @@ final class MountGuardTests: XCTestCase {
         let log = ["--log-file", fx.root + "/daemon.log"]
         let result = try proxybundle(["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution] + log)
         XCTAssertEqual(result.status, 0, result.error)
-        mounted.append(fx.mountpoint)
+        fx.otherMounts.append(fx.mountpoint)
         XCTAssertEqual(result.error, "proxybundle: warning: mountpoint \(fx.mountpoint) is not empty: its 1 entry is hidden while it is mounted\n")
         XCTAssertEqual(try Disk.list(fx.mountpoint), ["Info.plist"])
         XCTAssertEqual(try proxybundle(["unmount", fx.mountpoint]).status, 0)
         let over = try proxybundle(["mount", fx.main, fx.main, "--substitution", fx.substitution] + log)
         XCTAssertEqual(over.status, 0, over.error)
-        mounted.append(fx.main)
+        fx.otherMounts.append(fx.main)
         XCTAssertEqual(over.error, "", "mounting over the main bundle itself warns of nothing")
     }
 

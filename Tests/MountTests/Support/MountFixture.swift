@@ -21,6 +21,10 @@ final class MountFixture {
     private var readOnly: [String: String] = [:]
     /// More `NAME=value` settings for the daemon's environment.
     var environment: [String] = []
+    /// Mounts the test made by other means (the mount command run as a user would, a second
+    /// mount): unmounted at teardown, by the command first, as a user would, and whatever it
+    /// could not unmount goes anyway.
+    var otherMounts: [String] = []
     /// Whether `start` gives the daemon the substitution directory (false: the test passes
     /// `--no-substitution` or its own).
     var usesSubstitution = true
@@ -159,6 +163,10 @@ final class MountFixture {
     /// Stops, checks that no read-only layer changed, and removes the directory (unless still
     /// mounted).
     func tearDown() {
+        for mountpoint in Set(otherMounts) {
+            _ = try? proxybundle(["unmount", mountpoint])
+            Unmounter.force(mountpoint)
+        }
         stop()
         for (layer, before) in readOnly.sorted(by: { $0.key < $1.key }) {
             let role = layer == main ? "the main bundle" : "the patch \(layer)"
