@@ -77,7 +77,7 @@ extension Overlay {
             var unchecked = searched.lowerBound
             for layer in Overlay.candidates(searched, holding?.entries) {
                 let fd = dirs[layer]
-                guard fd >= 0, let st = try Overlay.attributes(of: name, p, in: dirs, layer) else { continue }
+                guard fd >= 0, let (st, spelling) = try Overlay.attributes(of: name, p, in: dirs, layer) else { continue }
                 anyEntry = true
                 if Whiteout.isDevice(st) { break }
                 if found != nil && !isDirectory(st) { break }
@@ -87,10 +87,9 @@ extension Overlay {
                     found?.placement.bottom = UInt16(layer)
                 } else if isDirectory(st) {
                     found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true), attributes: shown(st),
-                                     spelling: dirs.foldsNames ? dirs.spelling(of: name, in: layer) : nil)
+                                     spelling: spelling)
                 } else {
-                    return Resolved(placement: .file(in: layer), attributes: shown(st),
-                                    spelling: dirs.foldsNames ? dirs.spelling(of: name, in: layer) : nil)
+                    return Resolved(placement: .file(in: layer), attributes: shown(st), spelling: spelling)
                 }
                 unchecked = layer
             }
@@ -104,15 +103,18 @@ extension Overlay {
     }
 
     /// The attributes of the entry `name` (also as `p`) of layer `layer` in the directory open
-    /// as `dirs`, spelled as the layer spells it where names fold; nil where it has none.
+    /// as `dirs`, and where names fold, the layer's spelling of it (else nil); nil where it
+    /// has none.
     private static func attributes(of name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
-                                   _ layer: Int) throws(Errno) -> stat? {
+                                   _ layer: Int) throws(Errno) -> (stat, [UInt8]?)? {
         let fd = dirs[layer]
-        guard dirs.foldsNames else { return try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(fd, p) } }
+        guard dirs.foldsNames else {
+            return try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(fd, p) }.map { ($0, nil) }
+        }
         guard let spelled = dirs.spelling(of: name, in: layer) else { return nil }
         return try absentAsNil { () throws(Errno) -> stat in
             try spelled.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, s) }
-        }
+        }.map { ($0, spelled) }
     }
 
     /// The layers of `searched` to look in, top first: all of them, or, where the directory's
