@@ -148,25 +148,8 @@ public final class FuseServer: Sendable {
     /// still be found).
     static func forget(_ names: [(parent: NodeID, name: [UInt8])], _ notifier: KernelNotifier) {
         guard !names.isEmpty, !notifier.expireAllNames() else { return }
-        final class Work {
-            let names: [(parent: NodeID, name: [UInt8])]
-            let notifier: KernelNotifier
-            init(_ names: [(parent: NodeID, name: [UInt8])], _ notifier: KernelNotifier) {
-                self.names = names
-                self.notifier = notifier
-            }
-        }
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(Work(names, notifier)).toOpaque()
-        if pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            let work = Unmanaged<Work>.fromOpaque(context).takeRetainedValue()
-            for key in work.names { work.notifier.invalidateName(key.name, in: key.parent) }
-            return nil
-        }, context) == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<Work>.fromOpaque(context).release()
+        DetachedThread.start {
+            for key in names { notifier.invalidateName(key.name, in: key.parent) }
         }
     }
 

@@ -42,18 +42,8 @@ final class Prefetcher: @unchecked Sendable {
         self.overlay = overlay
         pthread_mutex_init(&mutex, nil)
         pthread_cond_init(&condition, nil)
-        var thread = pthread_t()
         // the thread keeps this object for the life of the daemon
-        let context = Unmanaged.passRetained(self).toOpaque()
-        if pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Prefetcher>.fromOpaque(context).takeUnretainedValue().run()
-            return nil
-        }, context) == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<Prefetcher>.fromOpaque(context).release()
-        }
+        DetachedThread.start { self.run() }
     }
 
     /// Announces the subdirectories of `listing`, in the order a walk will list them. The

@@ -13,17 +13,7 @@ extension FuseServer {
     /// Starts the thread that invalidates on changes, for the life of the daemon.
     public func startWatching() {
         watching.withLock { $0 = true }
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        if pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            let server = Unmanaged<FuseServer>.fromOpaque(context).takeRetainedValue()
-            server.watchLayers()
-            return nil
-        }, context) == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<FuseServer>.fromOpaque(context).release()
+        if !DetachedThread.start({ self.watchLayers() }) {
             logger.warning("cannot start watching the layers: \(Errno.current.name)")
         }
     }

@@ -46,7 +46,7 @@ enum SystemdNotify {
     /// own: the answer needs the request loop, which the caller is about to run. Gives up
     /// (with a warning) when the mount has not answered within 30 s.
     static func readyWhenAnswering(_ mountpoint: RawPath, socket: [UInt8], logger: Logger) {
-        let job = Job {
+        let started = DetachedThread.start {
             for _ in 0..<3000 {
                 if Daemon.answers(mountpoint) {
                     let error = send("READY=1\nSTATUS=serving \(mountpoint)", to: socket)
@@ -57,22 +57,6 @@ enum SystemdNotify {
             }
             logger.warning("the mount did not answer within 30 s; systemd was not told it is ready")
         }
-        var thread = pthread_t()
-        let context = Unmanaged.passRetained(job).toOpaque()
-        if pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Job>.fromOpaque(context).takeRetainedValue().body()
-            return nil
-        }, context) == 0 {
-            pthread_detach(thread)
-        } else {
-            Unmanaged<Job>.fromOpaque(context).release()
-            logger.warning("cannot start the thread that tells systemd the mount is ready")
-        }
-    }
-
-    private final class Job {
-        let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
+        if !started { logger.warning("cannot start the thread that tells systemd the mount is ready") }
     }
 }

@@ -31,20 +31,9 @@ final class Closer: @unchecked Sendable {
         if !queued { Sys.close(fd) }
     }
 
+    /// The thread keeps this object for the life of the process.
     private func start() -> Bool {
-        var thread = pthread_t()
-        // the thread keeps this object for the life of the process
-        let context = Unmanaged.passRetained(self).toOpaque()
-        guard pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Closer>.fromOpaque(context).takeUnretainedValue().run()
-            return nil
-        }, context) == 0 else {
-            Unmanaged<Closer>.fromOpaque(context).release()
-            return false
-        }
-        pthread_detach(thread)
-        return true
+        DetachedThread.start { self.run() }
     }
 
     private func run() -> Never {
