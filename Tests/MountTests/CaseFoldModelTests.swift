@@ -33,19 +33,22 @@ final class CaseFoldModelTests: XCTestCase {
         }
     }
 
-    /// Fills `dir` (of one layer) with entries named from the pool: files, directories (never
-    /// two of one folded name here, which the mount does not merge within a layer yet), `.wh.`
-    /// files and, below the root, now and then an opaque marker.
+    /// Fills `dir` (of one layer) with entries named from the pool: files, directories (two
+    /// of one folded name too, as archives made on Windows unpack), `.wh.` files and, below
+    /// the root, now and then an opaque marker.
     static func fill(_ dir: String, depth: Int, layer: Int, using random: inout Generator) throws {
         try Disk.mkdir(dir)
-        var directoryKeys = Set<[UInt8]>()
         for _ in 0 ..< Int.random(in: 3 ... 7, using: &random) {
             let name = pool.randomElement(using: &random) ?? "a"
             let path = dir + "/" + name
             if FileManager.default.fileExists(atPath: path) { continue }
             switch Int.random(in: 0 ..< 10, using: &random) {
-            case 0 ..< 3 where depth < 2 && directoryKeys.insert(CaseFold.key(Array(name.utf8))).inserted:
+            case 0 ..< 3 where depth < 2:
                 try fill(path, depth: depth + 1, layer: layer, using: &random)
+                let other = recased(name, using: &random)
+                if Array(other.utf8) != Array(name.utf8), !FileManager.default.fileExists(atPath: dir + "/" + other) {
+                    try fill(dir + "/" + other, depth: depth + 1, layer: layer, using: &random)
+                }
             case 3 where layer > 0:
                 try Disk.write(dir + "/.wh." + name, "")
             default:

@@ -62,8 +62,8 @@ final class LayerWatch: Sendable {
         state.withLock { s in
             if s.lost || s.watched[id]?.placement == dirs.placement { return }
             var descriptors: [Int32] = []
-            for layer in dirs.present {
-                let wd = inotify_add_watch(s.fd, "/proc/self/fd/\(dirs[layer])", LayerWatch.mask)
+            for fd in dirs.present.flatMap(dirs.allDescriptors) {
+                let wd = inotify_add_watch(s.fd, "/proc/self/fd/\(fd)", LayerWatch.mask)
                 guard wd >= 0 else {
                     s.lost = true
                     return

@@ -32,19 +32,24 @@ final class DirectoryDescriptors: Sendable {
         isRoot = path.isRoot
         isFiltered = holding != nil
         var opened = [Int32](repeating: -1, count: layers.count)
-        var spelled = [LayerPath](repeating: path, count: layers.foldsNames ? layers.count : 0)
+        var spelled = [SpelledDirectories?](repeating: nil, count: layers.foldsNames ? layers.count : 0)
         let range = layers.indices(of: placement)
         let tried = holding.map { held in (range.contains(0) ? [0] : []) + held.map(Int.init).filter { $0 > 0 && range.contains($0) } }
         for index in tried ?? Array(range) {
+            let layer = layers[index]
+            if !spelled.isEmpty {
+                // the real directories own their descriptors
+                spelled[index] = layer.spelledDirectories(path).found
+                opened[index] = spelled[index]?.descriptors[0] ?? -1
+                continue
+            }
             if path.isRoot {
-                opened[index] = layers[index].rootFD
+                opened[index] = layer.rootFD
                 continue
             }
             do throws(Errno) {
-                let layer = layers[index]
-                if !spelled.isEmpty { spelled[index] = layer.spelled(path) }
                 opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
-                    try layer.open(spelled: spelled.isEmpty ? path : spelled[index], flags: pb_O_PATH | pb_O_DIRECTORY)
+                    try layer.open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
                 } ?? -1
             } catch {
                 for fd in opened where fd >= 0 { Sys.close(fd) }
@@ -52,28 +57,55 @@ final class DirectoryDescriptors: Sendable {
             }
         }
         descriptors = opened
-        spelledPaths = spelled
+        spelledDirectories = spelled
         present = opened.indices.filter { opened[$0] >= 0 }
     }
 
-    /// Where names fold (`-o casefold`): the directory's path as each layer spells it. Empty
-    /// where they do not.
-    private let spelledPaths: [LayerPath]
+    /// Where names fold (`-o casefold`): the real directories each layer merges here (see
+    /// `SpelledDirectories`), whose first one's descriptor is the layer's in `descriptors`.
+    /// Empty where names do not fold.
+    private let spelledDirectories: [SpelledDirectories?]
 
     /// Whether names are folded: a name is then looked for by its spelling in each layer.
-    var foldsNames: Bool { !spelledPaths.isEmpty }
+    var foldsNames: Bool { !spelledDirectories.isEmpty }
 
-    /// Layer `index`'s spelling of `name` in this directory: `name` itself where names are
-    /// not folded; nil where the layer holds no spelling of it (or not the directory).
-    func spelling(of name: [UInt8], in index: Int) -> [UInt8]? {
-        guard foldsNames else { return name }
-        let fd = self[index]
-        guard fd >= 0 else { return nil }
-        return layers[index].spelling(of: name, in: spelledPaths[index], at: fd)
+    /// Layer `index`'s spelling of `name` in this directory, and the descriptor of the real
+    /// directory that holds it (see `Layer.spelling(of:in:)`): `name` itself and the layer's
+    /// descriptor where names are not folded; nil where the layer holds no spelling of it (or
+    /// not the directory).
+    func spelled(_ name: [UInt8], in index: Int) -> (fd: Int32, name: [UInt8])? {
+        guard foldsNames else { return (self[index], name) }
+        guard let dirs = self.directories(in: index), let found = layers[index].spelling(of: name, in: dirs) else { return nil }
+        return (dirs.descriptors[found.directory], found.name)
+    }
+
+    /// Every spelling of `name` in layer `index`'s real directories here, with the descriptor
+    /// of the directory holding each, in the order `spelled` takes them.
+    func allSpelled(_ name: [UInt8], in index: Int) -> [(fd: Int32, name: [UInt8])] {
+        guard foldsNames else { return self[index] >= 0 ? [(self[index], name)] : [] }
+        guard let dirs = self.directories(in: index) else { return [] }
+        return layers[index].spellings(of: name, in: dirs).map { (dirs.descriptors[$0.directory], $0.name) }
+    }
+
+    private func directories(in index: Int) -> SpelledDirectories? {
+        index < spelledDirectories.count ? spelledDirectories[index] : nil
+    }
+
+    /// The descriptors of every real directory layer `index` has here: one, or where names
+    /// fold, each directory of the name merged (none where the layer lacks it).
+    func allDescriptors(in index: Int) -> [Int32] {
+        if let dirs = directories(in: index) { return dirs.descriptors }
+        return self[index] >= 0 ? [self[index]] : []
+    }
+
+    /// Whether layer `index` has no more than one real directory here: an entry it lists is
+    /// then in `self[index]`.
+    func hasOneDirectory(in index: Int) -> Bool {
+        (directories(in: index)?.paths.count ?? 1) <= 1
     }
 
     deinit {
-        guard !isRoot else { return }
+        guard !isRoot, !foldsNames else { return }
         for fd in descriptors where fd >= 0 { Sys.close(fd) }
     }
 
@@ -92,10 +124,11 @@ final class DirectoryDescriptors: Sendable {
     }
 
     /// Where names fold: the entries of the directory in layer `index`, read for a listing,
-    /// are how that layer spells its names (its lookups need not read them again).
+    /// are how that layer spells its names (its lookups need not read them again), unless the
+    /// layer merges several directories here (each learnt as it was read).
     func learnSpellings(_ list: EntryList, keys: [[UInt8]], in index: Int) {
-        guard foldsNames, self[index] >= 0 else { return }
-        layers[index].spellings?.learn(list, keys: keys, in: spelledPaths[index])
+        guard let dirs = directories(in: index), dirs.paths.count == 1 else { return }
+        layers[index].spellings?.learn(list, keys: keys, in: dirs.paths[0])
     }
 
     /// The attributes of the directory in layer `index`; nil if it was not there when opened.

@@ -46,7 +46,7 @@ extension Overlay {
         let layer = Int(item.layer)
         let below = layer ..< Int(dirs.placement.bottom) + 1
         let fd = dirs[layer]
-        guard fd >= 0, !(below.count > 1 && item.type == UInt8(DT_DIR)) else {
+        guard fd >= 0, dirs.hasOneDirectory(in: layer), !(below.count > 1 && item.type == UInt8(DT_DIR)) else {
             return try resolve(listing.name(item), in: dirs, layers: below)
         }
         let st = try listing.list.withNames { (names) throws(Errno) -> stat in try Sys.lstatat(fd, names.cString(item)) }
@@ -111,10 +111,10 @@ extension Overlay {
         guard dirs.foldsNames else {
             return try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(fd, p) }.map { ($0, nil) }
         }
-        guard let spelled = dirs.spelling(of: name, in: layer) else { return nil }
+        guard let spelled = dirs.spelled(name, in: layer) else { return nil }
         return try absentAsNil { () throws(Errno) -> stat in
-            try spelled.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, s) }
-        }.map { ($0, spelled) }
+            try spelled.name.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(spelled.fd, s) }
+        }.map { ($0, spelled.name) }
     }
 
     /// The layers of `searched` to look in, top first: all of them, or, where the directory's
@@ -144,7 +144,7 @@ extension Overlay {
     /// any spelling, where names fold).
     private static func hasWhiteoutFile(hiding name: [UInt8], _ dirs: DirectoryDescriptors, _ layer: Int) throws(Errno) -> Bool {
         guard dirs.foldsNames else { return try Whiteout.fileExists(hiding: name, in: dirs[layer]) }
-        return dirs.spelling(of: Whiteout.fileName(hiding: name), in: layer) != nil
+        return dirs.spelled(Whiteout.fileName(hiding: name), in: layer) != nil
     }
 
     /// Whether the directory `name` (also as `p`) of layer `layer` of `dirs` hides the layers below it.
@@ -152,8 +152,16 @@ extension Overlay {
                                    _ layer: Int) throws(Errno) -> Bool {
         let dirfd = dirs[layer]
         guard dirs.foldsNames else { return try isOpaqueDirectory(p, in: dirfd) }
-        guard let spelled = dirs.spelling(of: name, in: layer) else { return false }
-        return try spelled.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> Bool in try isOpaqueDirectory(s, in: dirfd) }
+        // any of the layer's directories of the name that merge there
+        for spelled in dirs.allSpelled(name, in: layer) {
+            let opaque = try absentAsNil { () throws(Errno) -> Bool in
+                try spelled.name.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                    try isOpaqueDirectory(s, in: spelled.fd)
+                }
+            }
+            if opaque == true { return true }
+        }
+        return false
     }
 
     /// Whether the directory `name` in `dirfd` hides the layers below it.

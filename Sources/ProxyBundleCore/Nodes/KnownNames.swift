@@ -119,7 +119,9 @@ final class KnownNames: Sendable {
     private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool) -> Presence? {
         var presence = Presence(foldsNames: foldsNames)
         for layer in dirs.present {
-            guard (try? read(dirs[layer], layer: UInt16(layer), into: &presence)) != nil else { return nil }
+            for fd in dirs.allDescriptors(in: layer) {
+                guard (try? read(fd, layer: UInt16(layer), into: &presence)) != nil else { return nil }
+            }
         }
         return presence
     }

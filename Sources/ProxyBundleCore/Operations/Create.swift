@@ -33,10 +33,10 @@ extension Overlay {
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
         // reply of another file type makes the kernel fail the call with EIO
         let layer = try substitution
-        var (fd, made) = try layer.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> (Int32?, stat) in
+        var (fd, made) = try layer.withSpelledDirectory(dirPath) { (dirfd: Int32, spelledPath: LayerPath) throws(Errno) -> (Int32?, stat) in
             // where names fold, a whiteout device of another spelling holds the name: the entry
             // takes its place, and its spelling (a second spelling would be a second entry)
-            let name = layer.spelling(of: name, in: dirPath, at: dirfd) ?? name
+            let name = layer.spelling(of: name, in: spelledPath, at: dirfd) ?? name
             // where a whiteout device holds the name, the entry is made in the work directory
             // and then put in the device's place in one step
             let work = try Whiteout.deviceExists(name, in: dirfd) ? try workspace() : nil

@@ -38,9 +38,9 @@ extension Overlay {
         guard cachesLookups, Sys.hasAttributeCallsAt, !location.path.isRoot,
               let parentPlacement = nodes.placement(of: location.parent),
               let dirs = directories.cached(location.parent, parentPlacement) else { return nil }
-        let fd = dirs[Int(location.placement.top)]
-        guard fd >= 0 else { return nil }
-        return try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> T in
+        // where names fold, as the layer spells the name, in the real directory holding it
+        guard let (fd, spelled) = dirs.spelled(location.path.lastName, in: Int(location.placement.top)), fd >= 0 else { return nil }
+        return try spelled.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> T in
             // the descriptors stay open (referenced) while the call uses one of them
             try withExtendedLifetime(dirs) { () throws(Errno) -> T in try body(fd, name) }
         }

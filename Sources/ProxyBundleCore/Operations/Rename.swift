@@ -69,13 +69,13 @@ extension Overlay {
                       replacesSubstitutionDirectory: Bool, respells: Bool) throws(Errno) {
         let (hidesBelowSource, hidesBelowTarget) = hidesBelow
         let layer = try substitution
-        try layer.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
-            try layer.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+        try layer.withSpelledDirectory(fromPath) { (fromfd: Int32, fromSpelled: LayerPath) throws(Errno) in
+            try layer.withSpelledDirectory(toPath) { (tofd: Int32, toSpelled: LayerPath) throws(Errno) in
                 // where names fold, each name as the substitution spells it (the source was
                 // copied up with its own spelling; a target there keeps its entry's), unless
                 // the rename only respells the name
-                let name = layer.spelling(of: name, in: fromPath, at: fromfd) ?? name
-                let newName = respells ? newName : layer.spelling(of: newName, in: toPath, at: tofd) ?? newName
+                let name = layer.spelling(of: name, in: fromSpelled, at: fromfd) ?? name
+                let newName = respells ? newName : layer.spelling(of: newName, in: toSpelled, at: tofd) ?? newName
                 if source.placement.isDirectory && hidesBelowTarget {
                     // the moved directory must not merge with the entry below that it lands on
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }

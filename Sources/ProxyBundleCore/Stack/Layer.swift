@@ -154,10 +154,16 @@ public final class Layer: Sendable {
 
     /// Runs `body` with a descriptor of the directory `path` (O_PATH; the root's own for the root).
     public func withDirectory<T>(_ path: LayerPath, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
-        if path.isRoot { return try body(rootFD) }
-        let fd = try open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+        try withSpelledDirectory(path) { (fd: Int32, _: LayerPath) throws(Errno) -> T in try body(fd) }
+    }
+
+    /// `withDirectory`, given also the directory's path as the layer spells it (see `spelled`).
+    func withSpelledDirectory<T>(_ path: LayerPath, _ body: (Int32, LayerPath) throws(Errno) -> T) throws(Errno) -> T {
+        let spelled = spelled(path)
+        if spelled.isRoot { return try body(rootFD, spelled) }
+        let fd = try open(spelled: spelled, flags: pb_O_PATH | pb_O_DIRECTORY)
         defer { Sys.close(fd) }
-        return try body(fd)
+        return try body(fd, spelled)
     }
 
     /// Runs `body` with an O_PATH descriptor of the entry at `path` itself (a symlink is not followed).
@@ -198,8 +204,21 @@ public final class Layer: Sendable {
 
     /// Every entry of the directory at `path`, except "." and "..", in on-disk order. Character
     /// devices (and entries of unknown type) are looked at: a 0/0 device is a whiteout.
+    /// Where names fold, the entries of every real directory the directory merges in the
+    /// layer, one spelling of each key (see `entries(of:)`).
     public func entries(_ path: LayerPath) throws(Errno) -> EntryList {
-        let fd = try open(path, flags: O_RDONLY | pb_O_DIRECTORY)
+        if spellings != nil {
+            let (found, deepest) = spelledDirectories(path)
+            guard let found else { throw Errno.noEntry }
+            if found.paths.count > 1 { return try mergedEntries(of: found) }
+            return try entries(spelled: deepest)
+        }
+        return try entries(spelled: path)
+    }
+
+    /// The entries of the directory at `path` spelled as the layer spells it.
+    func entries(spelled path: LayerPath) throws(Errno) -> EntryList {
+        let fd = try open(spelled: path, flags: O_RDONLY | pb_O_DIRECTORY)
         defer { Sys.close(fd) }
         return try Layer.entries(of: fd)
     }

@@ -13,8 +13,37 @@ import CSyscalls
 /// invalidation (like every cached answer); the substitution's tables are forgotten at every
 /// change made through the mount too (see `Overlay.forgetOtherSpellings`).
 public final class Spellings: Sendable {
+    /// How one real directory spells its names.
+    struct Table: Sendable {
+        /// Each key's first spelling in byte order.
+        var first: [[UInt8]: [UInt8]] = [:]
+        /// Every spelling, in byte order, of the keys the directory spells more than once
+        /// (`Data/` beside `data/`): rare, so kept apart.
+        var all: [[UInt8]: [[UInt8]]] = [:]
+
+        init(capacity: Int = 0) { first.reserveCapacity(capacity) }
+
+        /// Adds `spelling`, whose key is `key`.
+        mutating func add(_ spelling: [UInt8], key: [UInt8]) {
+            guard let known = first[key] else {
+                first[key] = spelling
+                return
+            }
+            var spellings = all[key] ?? [known]
+            spellings.append(spelling)
+            spellings.sort { $0.lexicographicallyPrecedes($1) }
+            all[key] = spellings
+            first[key] = spellings[0]
+        }
+
+        /// Every spelling of `key`, in byte order.
+        func spellings(of key: [UInt8]) -> [[UInt8]] {
+            all[key] ?? first[key].map { [$0] } ?? []
+        }
+    }
+
     private struct State {
-        var tables: [LayerPath: [[UInt8]: [UInt8]]] = [:]
+        var tables: [LayerPath: Table] = [:]
         /// Bumped when the tables are forgotten: a table read before is not kept.
         var generation: UInt64 = 0
     }
@@ -25,21 +54,30 @@ public final class Spellings: Sendable {
 
     init() {}
 
-    /// The layer's spelling of `name` in its directory `dir` (spelled as the layer spells it),
-    /// open as `open()` gives it (an O_PATH descriptor the caller keeps, or -1); nil when the
-    /// directory holds no spelling of it.
-    func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
-        let key = CaseFold.keyIfDifferent(name) ?? name
+    /// The table of the real directory `dir` (as the layer spells it), read through `open()`
+    /// (an O_PATH descriptor the caller keeps, or -1) unless kept; nil when it cannot be read.
+    private func table(_ dir: LayerPath, _ open: () -> Int32) -> Table? {
         let (known, generation) = state.withLock { ($0.tables[dir], $0.generation) }
-        if let known { return known[key] }
+        if let known { return known }
         let fd = open()
         guard fd >= 0, let table = Spellings.table(of: fd) else { return nil }
         keep(table, for: dir, readIn: generation)
-        return table[key]
+        return table
+    }
+
+    /// The first spelling in byte order of `name` in the real directory `dir` (as the layer
+    /// spells it), open as `open()` gives it; nil when the directory holds no spelling of it.
+    func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
+        table(dir, open)?.first[CaseFold.keyIfDifferent(name) ?? name]
+    }
+
+    /// Every spelling of `name` in the real directory `dir`, in byte order.
+    func spellings(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [[UInt8]] {
+        table(dir, open)?.spellings(of: CaseFold.keyIfDifferent(name) ?? name) ?? []
     }
 
     /// Keeps `table` as `dir`'s, unless the tables were forgotten since it was read.
-    private func keep(_ table: [[UInt8]: [UInt8]], for dir: LayerPath, readIn generation: UInt64) {
+    private func keep(_ table: Table, for dir: LayerPath, readIn generation: UInt64) {
         state.withLock { s in
             guard s.generation == generation else { return }
             if s.tables.count >= Spellings.limit { s.tables.removeAll(keepingCapacity: true) }
@@ -47,30 +85,21 @@ public final class Spellings: Sendable {
         }
     }
 
-    /// Keeps the table of `dir` (spelled as the layer spells it) from its entries `list` and
-    /// their `keys`, read for a listing: its lookups then need not read the directory again. A
-    /// name that is its own key shares one array with it.
+    /// Keeps the table of the real directory `dir` from its entries `list` and their `keys`,
+    /// read for a listing: its lookups then need not read the directory again. A name that is
+    /// its own key shares one array with it.
     func learn(_ list: EntryList, keys: [[UInt8]], in dir: LayerPath) {
         let (known, generation) = state.withLock { ($0.tables[dir] != nil, $0.generation) }
         guard !known else { return }
-        var table: [[UInt8]: [UInt8]] = [:]
-        table.reserveCapacity(list.entries.count)
+        var table = Table(capacity: list.entries.count)
         list.withNames { names in
             for (index, entry) in list.entries.enumerated() {
                 let key = keys[index]
                 let name = names.name(entry)
-                if let known = table[key], !name.lexicographicallyPrecedes(known) { continue }
-                table[key] = name.elementsEqual(key) ? key : Array(name)
+                table.add(name.elementsEqual(key) ? key : Array(name), key: key)
             }
         }
         keep(table, for: dir, readIn: generation)
-    }
-
-    /// Adds `spelling` to `table`, where it is its key's first spelling in byte order.
-    private static func add(_ spelling: [UInt8], to table: inout [[UInt8]: [UInt8]]) {
-        let key = CaseFold.keyIfDifferent(spelling) ?? spelling
-        if let known = table[key], !spelling.lexicographicallyPrecedes(known) { return }
-        table[key] = spelling
     }
 
     /// Forgets every table read: the layer may have changed.
@@ -81,17 +110,17 @@ public final class Spellings: Sendable {
         }
     }
 
-    /// From each key of the names in the directory open as `fd`, the first of its spellings in
-    /// byte order; nil when it cannot be read.
-    static func table(of fd: Int32) -> [[UInt8]: [UInt8]]? {
+    /// The table of the directory open as `fd`; nil when it cannot be read.
+    static func table(of fd: Int32) -> Table? {
         let dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dir >= 0 else { return nil }
-        var table: [[UInt8]: [UInt8]] = [:]
+        var table = Table()
         let read: Void? = try? Sys.readDirectory(dir) { entry, _ in
             Sys.withName(entry) { name, length in
                 let bytes = UnsafeRawBufferPointer(start: name, count: length)
                 if length <= 2 && bytes.allSatisfy({ $0 == 0x2E }) { return }
-                add(Array(bytes), to: &table)
+                let spelling = Array(bytes)
+                table.add(spelling, key: CaseFold.keyIfDifferent(spelling) ?? spelling)
             }
         }
         return read == nil ? nil : table
@@ -99,39 +128,46 @@ public final class Spellings: Sendable {
 }
 
 extension Layer {
-    /// `path` as this layer spells it, for a mount that folds names: each name replaced by the
-    /// layer's spelling of it, as far as the layer has them (the rest as given: what is made
-    /// there keeps the spelling it was asked by). Without folding, `path` itself.
+    /// `path` as this layer spells it, for a mount that folds names: the entry that serves it
+    /// (see `spelling(of:in:)`), in the first real directory of its parent that has any
+    /// spelling of its name; where the layer has none, as far as the layer has the names and
+    /// the rest as given (what is made there keeps the spelling it was asked by). Without
+    /// folding, `path` itself.
     public func spelled(_ path: LayerPath) -> LayerPath {
-        guard let spellings, !path.isRoot else { return path }
-        let names = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
-        var real = LayerPath.root
-        var dirfd = rootFD
-        defer { if dirfd != rootFD { Sys.close(dirfd) } }
-        for (index, name) in names.enumerated() {
-            guard let spelled = spellings.spelling(of: name, in: real, { dirfd }) else {
-                for rest in names[index...] { real = real.appending(rest) }
-                return real
-            }
-            real = real.appending(spelled)
-            guard index < names.count - 1 else { break }
-            let next = spelled.withCStringCopy { p in
-                (try? Sys.openat2(dirfd, p, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
-                                  resolve: Layer.resolve)) ?? -1
-            }
-            if dirfd != rootFD { Sys.close(dirfd) }
-            dirfd = next
-            if next < 0 {
-                for rest in names[(index + 1)...] { real = real.appending(rest) }
-                return real
-            }
-        }
-        return real
+        guard spellings != nil, !path.isRoot else { return path }
+        let name = path.lastName
+        let (parent, deepest) = spelledDirectories(path.parent)
+        guard let parent else { return deepest.appending(name) }
+        return spelling(of: name, in: parent).map { parent.paths[$0.directory].appending($0.name) }
+            ?? parent.paths[0].appending(name)
     }
 
-    /// The layer's spelling of `name` in its directory `dir` (spelled as the layer spells it,
-    /// see `spelled`) open as `dirfd`: `name` itself without folding; nil when the directory
-    /// holds no spelling of it.
+    /// The layer's spelling of `name` in the real directories `dirs`: of every spelling in any
+    /// of them, the first in byte order (in the first directory that has it), with the index of
+    /// that directory; nil when none holds a spelling of it.
+    func spelling(of name: [UInt8], in dirs: SpelledDirectories) -> (directory: Int, name: [UInt8])? {
+        guard let spellings else { return (0, name) }
+        var best: (directory: Int, name: [UInt8])? = nil
+        for (index, dir) in dirs.paths.enumerated() {
+            guard let spelled = spellings.spelling(of: name, in: dir, { dirs.descriptors[index] }) else { continue }
+            if best.map({ spelled.lexicographicallyPrecedes($0.name) }) ?? true { best = (index, spelled) }
+        }
+        return best
+    }
+
+    /// Every spelling of `name` in the real directories `dirs`, in the order `spelling` takes
+    /// them: by spelling in byte order, then by directory.
+    func spellings(of name: [UInt8], in dirs: SpelledDirectories) -> [(directory: Int, name: [UInt8])] {
+        guard let spellings else { return [(0, name)] }
+        var all: [(directory: Int, name: [UInt8])] = []
+        for (index, dir) in dirs.paths.enumerated() {
+            all += spellings.spellings(of: name, in: dir, { dirs.descriptors[index] }).map { (index, $0) }
+        }
+        return all.sorted { a, b in a.name == b.name ? a.directory < b.directory : a.name.lexicographicallyPrecedes(b.name) }
+    }
+
+    /// The layer's spelling of `name` in its real directory `dir` open as `dirfd`: `name`
+    /// itself without folding; nil when the directory holds no spelling of it.
     func spelling(of name: [UInt8], in dir: LayerPath, at dirfd: Int32) -> [UInt8]? {
         guard let spellings else { return name }
         return spellings.spelling(of: name, in: dir) { dirfd }
