@@ -117,7 +117,7 @@ extension Overlay {
 
     /// Merges `read`, the entries of each layer of `placement` top first, into `list`.
     /// Where names fold, `keys` holds the key of each name read (see `foldedKeys`).
-    private func merge(_ read: [EntryList], _ placement: Placement, keys: [[[UInt8]]], into list: inout EntryList) {
+    private func merge(_ read: [EntryList], _ placement: Placement, keys: [[FoldedName]], into list: inout EntryList) {
         let stack = layers
         let numbers = shownInodes()
         if stack.foldsNames {
@@ -165,12 +165,9 @@ extension Overlay {
 
     /// The key of each name of `list` (see `CaseFold`), in its order; a name that is its own
     /// key (lower-case ASCII, nearly all) shares its array with it.
-    static func foldedKeys(_ list: EntryList) -> [[UInt8]] {
+    static func foldedKeys(_ list: EntryList) -> [FoldedName] {
         list.withNames { names in
-            list.entries.map { entry in
-                let name = Array(names.name(entry))
-                return CaseFold.keyIfDifferent(name) ?? name
-            }
+            list.entries.map { entry in FoldedName(of: Array(names.name(entry))) }
         }
     }
 
@@ -178,43 +175,50 @@ extension Overlay {
     /// key are one entry, which the highest layer holding any spelling of it shows with its
     /// spelling; in a layer, the first spelling in byte order serves (a whiteout device too,
     /// which then hides the key); a `.wh.` file hides every spelling below. `keys` are each
-    /// layer's keys (`foldedKeys`).
-    private static func mergeFolded(_ read: [EntryList], keys: [[[UInt8]]], first: Int, of stack: LayerStack,
+    /// layer's keys (`foldedKeys`). One dictionary and one set operation a name.
+    private static func mergeFolded(_ read: [EntryList], keys: [[FoldedName]], first: Int, of stack: LayerStack,
                                     _ numbers: ShownInodes, into list: inout EntryList) {
-        var taken = Set<[UInt8]>()
+        var taken = Set<FoldedName>()
         for (offset, layerList) in read.enumerated() {
             let layer = first + offset
             let device = stack[layer].device
             let layerKeys = keys[offset]
+            let isLast = offset == read.count - 1
             let opaque = layerList.withNames { names -> Bool in
                 var opaque = false
-                var hidden: [[UInt8]] = []
-                var serving: [[UInt8]: Int] = [:]
+                var hidden: [FoldedName] = []
+                // each key's serving name, and whether each entry is one
+                var serving: [FoldedName: Int] = [:]
                 serving.reserveCapacity(layerList.entries.count)
+                var serves = [Bool](repeating: false, count: layerList.entries.count)
                 for (index, entry) in layerList.entries.enumerated() {
                     let name = names.name(entry)
                     if !entry.isWhiteoutDevice && Whiteout.hasPrefix(name) {
                         if name.elementsEqual(Whiteout.opaqueMarker) {
                             opaque = true
                         } else if let hiddenName = Whiteout.hiddenName(name) {
-                            hidden.append(CaseFold.key(hiddenName))
+                            hidden.append(FoldedName(Array(hiddenName)))
                         }
                         continue
                     }
                     let key = layerKeys[index]
-                    if let known = serving[key], !name.lexicographicallyPrecedes(names.name(layerList.entries[known])) { continue }
-                    serving[key] = index
+                    if let known = serving.updateValue(index, forKey: key) {
+                        // a second spelling in the layer: the first in byte order serves
+                        guard name.lexicographicallyPrecedes(names.name(layerList.entries[known])) else {
+                            serving[key] = known
+                            continue
+                        }
+                        serves[known] = false
+                    }
+                    serves[index] = true
                 }
-                for (index, entry) in layerList.entries.enumerated() where !entry.isWhiteoutDevice {
+                for (index, entry) in layerList.entries.enumerated() where serves[index] {
                     let key = layerKeys[index]
-                    guard serving[key] == index, !taken.contains(key) else { continue }
+                    guard isLast ? !taken.contains(key) : taken.insert(key).inserted, !entry.isWhiteoutDevice else { continue }
                     list.append(names.name(entry), type: entry.type,
                                 inode: UInt64(numbers.number(ino_t(entry.inode), device: device)), layer: layer)
                 }
-                if offset < read.count - 1 {
-                    taken.formUnion(serving.keys)
-                    taken.formUnion(hidden)
-                }
+                if !isLast { taken.formUnion(hidden) }
                 return opaque
             }
             if opaque { break }

@@ -126,7 +126,7 @@ final class DirectoryDescriptors: Sendable {
     /// Where names fold: the entries of the directory in layer `index`, read for a listing,
     /// are how that layer spells its names (its lookups need not read them again), unless the
     /// layer merges several directories here (each learnt as it was read).
-    func learnSpellings(_ list: EntryList, keys: [[UInt8]], in index: Int) {
+    func learnSpellings(_ list: EntryList, keys: [FoldedName], in index: Int) {
         guard let dirs = directories(in: index), dirs.paths.count == 1 else { return }
         layers[index].spellings?.learn(list, keys: keys, in: dirs.paths[0])
     }

@@ -11,6 +11,11 @@ public struct LayerPath: Hashable, Sendable, CustomStringConvertible {
         self.bytes = Array(text.utf8).split(separator: UInt8(ascii: "/")).joined(separator: [UInt8(ascii: "/")]).map { $0 }
     }
 
+    /// The bytes in one call (the synthesized hash feeds them one at a time).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     public var isRoot: Bool { bytes.isEmpty }
     public var isSingleName: Bool { !bytes.isEmpty && !bytes.contains(UInt8(ascii: "/")) }
 

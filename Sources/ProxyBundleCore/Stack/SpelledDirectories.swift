@@ -63,14 +63,14 @@ extension Layer {
     /// of spellings is learnt on the way.
     func mergedEntries(of dirs: SpelledDirectories) throws(Errno) -> EntryList {
         var lists: [EntryList] = []
-        var keys: [[[UInt8]]] = []
+        var keys: [[FoldedName]] = []
         for path in dirs.paths {
             let list = try absentAsNil { () throws(Errno) -> EntryList in try entries(spelled: path) } ?? EntryList()
             keys.append(Overlay.foldedKeys(list))
             spellings?.learn(list, keys: keys[keys.count - 1], in: path)
             lists.append(list)
         }
-        var serving: [[UInt8]: (list: Int, index: Int, name: [UInt8])] = [:]
+        var serving: [FoldedName: (list: Int, index: Int, name: [UInt8])] = [:]
         for (number, list) in lists.enumerated() {
             list.withNames { names in
                 for (index, entry) in list.entries.enumerated() {

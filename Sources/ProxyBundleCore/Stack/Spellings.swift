@@ -16,19 +16,16 @@ public final class Spellings: Sendable {
     /// How one real directory spells its names.
     struct Table: Sendable {
         /// Each key's first spelling in byte order.
-        var first: [[UInt8]: [UInt8]] = [:]
+        var first: [FoldedName: [UInt8]] = [:]
         /// Every spelling, in byte order, of the keys the directory spells more than once
         /// (`Data/` beside `data/`): rare, so kept apart.
-        var all: [[UInt8]: [[UInt8]]] = [:]
+        var all: [FoldedName: [[UInt8]]] = [:]
 
         init(capacity: Int = 0) { first.reserveCapacity(capacity) }
 
         /// Adds `spelling`, whose key is `key`.
-        mutating func add(_ spelling: [UInt8], key: [UInt8]) {
-            guard let known = first[key] else {
-                first[key] = spelling
-                return
-            }
+        mutating func add(_ spelling: [UInt8], key: FoldedName) {
+            guard let known = first.updateValue(spelling, forKey: key) else { return }
             var spellings = all[key] ?? [known]
             spellings.append(spelling)
             spellings.sort { $0.lexicographicallyPrecedes($1) }
@@ -37,7 +34,7 @@ public final class Spellings: Sendable {
         }
 
         /// Every spelling of `key`, in byte order.
-        func spellings(of key: [UInt8]) -> [[UInt8]] {
+        func spellings(of key: FoldedName) -> [[UInt8]] {
             all[key] ?? first[key].map { [$0] } ?? []
         }
     }
@@ -68,12 +65,12 @@ public final class Spellings: Sendable {
     /// The first spelling in byte order of `name` in the real directory `dir` (as the layer
     /// spells it), open as `open()` gives it; nil when the directory holds no spelling of it.
     func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
-        table(dir, open)?.first[CaseFold.keyIfDifferent(name) ?? name]
+        table(dir, open)?.first[FoldedName(of: name)]
     }
 
     /// Every spelling of `name` in the real directory `dir`, in byte order.
     func spellings(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [[UInt8]] {
-        table(dir, open)?.spellings(of: CaseFold.keyIfDifferent(name) ?? name) ?? []
+        table(dir, open)?.spellings(of: FoldedName(of: name)) ?? []
     }
 
     /// Keeps `table` as `dir`'s, unless the tables were forgotten since it was read.
@@ -88,7 +85,7 @@ public final class Spellings: Sendable {
     /// Keeps the table of the real directory `dir` from its entries `list` and their `keys`,
     /// read for a listing: its lookups then need not read the directory again. A name that is
     /// its own key shares one array with it.
-    func learn(_ list: EntryList, keys: [[UInt8]], in dir: LayerPath) {
+    func learn(_ list: EntryList, keys: [FoldedName], in dir: LayerPath) {
         let (known, generation) = state.withLock { ($0.tables[dir] != nil, $0.generation) }
         guard !known else { return }
         var table = Table(capacity: list.entries.count)
@@ -96,7 +93,7 @@ public final class Spellings: Sendable {
             for (index, entry) in list.entries.enumerated() {
                 let key = keys[index]
                 let name = names.name(entry)
-                table.add(name.elementsEqual(key) ? key : Array(name), key: key)
+                table.add(name.elementsEqual(key.key) ? key.key : Array(name), key: key)
             }
         }
         keep(table, for: dir, readIn: generation)
@@ -120,7 +117,7 @@ public final class Spellings: Sendable {
                 let bytes = UnsafeRawBufferPointer(start: name, count: length)
                 if length <= 2 && bytes.allSatisfy({ $0 == 0x2E }) { return }
                 let spelling = Array(bytes)
-                table.add(spelling, key: CaseFold.keyIfDifferent(spelling) ?? spelling)
+                table.add(spelling, key: FoldedName(of: spelling))
             }
         }
         return read == nil ? nil : table
