@@ -61,6 +61,15 @@ struct NodeStore {
         }
     }
 
+    /// Changes every node in place but the one of `except`, in no particular order.
+    func update(except: NodeID, _ body: (inout NodeTable.Node) -> Void) {
+        for (index, page) in pages {
+            for slot in 0..<NodeStore.pageSize where page.slots[slot].parent != NodeStore.vacant {
+                if index * NodeID(NodeStore.pageSize) + NodeID(slot) != except { body(&page.slots[slot]) }
+            }
+        }
+    }
+
     /// Calls `body` with every node, in no particular order.
     func forEach(_ body: (NodeID, borrowing NodeTable.Node) -> Void) {
         for (index, page) in pages {

@@ -170,6 +170,13 @@ extension NodeTable {
     func markStale(under top: NodeID) {
         state.withLock { s in
             s.version &+= 1
+            guard top != rootNodeID else {
+                // everything: no node need be looked for (a casefold mount does this at every change)
+                return s.nodes.update(except: rootNodeID) { node in
+                    node.freshIn = 0
+                    node.identity = 0
+                }
+            }
             _ = NodeTable.markStale(beneath: [top], in: &s, forgettingIdentities: true)
         }
     }
