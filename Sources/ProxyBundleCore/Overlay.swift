@@ -15,14 +15,18 @@ import CSyscalls
 /// 2. `Overlay.installs`: held while an invalidation or a swap makes and publishes a new view
 ///    (so views are published in the order of their generations), and while a remount
 ///    changes writability. Requests never take it.
-/// 3. `DirectoryCache`'s entries: may take (4) to check the table's version.
-/// 4. `NodeTable.state`: held for table changes only, never while calling into a layer or the
+/// 3. `Overlay.changes`: held shared by every change of the substitution through the mount
+///    for its whole length, alone by a rename that materializes a directory; the daemon calls
+///    into the layers under it, and where names fold, tells the kernel to expire every name
+///    (a message that takes no lock).
+/// 4. `DirectoryCache`'s entries: may take (5) to check the table's version.
+/// 5. `NodeTable.state`: held for table changes only, never while calling into a layer or the
 ///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
 ///    concurrent release must not close it meanwhile): the calls that read or change that
 ///    file (`fstat`, `f*xattr`, `fchmod`...), and for an unnamed file linked in, the open of
 ///    its new directory in the substitution and the `linkat`. Callers read what they need
 ///    from `LayerWatch` before taking it.
-/// 5. Leaves, each held only to read or swap a value and never while taking another lock:
+/// 6. Leaves, each held only to read or swap a value and never while taking another lock:
 ///    `Overlay.currentView`, `recentViews`, `controlTime`, `longCopies`;
 ///    `Substitution`'s;
 ///    `LayerWatch`'s (adds inotify watches under it),
@@ -64,6 +68,12 @@ public final class Overlay: Sendable {
     public var isWritable: Bool { view.layers.substitution?.isWritable ?? false }
     /// Whether the request a thread serves was interrupted (long copies ask).
     public let interruption = Interruption()
+    /// Held shared by every change of the substitution made through the mount, and alone by
+    /// a rename that materializes a directory (Materialize.swift): the kernel locks only the
+    /// rename's parents, and a change beneath the directory made while its tree is copied
+    /// would be lost with the tree the copy replaces (a removed directory came back on disk
+    /// while the mount remembered it missing; StressTests found it).
+    let changes = ReadWriteLock()
     /// The directories being materialized now, and how far each copy got.
     let longCopies = Locked<[LongCopy]>([])
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
@@ -75,6 +85,11 @@ public final class Overlay: Sendable {
     /// the first): every public operation that reads placements runs wholly in one view.
     func pinView() { pins.enter { currentView.withLock { $0 } } }
     func unpinView() { pins.leave() }
+
+    /// Holds `changes` shared until the matching `endChange`: every public operation that
+    /// changes the substitution runs wholly between the two.
+    func beginChange() { changes.lockShared() }
+    func endChange() { changes.unlockShared() }
 
     /// Runs `body` in one view (for callers outside a request, like the FUSE layer's
     /// listings of the layers).
@@ -375,6 +390,7 @@ public final class Overlay: Sendable {
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inSubstitution {
+            beginChange(); defer { endChange() }
             try copyUp(node, withData: flags & O_TRUNC == 0)
             location = try locate(node)
         }

@@ -45,14 +45,18 @@ extension Overlay {
             try? Workspace.removeTree(temporary, in: work.fd)
             throw error
         }
-        // after an exchange the substitution's old directory is in the work directory
-        try? Workspace.removeTree(temporary, in: work.fd)
         if let copy = try? substitution.attributes(location.path) { recordOrigin(shown, forCopyInode: copy.st_ino) }
-        nodes.update(node) { $0 = Placement(top: 0, bottom: 0, isDirectory: true) }
-        nodes.markStale(under: node)
         // the substitution's directories beneath were replaced by copies, while their nodes
-        // keep their placement: their descriptors would lead into the removed originals
+        // keep their placement: their descriptors lead into the originals. The table's
+        // version moves on before the descriptors go and again after, so that no lookup that
+        // began meanwhile stores what it found through one of them; only then does the old
+        // tree (after an exchange, in the work directory) go: a lookup in it while it is
+        // removed would find names missing that the copy holds, and the mount would remember
+        // them missing (StressTests found it)
+        nodes.update(node) { $0 = Placement(top: 0, bottom: 0, isDirectory: true) }
         directories.removeAll()
+        nodes.markStale(under: node)
+        try? Workspace.removeTree(temporary, in: work.fd)
         forgetOtherSpellings()
     }
 

@@ -14,6 +14,7 @@ extension Overlay {
     public func createUnnamed(mode asked: mode_t, flags: Int32, in parent: NodeID,
                               owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32) {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         try checkWritable()
         let directory = try attributes(of: parent)
         guard directory.st_mode & S_IFMT == S_IFDIR else { throw Errno.notDirectory }

@@ -24,6 +24,7 @@ extension Overlay {
     public func create(_ entry: NewEntry, named name: [UInt8], in parent: NodeID,
                        owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
         try checkWritable()
@@ -212,6 +213,7 @@ extension Overlay {
     /// A hard link `name` in `newParent` to `node`, which is copied up first.
     public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
         try checkWritable()

@@ -81,6 +81,7 @@ extension Overlay {
     public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32,
                                      by writer: Requester? = nil) throws(Errno) -> Bool {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
         let isAccessACL = name == Self.accessACL
@@ -110,6 +111,7 @@ extension Overlay {
 
     public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         try checkWritable()
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in

@@ -10,6 +10,7 @@ import CSyscalls
 extension Overlay {
     public func unlink(_ name: [UInt8], in parent: NodeID) throws(Errno) {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         let (dir, child) = try visibleChild(name, in: parent)
         if child.placement.isDirectory { throw Errno.isDirectory }
         try remove(name, in: parent, dir, child)
@@ -17,6 +18,7 @@ extension Overlay {
 
     public func removeDirectory(_ name: [UInt8], in parent: NodeID) throws(Errno) {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         let (dir, child) = try visibleChild(name, in: parent)
         guard child.placement.isDirectory else { throw Errno.notDirectory }
         if try !mergedEntries(dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }

@@ -12,6 +12,23 @@ extension Overlay {
     public func rename(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
                        flags: UInt32) throws(Errno) {
         pinView(); defer { unpinView() }
+        do {
+            beginChange(); defer { endChange() }
+            return try renameHeld(name, in: parent, to: newName, in: newParent, flags: flags)
+        } catch let error where error == Overlay.materializesAlone {
+            // a directory to materialize: the rename starts over, alone (see `changes`)
+            try changes.withExclusive { () throws(Errno) in
+                try renameHeld(name, in: parent, to: newName, in: newParent, flags: flags)
+            }
+        }
+    }
+
+    /// What a rename that must materialize a directory answers while `changes` is held shared;
+    /// never passed on.
+    private static let materializesAlone = Errno(EDEADLK)
+
+    private func renameHeld(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
+                            flags: UInt32) throws(Errno) {
         guard flags & ~(pb_RENAME_NOREPLACE | pb_RENAME_EXCHANGE) == 0,
               flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)
@@ -166,7 +183,10 @@ extension Overlay {
     private func prepareByName(_ name: [UInt8], in parent: NodeID) throws(Errno) {
         let entry = try lookup(parent: parent, name: name)
         defer { forget(entry.node, count: 1) }
-        if try locate(entry.node).placement.isDirectory {
+        let placement = try locate(entry.node).placement
+        if placement.isDirectory {
+            // the copy of the tree must see every change made beneath it, and miss none
+            if placement.reachesBelowSubstitution && !changes.isHeldAlone { throw Overlay.materializesAlone }
             try materialize(entry.node)
         } else {
             try copyUp(entry.node)

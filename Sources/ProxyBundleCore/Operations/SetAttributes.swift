@@ -30,6 +30,7 @@ extension Overlay {
     /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
     public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         try checkWritable()
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
@@ -123,6 +124,7 @@ extension Overlay {
     /// attributes, or nil when there was nothing to clear.
     public func clearSetIDBits(_ node: NodeID, openFile fd: Int32?, writer: () -> Requester) throws(Errno) -> stat? {
         pinView(); defer { unpinView() }
+        beginChange(); defer { endChange() }
         let st: stat
         if let fd { st = try attributes(of: node, openFile: fd) } else { st = try attributes(of: node) }
         guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: writer) else { return nil }

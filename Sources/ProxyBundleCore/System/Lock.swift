@@ -25,12 +25,14 @@ public final class Locked<Value>: @unchecked Sendable {
 }
 
 /// A read-write lock that prefers writers (a writer waits only for the holders there are when
-/// it comes), and that a thread holding it shared may take shared again (counted per thread,
-/// so the inner take never waits behind a writer).
+/// it comes), and that a thread holding it, shared or alone, may take shared again (counted per
+/// thread, so the inner take never waits behind a writer).
 public final class ReadWriteLock: @unchecked Sendable {
     private var lock = pthread_rwlock_t()
-    /// This thread's shared holds, as a pointer-sized count.
+    /// This thread's shared holds, as a pointer-sized count; `alone` added while it holds the
+    /// lock alone.
     private var depth = pthread_key_t()
+    private static let alone = 1 << 32
 
     public init() {
         pb_rwlock_init_preferring_writers(&lock)
@@ -42,22 +44,31 @@ public final class ReadWriteLock: @unchecked Sendable {
         pthread_key_delete(depth)
     }
 
+    private var held: Int { Int(bitPattern: pthread_getspecific(depth)) }
+
     public func lockShared() {
-        let held = Int(bitPattern: pthread_getspecific(depth))
+        let held = self.held
         if held == 0 { pthread_rwlock_rdlock(&lock) }
         pthread_setspecific(depth, UnsafeRawPointer(bitPattern: held + 1))
     }
 
     public func unlockShared() {
-        let held = Int(bitPattern: pthread_getspecific(depth))
+        let held = self.held
         pthread_setspecific(depth, UnsafeRawPointer(bitPattern: held - 1))
         if held == 1 { pthread_rwlock_unlock(&lock) }
     }
 
-    /// Runs `body` holding the lock alone; never called while this thread holds it shared.
+    /// Whether this thread holds the lock alone.
+    public var isHeldAlone: Bool { held >= ReadWriteLock.alone }
+
+    /// Runs `body` holding the lock alone; never called while this thread holds it.
     public func withExclusive<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
         pthread_rwlock_wrlock(&lock)
-        defer { pthread_rwlock_unlock(&lock) }
+        pthread_setspecific(depth, UnsafeRawPointer(bitPattern: ReadWriteLock.alone))
+        defer {
+            pthread_setspecific(depth, nil)
+            pthread_rwlock_unlock(&lock)
+        }
         return try body()
     }
 }
