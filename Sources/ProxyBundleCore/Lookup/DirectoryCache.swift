@@ -39,7 +39,7 @@ final class DirectoryDescriptors: Sendable {
             let layer = layers[index]
             if !spelled.isEmpty {
                 // the real directories own their descriptors
-                spelled[index] = layer.spelledDirectories(path).found
+                spelled[index] = try layer.spelledDirectories(path).found
                 opened[index] = spelled[index]?.descriptors[0] ?? -1
                 continue
             }

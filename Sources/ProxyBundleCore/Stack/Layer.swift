@@ -208,7 +208,7 @@ public final class Layer: Sendable {
     /// layer, one spelling of each key (see `entries(of:)`).
     public func entries(_ path: LayerPath) throws(Errno) -> EntryList {
         if spellings != nil {
-            let (found, deepest) = spelledDirectories(path)
+            let (found, deepest) = try spelledDirectories(path)
             guard let found else { throw Errno.noEntry }
             if found.paths.count > 1 { return try mergedEntries(of: found) }
             return try entries(spelled: deepest)

@@ -30,31 +30,40 @@ extension Layer {
     /// merges in this layer (see `SpelledDirectories`); nil when the layer has no directory of
     /// that name, or names do not fold. `deepest` tells, then, how far `path` leads in the
     /// layer: the first real directory reached by its longest prefix, and the rest of `path`.
-    func spelledDirectories(_ path: LayerPath) -> (found: SpelledDirectories?, deepest: LayerPath) {
+    /// Throws what keeps a directory from being opened other than its absence (EMFILE...):
+    /// the layer must not seem to lack it.
+    func spelledDirectories(_ path: LayerPath) throws(Errno) -> (found: SpelledDirectories?, deepest: LayerPath) {
         guard let spellings else { return (nil, path) }
         var reals: [(path: LayerPath, fd: Int32)] = [(.root, rootFD)]
+        var next: [(path: LayerPath, fd: Int32, name: [UInt8], order: Int)] = []
+        defer {
+            for real in reals where real.fd != rootFD { Sys.close(real.fd) }
+            for real in next { Sys.close(real.fd) }
+        }
         let names = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
         for (index, name) in names.enumerated() {
-            var next: [(path: LayerPath, fd: Int32, name: [UInt8], order: Int)] = []
             for real in reals {
                 for spelled in spellings.spellings(of: name, in: real.path, { real.fd }) {
-                    let fd = spelled.withCStringCopy { p in
-                        (try? Sys.openat2(real.fd, p, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
-                                          resolve: Layer.resolve)) ?? -1
+                    let fd = try absentAsNil { () throws(Errno) -> Int32 in
+                        try spelled.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                            try Sys.openat2(real.fd, p, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
+                                            resolve: Layer.resolve)
+                        }
                     }
-                    if fd >= 0 { next.append((real.path.appending(spelled), fd, spelled, next.count)) }
+                    if let fd { next.append((real.path.appending(spelled), fd, spelled, next.count)) }
                 }
             }
             guard !next.isEmpty else {
-                let deepest = names[index...].reduce(reals[0].path) { $0.appending($1) }
-                for real in reals where real.fd != rootFD { Sys.close(real.fd) }
-                return (nil, deepest)
+                return (nil, names[index...].reduce(reals[0].path) { $0.appending($1) })
             }
             for real in reals where real.fd != rootFD { Sys.close(real.fd) }
             next.sort { a, b in a.name == b.name ? a.order < b.order : a.name.lexicographicallyPrecedes(b.name) }
             reals = next.map { ($0.path, $0.fd) }
+            next = []
         }
-        return (SpelledDirectories(paths: reals.map(\.path), descriptors: reals.map(\.fd), rootFD: rootFD), reals[0].path)
+        let found = SpelledDirectories(paths: reals.map(\.path), descriptors: reals.map(\.fd), rootFD: rootFD)
+        reals = []  // the value owns them now
+        return (found, found.paths[0])
     }
 
     /// The entries of the real directories `dirs` merged, where names fold: of the names of

@@ -133,7 +133,9 @@ extension Layer {
     public func spelled(_ path: LayerPath) -> LayerPath {
         guard spellings != nil, !path.isRoot else { return path }
         let name = path.lastName
-        let (parent, deepest) = spelledDirectories(path.parent)
+        // a directory that cannot be opened for another reason than its absence fails the
+        // call made with the path as given
+        guard let (parent, deepest) = try? spelledDirectories(path.parent) else { return path }
         guard let parent else { return deepest.appending(name) }
         return spelling(of: name, in: parent).map { parent.paths[$0.directory].appending($0.name) }
             ?? parent.paths[0].appending(name)
