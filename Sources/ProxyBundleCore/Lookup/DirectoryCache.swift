@@ -144,7 +144,8 @@ final class DirectoryDescriptors: Sendable {
 /// The directory descriptors of recently looked-in directory nodes. An entry serves while its
 /// node keeps the placement it was opened with; a node renamed through the mount keeps its
 /// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
-/// since directories may have been replaced on disk, and when full.
+/// since directories may have been replaced on disk; when full, the half used least recently
+/// goes, so that the directories a walk is in (and their names, see `KnownNames`) stay.
 ///
 /// Only reads of names and attributes use them: lookups, the checks before a change, a
 /// directory's own attributes, and the extended attributes of its entries. A directory moved
@@ -153,7 +154,27 @@ final class DirectoryDescriptors: Sendable {
 /// that opens, reads or changes an entry goes by its path from the layer's root, so it never
 /// follows such a move.
 final class DirectoryCache: Sendable {
-    private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
+    /// Each entry with when it was last used (a count of uses of the cache).
+    private let entries = Locked(Entries())
+    private struct Entries {
+        var kept: [NodeID: (dirs: DirectoryDescriptors, used: UInt64)] = [:]
+        var uses: UInt64 = 0
+
+        /// The entry of `id`, now its most recently used.
+        mutating func use(_ id: NodeID) -> DirectoryDescriptors? {
+            uses += 1
+            kept[id]?.used = uses
+            return kept[id]?.dirs
+        }
+
+        /// Keeps the `limit / 2` entries used most recently and drops the others; returns
+        /// those, to be closed outside the lock.
+        mutating func evict(keeping limit: Int) -> [DirectoryDescriptors] {
+            let dropped = kept.sorted { $0.value.used > $1.value.used }.dropFirst(limit / 2)
+            for (id, _) in dropped { kept[id] = nil }
+            return dropped.map(\.value.dirs)
+        }
+    }
     /// Told of every directory opened here, before any name is resolved in it.
     let watch: LayerWatch
     /// Whether directories missed in often have their names read (see `KnownNames`).
@@ -186,7 +207,7 @@ final class DirectoryCache: Sendable {
     /// read (see `KnownNames`); nil when they were not.
     private func holding(_ location: NodeTable.Location) -> [UInt16]? {
         guard let name = location.path.bytes.split(separator: UInt8(ascii: "/")).last,
-              let parent = entries.withLock({ $0[location.parent] }) else { return nil }
+              let parent = entries.withLock({ $0.use(location.parent) }) else { return nil }
         return parent.known?.holding(Array(name))?.entries
     }
 
@@ -206,31 +227,35 @@ final class DirectoryCache: Sendable {
         guard isCurrent(located), opened.isComplete else { return opened }
         watch.watch(id, opened)
         // checked again under the lock that `removeAll` takes, after a change bumped the version
+        var dropped: [DirectoryDescriptors] = []
         let kept = entries.withLock { entries -> Bool in
             guard isCurrent(located) else { return false }
-            if entries.count >= DirectoryCache.limit(layers: opened.present.count) { entries.removeAll(keepingCapacity: true) }
-            entries[id] = opened
+            let limit = DirectoryCache.limit(layers: opened.present.count)
+            if entries.kept.count >= limit { dropped = entries.evict(keeping: limit) }
+            entries.uses += 1
+            entries.kept[id] = (opened, entries.uses)
             return true
         }
         if !kept { watch.unwatch([id]) }
+        dropped.removeAll()  // closed here, outside the lock, as the last references go
         return opened
     }
 
     /// The descriptors kept for directory node `id`, if they were opened with `placement`.
     func cached(_ id: NodeID, _ placement: Placement) -> DirectoryDescriptors? {
-        guard let cached = entries.withLock({ $0[id] }), cached.placement == placement else { return nil }
+        guard let cached = entries.withLock({ $0.use(id) }), cached.placement == placement else { return nil }
         return cached
     }
 
     /// `name` was made in directory node `id` through the mount.
     func added(_ name: [UInt8], in id: NodeID) {
-        entries.withLock { $0[id] }?.known?.added(name)
+        entries.withLock { $0.kept[id]?.dirs }?.known?.added(name)
     }
 
     func removeAll() {
-        let dropped = entries.withLock { entries -> [NodeID: DirectoryDescriptors] in
+        let dropped = entries.withLock { entries -> Entries in
             let all = entries
-            entries = [:]
+            entries = Entries()
             return all
         }
         _ = dropped  // closed here, outside the lock, as the last references go
