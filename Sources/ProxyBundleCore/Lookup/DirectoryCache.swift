@@ -23,10 +23,13 @@ final class DirectoryDescriptors: Sendable {
 
     /// Opens the directory at `path` in each layer of `placement`, or, where the parent's names
     /// tell which layers hold it (`holding`), in those and the substitution only: with thousands
-    /// of layers, the others would each cost a failed open.
+    /// of layers, the others would each cost a failed open. `forReading`: opened for reading
+    /// (not O_PATH), for a listing about to read them (see `takeUnread`).
     init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, knowsNames: Bool = false,
-         holding: [UInt16]? = nil) throws(Errno) {
+         holding: [UInt16]? = nil, forReading: Bool = false) throws(Errno) {
         self.placement = placement
+        // where names fold, each layer's real directories are opened for their spellings
+        unread = Locked(forReading && !path.isRoot && !layers.foldsNames)
         self.layers = layers
         known = knowsNames ? KnownNames(foldsNames: layers.foldsNames) : nil
         isRoot = path.isRoot
@@ -49,7 +52,7 @@ final class DirectoryDescriptors: Sendable {
             }
             do throws(Errno) {
                 opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
-                    try layer.open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+                    try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
                 } ?? -1
             } catch {
                 for fd in opened where fd >= 0 { Sys.close(fd) }
@@ -59,6 +62,20 @@ final class DirectoryDescriptors: Sendable {
         descriptors = opened
         spelledDirectories = spelled
         present = opened.indices.filter { opened[$0] >= 0 }
+    }
+
+    /// Whether the descriptors were opened for reading and nothing read them yet.
+    private let unread: Locked<Bool>
+
+    /// True once, for the listing the descriptors were opened for: it reads each layer's
+    /// entries through them, rather than opening each directory a second time by its path.
+    /// Every later listing goes by path, as every read does (see `DirectoryCache`): these
+    /// follow a directory moved away behind the daemon's back.
+    func takeUnread() -> Bool {
+        unread.withLock { unread in
+            defer { unread = false }
+            return unread
+        }
     }
 
     /// Where names fold (`-o casefold`): the real directories each layer merges here (see
@@ -217,11 +234,11 @@ final class DirectoryCache: Sendable {
     /// so what it opened serves this once but is neither kept nor watched for the node; so do
     /// descriptors that miss a layer the placement names.
     func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64,
-                     layers: LayerStack) throws(Errno) -> DirectoryDescriptors {
+                     layers: LayerStack, forReading: Bool = false) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
                                               knowsNames: knowsNames && isCurrent(located),
-                                              holding: holding(location))
+                                              holding: holding(location), forReading: forReading)
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
         guard isCurrent(located), opened.isComplete else { return opened }
