@@ -88,10 +88,13 @@ extension Sys {
     /// matters when a merged directory is in hundreds of layers). `fd` stays open, at its end.
     static func entries(of fd: Int32) throws(Errno) -> EntryList {
         var result = EntryList()
-        var buffer = [UInt8](repeating: 0, count: 32 << 10)
+        // not zeroed: only what the kernel wrote is read
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 << 10, alignment: 8)
+        defer { buffer.deallocate() }
+        guard let base = buffer.baseAddress else { return result }
         var first = true
         while true {
-            let count = try checkSize { buffer.withUnsafeMutableBytes { pb_getdents64(fd, $0.baseAddress, $0.count) } }
+            let count = try checkSize { pb_getdents64(fd, base, buffer.count) }
             if count == 0 { return result }
             if first && count > buffer.count / 2 {
                 // more to come: a directory's size bounds its names on ext4 and most disk file
@@ -103,19 +106,17 @@ extension Sys {
                 }
             }
             first = false
-            buffer.withUnsafeBytes { raw in
-                var offset = 0
-                while offset + 19 < count {
-                    let length = Int(raw.loadUnaligned(fromByteOffset: offset + 16, as: UInt16.self))
-                    guard length > 19, offset + length <= count, let base = raw.baseAddress else { return }
-                    let name = (base + offset + 19).assumingMemoryBound(to: CChar.self)
-                    let bytes = UnsafeRawBufferPointer(start: name, count: strnlen(name, length - 19))
-                    if !EntryList.isDotOrDotDot(bytes) {
-                        result.append(bytes, type: raw[offset + 18],
-                                      inode: raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                    }
-                    offset += length
+            var offset = 0
+            while offset + 19 < count {
+                let length = Int(buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt16.self))
+                guard length > 19, offset + length <= count else { break }
+                let name = (base + offset + 19).assumingMemoryBound(to: CChar.self)
+                let bytes = UnsafeRawBufferPointer(start: name, count: strnlen(name, length - 19))
+                if !EntryList.isDotOrDotDot(bytes) {
+                    result.append(bytes, type: buffer[offset + 18],
+                                  inode: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
                 }
+                offset += length
             }
         }
     }
