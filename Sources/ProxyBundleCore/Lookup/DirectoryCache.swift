@@ -179,9 +179,10 @@ final class DirectoryCache: Sendable {
 
         /// The entry of `id`, now its most recently used.
         mutating func use(_ id: NodeID) -> DirectoryDescriptors? {
+            guard let index = kept.index(forKey: id) else { return nil }
             uses += 1
-            kept[id]?.used = uses
-            return kept[id]?.dirs
+            kept.values[index].used = uses
+            return kept.values[index].dirs
         }
 
         /// Keeps the `limit / 2` entries used most recently and drops the others; returns
