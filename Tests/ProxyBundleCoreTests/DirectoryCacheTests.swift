@@ -80,4 +80,34 @@ final class DirectoryCacheTests: OverlayTestCase {
         let (overlay, _) = try overlayWithDescriptorsOpenedWhileAway()
         XCTAssertEqual(try lookup(overlay, "d/p").attributes.st_size, 5)
     }
+
+    /// A walk lists a directory, then each of its subdirectories in turn, each looked up from
+    /// the listing (readdirplus). When they fill the cache, the directory walked stays (each
+    /// subdirectory's opening uses it), and with it its names by layer: every subdirectory is
+    /// opened only in the layers that hold it. Before the fix the full cache was emptied whole,
+    /// and each subdirectory listed after that was opened in every layer of the stack (in a
+    /// walk of 1,000 patches, 49,000 failed opens).
+    func testAFullCacheKeepsTheDirectoryAWalkIsIn() throws {
+        let base = try makeTemporaryDirectory("many")
+        let subdirectories = 60
+        var patches: [Layer] = []
+        for index in 0..<12 {
+            for sub in 0..<subdirectories {
+                try FileManager.default.createDirectory(atPath: base + "/\(index)/top/s\(sub)", withIntermediateDirectories: true)
+            }
+            patches.append(try Layer(path: base + "/\(index)"))
+        }
+        let overlay = try Overlay(main: Layer(path: mainRoot), patches: patches, substitution: Layer(path: patchRoot),
+                                  writable: false, cachesLookups: true)
+        let top = try lookup(overlay, "top").node
+        let listing = try overlay.listDirectory(top)
+        XCTAssertGreaterThan(subdirectories, DirectoryCache.limit(layers: patches.count), "fixture: the cache fills")
+        for (name, item) in listing.named where name.first != UInt8(ascii: ".") {
+            let sub = try overlay.lookup(listed: item, in: listing).node
+            XCTAssertTrue(try overlay.listDirectory(sub).directories.isFiltered,
+                          "\(String(decoding: name, as: UTF8.self)) opened where top's names say")
+        }
+        let placement = try XCTUnwrap(overlay.nodes.placement(of: top))
+        XCTAssertNotNil(overlay.directories.cached(top, placement), "top kept")
+    }
 }

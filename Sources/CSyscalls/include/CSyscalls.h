@@ -54,6 +54,11 @@ int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *ne
 ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size);
 ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size);
 int pb_setxattrat(int dirfd, const char *name, const char *attribute, const void *value, size_t size);
+// Reads entries of the directory open as `fd` into `buffer`, as struct linux_dirent64 records
+// (d_ino at 0, d_off at 8, d_reclen at 16, d_type at 18, the NUL-terminated name at 19):
+// the bytes read, 0 at the end, -1 with errno on failure (getdents64; glibc wraps it from 2.30
+// only under _GNU_SOURCE).
+ssize_t pb_getdents64(int fd, void *buffer, size_t size);
 ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
 int pb_fallocate(int fd, int mode, int64_t offset, int64_t length);
 extern const int pb_SEEK_DATA;

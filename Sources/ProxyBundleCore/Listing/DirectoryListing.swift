@@ -49,7 +49,8 @@ extension Overlay {
         let version = nodes.version
         let location = try locate(node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
-        let directories = try self.directories.descriptors(node, location, located: version, layers: layers)
+        let directories = try self.directories.descriptors(node, location, located: version, layers: layers,
+                                                           forReading: true)
         let own = try attributes(at: location.path, location.placement)
         let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
         var list = EntryList()
@@ -91,18 +92,21 @@ extension Overlay {
         merge(read, placement, keys: stack.foldsNames ? read.map(Overlay.foldedKeys) : [], into: &list)
     }
 
-    /// The same for the directory open as `directories`, read by its path like every read (a
-    /// directory moved away behind the daemon's back is never followed); where the directory
-    /// was opened in the layers its parent's names said hold it, in those only: with thousands
-    /// of layers, the others would cost a failed open each. What was read tells the
+    /// The same for the directory open as `directories`: through them where they were opened
+    /// for this listing (each layer's directory opened once), else by its path like every
+    /// read (a directory moved away behind the daemon's back is never followed); where the
+    /// directory was opened in the layers its parent's names said hold it, in those only: with
+    /// thousands of layers, the others would cost a failed open each. What was read tells the
     /// directory's names, by layer, to its lookups (and, where names fold, how each layer
     /// spells them).
     private func mergeEntries(_ path: LayerPath, _ directories: DirectoryDescriptors, into list: inout EntryList) throws(Errno) {
         let stack = layers
+        let opened = directories.takeUnread()
         var read: [EntryList] = []
         for index in stack.indices(of: directories.placement) {
-            let entries = directories.isFiltered && directories[index] < 0 ? EntryList() : try absentAsNil {
-                () throws(Errno) -> EntryList in try stack[index].entries(path)
+            let fd = directories[index]
+            let entries = (opened || directories.isFiltered) && fd < 0 ? EntryList() : try absentAsNil {
+                () throws(Errno) -> EntryList in try opened ? Layer.entries(of: fd) : stack[index].entries(path)
             } ?? EntryList()
             read.append(entries)
         }

@@ -23,10 +23,13 @@ final class DirectoryDescriptors: Sendable {
 
     /// Opens the directory at `path` in each layer of `placement`, or, where the parent's names
     /// tell which layers hold it (`holding`), in those and the substitution only: with thousands
-    /// of layers, the others would each cost a failed open.
+    /// of layers, the others would each cost a failed open. `forReading`: opened for reading
+    /// (not O_PATH), for a listing about to read them (see `takeUnread`).
     init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, knowsNames: Bool = false,
-         holding: [UInt16]? = nil) throws(Errno) {
+         holding: [UInt16]? = nil, forReading: Bool = false) throws(Errno) {
         self.placement = placement
+        // where names fold, each layer's real directories are opened for their spellings
+        unread = Locked(forReading && !path.isRoot && !layers.foldsNames)
         self.layers = layers
         known = knowsNames ? KnownNames(foldsNames: layers.foldsNames) : nil
         isRoot = path.isRoot
@@ -49,7 +52,7 @@ final class DirectoryDescriptors: Sendable {
             }
             do throws(Errno) {
                 opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
-                    try layer.open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+                    try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
                 } ?? -1
             } catch {
                 for fd in opened where fd >= 0 { Sys.close(fd) }
@@ -59,6 +62,20 @@ final class DirectoryDescriptors: Sendable {
         descriptors = opened
         spelledDirectories = spelled
         present = opened.indices.filter { opened[$0] >= 0 }
+    }
+
+    /// Whether the descriptors were opened for reading and nothing read them yet.
+    private let unread: Locked<Bool>
+
+    /// True once, for the listing the descriptors were opened for: it reads each layer's
+    /// entries through them, rather than opening each directory a second time by its path.
+    /// Every later listing goes by path, as every read does (see `DirectoryCache`): these
+    /// follow a directory moved away behind the daemon's back.
+    func takeUnread() -> Bool {
+        unread.withLock { unread in
+            defer { unread = false }
+            return unread
+        }
     }
 
     /// Where names fold (`-o casefold`): the real directories each layer merges here (see
@@ -144,7 +161,8 @@ final class DirectoryDescriptors: Sendable {
 /// The directory descriptors of recently looked-in directory nodes. An entry serves while its
 /// node keeps the placement it was opened with; a node renamed through the mount keeps its
 /// entry (the descriptors follow the directories, not their names). Emptied by invalidation,
-/// since directories may have been replaced on disk, and when full.
+/// since directories may have been replaced on disk; when full, the half used least recently
+/// goes, so that the directories a walk is in (and their names, see `KnownNames`) stay.
 ///
 /// Only reads of names and attributes use them: lookups, the checks before a change, a
 /// directory's own attributes, and the extended attributes of its entries. A directory moved
@@ -153,7 +171,28 @@ final class DirectoryDescriptors: Sendable {
 /// that opens, reads or changes an entry goes by its path from the layer's root, so it never
 /// follows such a move.
 final class DirectoryCache: Sendable {
-    private let entries = Locked<[NodeID: DirectoryDescriptors]>([:])
+    /// Each entry with when it was last used (a count of uses of the cache).
+    private let entries = Locked(Entries())
+    private struct Entries {
+        var kept: [NodeID: (dirs: DirectoryDescriptors, used: UInt64)] = [:]
+        var uses: UInt64 = 0
+
+        /// The entry of `id`, now its most recently used.
+        mutating func use(_ id: NodeID) -> DirectoryDescriptors? {
+            guard let index = kept.index(forKey: id) else { return nil }
+            uses += 1
+            kept.values[index].used = uses
+            return kept.values[index].dirs
+        }
+
+        /// Keeps the `limit / 2` entries used most recently and drops the others; returns
+        /// those, to be closed outside the lock.
+        mutating func evict(keeping limit: Int) -> [DirectoryDescriptors] {
+            let dropped = kept.sorted { $0.value.used > $1.value.used }.dropFirst(limit / 2)
+            for (id, _) in dropped { kept[id] = nil }
+            return dropped.map(\.value.dirs)
+        }
+    }
     /// Told of every directory opened here, before any name is resolved in it.
     let watch: LayerWatch
     /// Whether directories missed in often have their names read (see `KnownNames`).
@@ -186,7 +225,7 @@ final class DirectoryCache: Sendable {
     /// read (see `KnownNames`); nil when they were not.
     private func holding(_ location: NodeTable.Location) -> [UInt16]? {
         guard let name = location.path.bytes.split(separator: UInt8(ascii: "/")).last,
-              let parent = entries.withLock({ $0[location.parent] }) else { return nil }
+              let parent = entries.withLock({ $0.use(location.parent) }) else { return nil }
         return parent.known?.holding(Array(name))?.entries
     }
 
@@ -196,41 +235,45 @@ final class DirectoryCache: Sendable {
     /// so what it opened serves this once but is neither kept nor watched for the node; so do
     /// descriptors that miss a layer the placement names.
     func descriptors(_ id: NodeID, _ location: NodeTable.Location, located: UInt64,
-                     layers: LayerStack) throws(Errno) -> DirectoryDescriptors {
+                     layers: LayerStack, forReading: Bool = false) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
                                               knowsNames: knowsNames && isCurrent(located),
-                                              holding: holding(location))
+                                              holding: holding(location), forReading: forReading)
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
         guard isCurrent(located), opened.isComplete else { return opened }
         watch.watch(id, opened)
         // checked again under the lock that `removeAll` takes, after a change bumped the version
+        var dropped: [DirectoryDescriptors] = []
         let kept = entries.withLock { entries -> Bool in
             guard isCurrent(located) else { return false }
-            if entries.count >= DirectoryCache.limit(layers: opened.present.count) { entries.removeAll(keepingCapacity: true) }
-            entries[id] = opened
+            let limit = DirectoryCache.limit(layers: opened.present.count)
+            if entries.kept.count >= limit { dropped = entries.evict(keeping: limit) }
+            entries.uses += 1
+            entries.kept[id] = (opened, entries.uses)
             return true
         }
         if !kept { watch.unwatch([id]) }
+        dropped.removeAll()  // closed here, outside the lock, as the last references go
         return opened
     }
 
     /// The descriptors kept for directory node `id`, if they were opened with `placement`.
     func cached(_ id: NodeID, _ placement: Placement) -> DirectoryDescriptors? {
-        guard let cached = entries.withLock({ $0[id] }), cached.placement == placement else { return nil }
+        guard let cached = entries.withLock({ $0.use(id) }), cached.placement == placement else { return nil }
         return cached
     }
 
     /// `name` was made in directory node `id` through the mount.
     func added(_ name: [UInt8], in id: NodeID) {
-        entries.withLock { $0[id] }?.known?.added(name)
+        entries.withLock { $0.kept[id]?.dirs }?.known?.added(name)
     }
 
     func removeAll() {
-        let dropped = entries.withLock { entries -> [NodeID: DirectoryDescriptors] in
+        let dropped = entries.withLock { entries -> Entries in
             let all = entries
-            entries = [:]
+            entries = Entries()
             return all
         }
         _ = dropped  // closed here, outside the lock, as the last references go

@@ -166,9 +166,7 @@ extension Overlay {
 
     /// Whether the directory `name` in `dirfd` hides the layers below it.
     private func isOpaqueDirectory(_ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Bool {
-        let child = try Sys.check { openat(dirfd, name, pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
-        defer { Sys.close(child) }
-        return try Whiteout.isOpaque(child, named: name, in: dirfd)
+        try Whiteout.isOpaque(named: name, in: dirfd)
     }
 
     /// Whether a layer below the substitution shows `name` in directory `parent` (placed at

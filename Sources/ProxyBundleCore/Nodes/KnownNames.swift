@@ -33,14 +33,18 @@ final class KnownNames: Sendable {
         /// The entry `name` of layer `layer`: a name, or a whiteout file for one.
         mutating func add(_ name: UnsafeRawBufferPointer, layer: UInt16) {
             if let hidden = Whiteout.hiddenName(name) {
-                append(layer, to: &whiteouts[KnownNames.hash(hidden, folded: foldsNames), default: []])
+                let hash = KnownNames.hash(hidden, folded: foldsNames)
+                Presence.append(layer, to: &whiteouts[hash, default: []])
             } else {
-                append(layer, to: &entries[KnownNames.hash(name, folded: foldsNames), default: []])
+                let hash = KnownNames.hash(name, folded: foldsNames)
+                Presence.append(layer, to: &entries[hash, default: []])
             }
         }
 
-        /// Two spellings of one folded name in a layer count once.
-        private func append(_ layer: UInt16, to layers: inout [UInt16]) {
+        /// Two spellings of one folded name in a layer count once. Static: an instance method
+        /// would take a copy of `self` for the call, and the dictionary changed would then be
+        /// copied whole at each name added.
+        private static func append(_ layer: UInt16, to layers: inout [UInt16]) {
             if layers.last != layer { layers.append(layer) }
         }
     }

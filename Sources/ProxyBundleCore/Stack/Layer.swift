@@ -223,8 +223,8 @@ public final class Layer: Sendable {
         return try Layer.entries(of: fd)
     }
 
-    /// The entries of the directory open for reading as `fd`.
-    private static func entries(of fd: Int32) throws(Errno) -> EntryList {
+    /// The entries of the directory open for reading as `fd` (and not read before).
+    static func entries(of fd: Int32) throws(Errno) -> EntryList {
         var result = try Sys.entries(of: fd)
         for index in result.entries.indices
         where result.entries[index].type == UInt8(DT_CHR) || result.entries[index].type == UInt8(DT_UNKNOWN) {

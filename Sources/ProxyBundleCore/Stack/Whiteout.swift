@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSyscalls
 
 /// The conventions by which the substitution directory records deletions.
 ///
@@ -111,6 +112,47 @@ public enum Whiteout {
                 } else {
                     value = try Sys.getxattr(fd: dirfd, name: attribute)
                 }
+            } catch let error where [ENODATA, ENOTSUP, EPERM].contains(error.code) {
+                continue
+            }
+            if value == [UInt8(ascii: "y")] { return true }
+        }
+        return false
+    }
+
+    /// Whether the directory `name` of `parent` hides the layers below it, asked beside it
+    /// without opening it: its marker looked for through its name (resolved beneath `parent`,
+    /// no symlink followed), its attributes listed once (`listxattrat`) and read only where
+    /// one of the opaque attributes is there. Two system calls for a plain directory, as a
+    /// lookup through hundreds of layers makes one such check in each. Before Linux 6.13, the
+    /// directory is opened for `isOpaque(_:named:in:)`.
+    static func isOpaque(named name: UnsafePointer<CChar>, in parent: Int32) throws(Errno) -> Bool {
+        guard Sys.hasAttributeCallsAt else {
+            let child = try Sys.check { openat(parent, name, pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
+            defer { Sys.close(child) }
+            return try isOpaque(child, named: name, in: parent)
+        }
+        let marker = Array(UnsafeRawBufferPointer(start: name, count: strlen(name))) + [UInt8(ascii: "/")] + opaqueMarker
+        do {
+            let fd = try marker.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                try Sys.openat2(parent, p, flags: pb_O_PATH | pb_O_NOFOLLOW | pb_O_CLOEXEC, resolve: Layer.resolve)
+            }
+            Sys.close(fd)
+            return true
+        } catch let error where error.code == ENOENT || error.code == ENAMETOOLONG {
+            // no marker (a name of more than 241 bytes leaves no room for one in a path)
+        }
+        let listed: [UInt8]
+        do {
+            listed = try Sys.listxattr(in: parent, name)
+        } catch let error where [ENOTSUP, EPERM].contains(error.code) {
+            return false
+        }
+        let names = listed.split(separator: 0)
+        for attribute in opaqueAttributes where names.contains(where: { $0.elementsEqual(attribute.utf8) }) {
+            let value: [UInt8]
+            do {
+                value = try Sys.getxattr(in: parent, name, attribute: attribute)
             } catch let error where [ENODATA, ENOTSUP, EPERM].contains(error.code) {
                 continue
             }
