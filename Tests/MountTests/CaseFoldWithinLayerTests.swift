@@ -11,19 +11,20 @@ final class CaseFoldWithinLayerTests: XCTestCase {
     var fx: MountFixture!
     var patch = ""
 
+    /// The main bundle holds `data/` and `DATA/` (and `a.txt` beside `A.txt`); the patch
+    /// `Data/` and `data/`.
+    static let mainFiles = [
+        "data/sounds/wind.ogg": "main wind", "data/textures/grass.dds": "main grass",
+        "DATA/Sounds/WIND.OGG": "main WIND", "DATA/Sounds/thunder.ogg": "main thunder",
+        "DATA/TEXTURES/rock.dds": "main rock", "a.txt": "main a", "A.txt": "main A",
+    ]
+    static let patchFiles = ["Data/Textures/Rock.DDS": "patch rock", "data/textures/sand.dds": "patch sand"]
+
     override func setUpWithError() throws {
         fx = try MountFixture(name)
         patch = fx.root + "/patch"
-        try Disk.mkdir(patch)
-        try Disk.write(fx.main + "/data/sounds/wind.ogg", "main wind")
-        try Disk.write(fx.main + "/data/textures/grass.dds", "main grass")
-        try Disk.write(fx.main + "/DATA/Sounds/WIND.OGG", "main WIND")
-        try Disk.write(fx.main + "/DATA/Sounds/thunder.ogg", "main thunder")
-        try Disk.write(fx.main + "/DATA/TEXTURES/rock.dds", "main rock")
-        try Disk.write(fx.main + "/a.txt", "main a")
-        try Disk.write(fx.main + "/A.txt", "main A")
-        try Disk.write(patch + "/Data/Textures/Rock.DDS", "patch rock")
-        try Disk.write(patch + "/data/textures/sand.dds", "patch sand")
+        for (path, text) in Self.mainFiles { try Disk.write(fx.main + "/" + path, text) }
+        for (path, text) in Self.patchFiles { try Disk.write(patch + "/" + path, text) }
         guard setxattr(fx.main + "/data/textures/grass.dds", "user.colour", "green", 5, 0) == 0 else {
             throw TestFailure("setxattr: errno \(errno)")
         }

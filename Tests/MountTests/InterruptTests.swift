@@ -26,14 +26,7 @@ final class InterruptTests: XCTestCase {
         defer { close(stats) }
         let lease = try Lease(fx.inMain("big/f\(count / 2)"))
         defer { lease.release() }
-        let mover = try Spawn.start("/bin/mv", [fx.inMount("big"), fx.inMount("moved")])
-        var exited: Int32? = nil
-        try eventually("the copy waits for the lease") {
-            exited = Spawn.exited(mover)
-            return exited != nil || lease.isWanted
-        }
-        // a process already reaped is never signalled: its pid may be another's by now
-        guard exited == nil else { return XCTFail("mv ended (status \(exited ?? 0)) before its copy reached the lease") }
+        let mover = try lease.moveHeld(fx.inMount("big"), to: fx.inMount("moved"))
         let progress = try fx.stats(reading: stats)["materializing"] ?? ""
         XCTAssertTrue(progress.hasPrefix("big ("), "the copy's progress in .stats: '\(progress)'")
         // mv waits for the rename's answer (it cannot end before it), so its pid is its own

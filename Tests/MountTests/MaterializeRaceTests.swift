@@ -81,13 +81,7 @@ final class MaterializeRaceTests: XCTestCase {
         XCTAssertNotNil(Disk.lstat(fx.inMount("top/sub/c")))
         let lease = try Lease(fx.inMain("top/big"))
         defer { lease.release() }
-        let mover = try Spawn.start("/bin/mv", [fx.inMount("top"), fx.inMount("moved")])
-        var exited: Int32? = nil
-        try eventually("the copy waits for the lease") {
-            exited = Spawn.exited(mover)
-            return exited != nil || lease.isWanted
-        }
-        guard exited == nil else { return XCTFail("mv ended (status \(exited ?? 0)) before its copy reached the lease") }
+        let mover = try lease.moveHeld(fx.inMount("top"), to: fx.inMount("moved"))
         let change = try Spawn.start(tool, arguments)
         try eventually("\(tool) is done or waits for the daemon") { KernelWait.isInTheDaemonOrDone(change) }
         // the names are looked up again: at once where the change is made already (the mount

@@ -33,3 +33,19 @@ final class Lease {
 
     deinit { close(fd) }
 }
+
+extension Lease {
+    /// Starts `mv from to`, a rename that materializes a directory whose copy opens the leased
+    /// file, and returns once that open waits for the lease. Throws if mv ended first (its pid
+    /// is then never signalled: a reaped process's pid may be another's by now).
+    func moveHeld(_ from: String, to: String) throws -> pid_t {
+        let mover = try Spawn.start("/bin/mv", [from, to])
+        var exited: Int32? = nil
+        try eventually("the copy waits for the lease") {
+            exited = Spawn.exited(mover)
+            return exited != nil || isWanted
+        }
+        if let exited { throw TestFailure("mv ended (status \(exited)) before its copy reached the lease") }
+        return mover
+    }
+}
