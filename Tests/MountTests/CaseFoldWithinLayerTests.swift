@@ -92,4 +92,17 @@ final class CaseFoldWithinLayerTests: XCTestCase {
         XCTAssertEqual(try names(fx.inMount("DATA/SOUNDS")), ["WIND.OGG", "rain.ogg", "thunder.ogg"])
         XCTAssertEqual(try Disk.read(fx.inMount("data/Sounds/RAIN.ogg")), "main rain")
     }
+
+    func testASymlinkSpellingOfADirectoryIsNeverFollowed() throws {
+        try Disk.write(fx.root + "/outside/secret.txt", "outside")
+        // the directory's spelling comes first in byte order, so the directory serves the name
+        guard symlink(fx.root + "/outside", fx.main + "/datb") == 0, symlink("../outside", fx.main + "/Datb") == 0 else {
+            throw TestFailure("symlink: errno \(errno)")
+        }
+        try Disk.write(fx.main + "/DATB/own.txt", "main own")
+        try start()
+        XCTAssertEqual(try names(fx.inMount("datb")), ["own.txt"], "of the three spellings, only the directory merges")
+        XCTAssertEqual(try Disk.read(fx.inMount("DATB/OWN.TXT")), "main own")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("datb/secret.txt")), ENOENT)
+    }
 }

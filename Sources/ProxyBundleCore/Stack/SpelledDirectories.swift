@@ -27,43 +27,83 @@ public final class SpelledDirectories: Sendable {
 
 extension Layer {
     /// Where names fold, the real directories that the directory `path` (the view's spelling)
-    /// merges in this layer (see `SpelledDirectories`); nil when the layer has no directory of
-    /// that name, or names do not fold. `deepest` tells, then, how far `path` leads in the
-    /// layer: the first real directory reached by its longest prefix, and the rest of `path`.
-    /// Throws what keeps a directory from being opened other than its absence (EMFILE...):
-    /// the layer must not seem to lack it.
+    /// merges in this layer (see `SpelledDirectories`), each opened by its path from the root;
+    /// nil when the layer has no directory of that name, or names do not fold. `deepest`
+    /// tells, then, how far `path` leads in the layer: the first real directory reached by
+    /// its longest prefix, and the rest of `path`. Throws what keeps a directory from being
+    /// opened other than its absence (EMFILE...): the layer must not seem to lack it.
     func spelledDirectories(_ path: LayerPath) throws(Errno) -> (found: SpelledDirectories?, deepest: LayerPath) {
-        guard let spellings else { return (nil, path) }
-        var reals: [(path: LayerPath, fd: Int32)] = [(.root, rootFD)]
-        var next: [(path: LayerPath, fd: Int32, name: [UInt8], order: Int)] = []
-        defer {
-            for real in reals where real.fd != rootFD { Sys.close(real.fd) }
-            for real in next { Sys.close(real.fd) }
+        guard spellings != nil else { return (nil, path) }
+        let (paths, deepest) = try spelledPaths(path)
+        if path.isRoot { return (SpelledDirectories(paths: [.root], descriptors: [rootFD], rootFD: rootFD), .root) }
+        var opened: [(path: LayerPath, fd: Int32)] = []
+        do throws(Errno) {
+            for real in paths {
+                let fd = try absentAsNil { () throws(Errno) -> Int32 in try open(spelled: real, flags: pb_O_PATH | pb_O_DIRECTORY) }
+                if let fd { opened.append((real, fd)) }
+            }
+        } catch {
+            for real in opened { Sys.close(real.fd) }
+            throw error
         }
+        guard !opened.isEmpty else { return (nil, deepest) }
+        return (SpelledDirectories(paths: opened.map(\.path), descriptors: opened.map(\.fd), rootFD: rootFD), opened[0].path)
+    }
+
+    /// The paths of the real directories that the directory `path` merges in this layer (see
+    /// `spelledDirectories`), found in the tables of spellings: a directory on the way is
+    /// opened only to read its table, or where a name has several spellings, to tell the
+    /// directories among them. Empty when the layer has no directory of that name.
+    func spelledPaths(_ path: LayerPath) throws(Errno) -> (found: [LayerPath], deepest: LayerPath) {
+        guard let spellings else { return ([path], path) }
+        var reals: [LayerPath] = [.root]
         let names = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
         for (index, name) in names.enumerated() {
+            var next: [(path: LayerPath, name: [UInt8], order: Int)] = []
             for real in reals {
-                for spelled in spellings.spellings(of: name, in: real.path, { real.fd }) {
-                    let fd = try absentAsNil { () throws(Errno) -> Int32 in
-                        try spelled.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
-                            try Sys.openat2(real.fd, p, flags: pb_O_PATH | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
-                                            resolve: Layer.resolve)
-                        }
-                    }
-                    if let fd { next.append((real.path.appending(spelled), fd, spelled, next.count)) }
-                }
+                let all = try withDirectoryOpenedOnDemand(real) { open in spellings.spellings(of: name, in: real, open) }
+                for spelled in all { next.append((real.appending(spelled), spelled, next.count)) }
             }
-            guard !next.isEmpty else {
-                return (nil, names[index...].reduce(reals[0].path) { $0.appending($1) })
+            if next.count > 1 {
+                // of several spellings, only directories merge
+                var directories: [(path: LayerPath, name: [UInt8], order: Int)] = []
+                for candidate in next where try isDirectory(spelled: candidate.path) { directories.append(candidate) }
+                next = directories
             }
-            for real in reals where real.fd != rootFD { Sys.close(real.fd) }
+            guard !next.isEmpty else { return ([], names[index...].reduce(reals[0]) { $0.appending($1) }) }
             next.sort { a, b in a.name == b.name ? a.order < b.order : a.name.lexicographicallyPrecedes(b.name) }
-            reals = next.map { ($0.path, $0.fd) }
-            next = []
+            reals = next.map(\.path)
         }
-        let found = SpelledDirectories(paths: reals.map(\.path), descriptors: reals.map(\.fd), rootFD: rootFD)
-        reals = []  // the value owns them now
-        return (found, found.paths[0])
+        return (reals, reals[0])
+    }
+
+    /// Runs `body` with a function that opens the real directory `path` (O_PATH) the first
+    /// time it is called (-1 where the directory is absent), and closes it after. Throws what
+    /// kept it from being opened other than its absence.
+    func withDirectoryOpenedOnDemand<T>(_ path: LayerPath, _ body: (() -> Int32) -> T) throws(Errno) -> T {
+        if path.isRoot { return body { self.rootFD } }
+        var fd: Int32? = nil
+        var failure: Errno? = nil
+        defer { if let fd, fd >= 0 { Sys.close(fd) } }
+        let result = body {
+            if let fd { return fd }
+            do throws(Errno) {
+                fd = try absentAsNil { () throws(Errno) -> Int32 in try self.open(spelled: path, flags: pb_O_PATH | pb_O_DIRECTORY) } ?? -1
+            } catch {
+                failure = error
+                fd = -1
+            }
+            return fd ?? -1
+        }
+        if let failure { throw failure }
+        return result
+    }
+
+    /// Whether the real entry at `path` is a directory (not a symlink to one).
+    private func isDirectory(spelled path: LayerPath) throws(Errno) -> Bool {
+        let fd = try absentAsNil { () throws(Errno) -> Int32 in try open(spelled: path, flags: pb_O_PATH | pb_O_DIRECTORY) }
+        if let fd { Sys.close(fd) }
+        return fd != nil
     }
 
     /// The entries of the real directories `dirs` merged, where names fold: of the names of

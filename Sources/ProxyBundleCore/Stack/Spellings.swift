@@ -135,10 +135,15 @@ extension Layer {
         let name = path.lastName
         // a directory that cannot be opened for another reason than its absence fails the
         // call made with the path as given
-        guard let (parent, deepest) = try? spelledDirectories(path.parent) else { return path }
-        guard let parent else { return deepest.appending(name) }
-        return spelling(of: name, in: parent).map { parent.paths[$0.directory].appending($0.name) }
-            ?? parent.paths[0].appending(name)
+        guard let spellings, let (parents, deepest) = try? spelledPaths(path.parent) else { return path }
+        guard !parents.isEmpty else { return deepest.appending(name) }
+        var best: (path: LayerPath, name: [UInt8])? = nil
+        for parent in parents {
+            let found = try? withDirectoryOpenedOnDemand(parent) { open in spellings.spelling(of: name, in: parent, open) }
+            guard let spelled = found ?? nil else { continue }
+            if best.map({ spelled.lexicographicallyPrecedes($0.name) }) ?? true { best = (parent, spelled) }
+        }
+        return best.map { $0.path.appending($0.name) } ?? parents[0].appending(name)
     }
 
     /// The layer's spelling of `name` in the real directories `dirs`: of every spelling in any
