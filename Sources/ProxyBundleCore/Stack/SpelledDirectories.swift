@@ -34,8 +34,8 @@ extension Layer {
     /// opened other than its absence (EMFILE...): the layer must not seem to lack it.
     func spelledDirectories(_ path: LayerPath) throws(Errno) -> (found: SpelledDirectories?, deepest: LayerPath) {
         guard spellings != nil else { return (nil, path) }
-        let (paths, deepest) = try spelledPaths(path)
         if path.isRoot { return (SpelledDirectories(paths: [.root], descriptors: [rootFD], rootFD: rootFD), .root) }
+        let (paths, deepest) = try spelledPaths(path)
         var opened: [(path: LayerPath, fd: Int32)] = []
         do throws(Errno) {
             for real in paths {
