@@ -4,11 +4,8 @@
 // instructions are missing (another processor, another architecture).
 #include "CSyscalls.h"
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <immintrin.h>
-
-static const uint32_t round_constants[64] = {
+// The round constants of FIPS 180-4, for the portable code too.
+const uint32_t pb_sha256_round_constants[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
     0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
@@ -18,6 +15,10 @@ static const uint32_t round_constants[64] = {
     0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 };
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
 
 // CPUID leaf 7: EBX bit 29 is SHA; leaf 1: ECX bits 9 (SSSE3) and 19 (SSE4.1).
 static int has_sha_extensions(void) {
@@ -34,7 +35,7 @@ static int has_sha_extensions(void) {
 // kept as the instructions want it, (a, b, e, f) and (c, d, g, h).
 __attribute__((target("sha,sse4.1,ssse3")))
 static inline void four_rounds(__m128i *abef, __m128i *cdgh, __m128i message, int group) {
-    __m128i words = _mm_add_epi32(message, _mm_loadu_si128((const __m128i *)&round_constants[group * 4]));
+    __m128i words = _mm_add_epi32(message, _mm_loadu_si128((const __m128i *)&pb_sha256_round_constants[group * 4]));
     *cdgh = _mm_sha256rnds2_epu32(*cdgh, *abef, words);
     *abef = _mm_sha256rnds2_epu32(*abef, *cdgh, _mm_shuffle_epi32(words, 0x0E));
 }
