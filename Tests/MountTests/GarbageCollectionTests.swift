@@ -98,13 +98,17 @@ final class GarbageCollectionTests: RegistryTestCase {
         return reference
     }
 
+    /// Pushes a one-layer image of `files` as `tag`, pulls it, and returns the layer's path.
+    func pulledLayer(_ tag: String, _ files: [String: String]) throws -> String {
+        let pulled = try run(["pull", try pushOneLayer(tag, files)])
+        guard pulled.status == 0 else { throw TestFailure("pull \(tag): \(pulled.error)") }
+        return pulled.output.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// A mount whose patch is a directory inside a store's layer (`--patch LAYER/Payload`)
     /// uses that layer: gc keeps it, even with no history to name it.
     func testGCKeepsALayerWhoseSubdirectoryIsAPatch() throws {
-        let reference = try pushOneLayer("sub", ["Payload/strings.txt": "from the layer"])
-        let pulled = try run(["pull", reference])
-        XCTAssertEqual(pulled.status, 0, pulled.error)
-        let layer = pulled.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let layer = try pulledLayer("sub", ["Payload/strings.txt": "from the layer"])
         try fx.start([], patches: [layer + "/Payload"])
         let gc = try run(["gc", "--keep", "0"])
         XCTAssertEqual(gc.status, 0, gc.error)
@@ -116,11 +120,8 @@ final class GarbageCollectionTests: RegistryTestCase {
     /// gc reads the live mounts once it holds the store's lock: a mount switched to another
     /// layer while gc waited for the lock keeps that layer.
     func testGCSeesAMountSwitchedWhileItWaitedForTheLock() throws {
-        let old = try run(["pull", try pushOneLayer("old", ["version": "old"])])
-        let new = try run(["pull", try pushOneLayer("new", ["version": "new"])])
-        XCTAssertEqual(old.status + new.status, 0, old.error + new.error)
-        let oldLayer = old.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        let newLayer = new.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let oldLayer = try pulledLayer("old", ["version": "old"])
+        let newLayer = try pulledLayer("new", ["version": "new"])
         try fx.start([], patches: [oldLayer])
 
         let lock = open(store + "/lock", O_RDWR | O_CLOEXEC)
@@ -145,11 +146,8 @@ final class GarbageCollectionTests: RegistryTestCase {
     /// layers (it holds `in-use.lock`) waits for it: the mount fails cleanly when gc removed
     /// its layer, rather than coming up with a layer removed under it.
     func testMountsStartingOrSwitchedWhileGCRemovesLayersWaitForIt() throws {
-        let first = try run(["pull", try pushOneLayer("first", ["version": "first"])])
-        let second = try run(["pull", try pushOneLayer("second", ["version": "second"])])
-        XCTAssertEqual(first.status + second.status, 0, first.error + second.error)
-        let firstLayer = first.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        let secondLayer = second.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let firstLayer = try pulledLayer("first", ["version": "first"])
+        let secondLayer = try pulledLayer("second", ["version": "second"])
         let lockPath = store + "/in-use.lock"
         let lock = open(lockPath, O_RDWR | O_CLOEXEC)
         XCTAssertGreaterThanOrEqual(lock, 0, "pull makes the store's in-use lock")
