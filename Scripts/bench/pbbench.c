@@ -9,9 +9,13 @@
  *                                  each read must give one of the two contents "one\n" or "two\n"
  *                                  (a path starting with "m") or "main\n"; prints reads, failures,
  *                                  and the 50th, 99th and 99.9th percentile of a read in microseconds
+ *   pbbench readany ROOT LIST SECONDS
+ *                                  the same, where any content is good but none (a read of 0 bytes)
  *   pbbench swaploop FILE A B RATE SECONDS
  *                                  writes the contents of file A, then B, then A... into FILE (a
  *                                  mount's .layers) RATE times a second for SECONDS; prints the swaps
+ *                                  and the 50th and 99th percentile and the longest of a swap (its
+ *                                  open, write and close) in microseconds
  *   pbbench seen FILE TEXT SECONDS   opens and reads FILE until it holds TEXT (a newline added), for
  *                                  SECONDS at most; prints the wall-clock time it first did
  *   pbbench check ROOT LIST TEXT   every path of LIST starting with "m" must hold TEXT (a newline
@@ -104,7 +108,7 @@ static int compare_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int readloop(const char *root, const char *list, double seconds) {
+static int readloop(const char *root, const char *list, double seconds, int anyContent) {
     FILE *f = fopen(list, "r");
     if (!f) return fail("open", list);
     char line[4096];
@@ -135,7 +139,7 @@ static int readloop(const char *root, const char *list, double seconds) {
         int good = got > 0;
         if (good) {
             buffer[got] = 0;
-            good = name[0] == 'm' ? !strcmp(buffer, "one\n") || !strcmp(buffer, "two\n") : !strcmp(buffer, "main\n");
+            good = anyContent || (name[0] == 'm' ? !strcmp(buffer, "one\n") || !strcmp(buffer, "two\n") : !strcmp(buffer, "main\n"));
         }
         if (!good && failures++ < 5)
             fprintf(stderr, "pbbench: %s %s: %s\n", fd < 0 ? "open" : "read", path, got < 0 ? strerror(errno) : "unexpected content");
@@ -149,7 +153,7 @@ static int readloop(const char *root, const char *list, double seconds) {
 }
 
 static int swaploop(const char *file, const char *a, const char *b, double rate, double seconds) {
-    char text[2][65536];
+    static char text[2][1 << 20];
     ssize_t length[2];
     const char *sources[2] = {a, b};
     for (int k = 0; k < 2; k++) {
@@ -157,16 +161,20 @@ static int swaploop(const char *file, const char *a, const char *b, double rate,
         if (fd < 0) return fail("open", sources[k]);
         length[k] = read(fd, text[k], sizeof text[k]);
         close(fd);
-        if (length[k] <= 0) return fail("read", sources[k]);
+        if (length[k] <= 0 || length[k] == (ssize_t)sizeof text[k]) return fail("read", sources[k]);
     }
+    size_t room = 1 << 12;
+    long *micros = malloc(room * sizeof *micros);
     double start = now();
     long swaps = 0;
     while (now() < start + seconds) {
+        double began = now();
         int fd = open(file, O_WRONLY);
         if (fd < 0) return fail("open", file);
         if (write(fd, text[swaps % 2], length[swaps % 2]) != length[swaps % 2]) return fail("write", file);
         if (close(fd) != 0) return fail("close", file);
-        swaps++;
+        if ((size_t)swaps == room) micros = realloc(micros, (room *= 2) * sizeof *micros);
+        micros[swaps++] = (long)((now() - began) * 1e6);
         double next = start + swaps / rate;
         double wait = next - now();
         if (wait > 0) {
@@ -174,7 +182,10 @@ static int swaploop(const char *file, const char *a, const char *b, double rate,
             nanosleep(&t, NULL);
         }
     }
-    printf("swaps %ld in %.2f s\n", swaps, now() - start);
+    double took = now() - start;
+    qsort(micros, swaps, sizeof *micros, compare_long);
+    printf("swaps %ld in %.2f s p50 %ld p99 %ld max %ld\n", swaps, took, swaps ? micros[swaps / 2] : 0,
+           swaps ? micros[swaps * 99 / 100] : 0, swaps ? micros[swaps - 1] : 0);
     return 0;
 }
 
@@ -229,11 +240,12 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "missing")) return missing(argv[2], atol(argv[3]));
     if (argc == 5 && !strcmp(argv[1], "create")) return create(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "append")) return append(argv[2], argv[3]);
-    if (argc == 5 && !strcmp(argv[1], "readloop")) return readloop(argv[2], argv[3], atof(argv[4]));
+    if (argc == 5 && !strcmp(argv[1], "readloop")) return readloop(argv[2], argv[3], atof(argv[4]), 0);
+    if (argc == 5 && !strcmp(argv[1], "readany")) return readloop(argv[2], argv[3], atof(argv[4]), 1);
     if (argc == 7 && !strcmp(argv[1], "swaploop")) return swaploop(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]));
     if (argc == 5 && !strcmp(argv[1], "seen")) return seen(argv[2], argv[3], atof(argv[4]));
     if (argc == 5 && !strcmp(argv[1], "check")) return check(argv[2], argv[3], argv[4]);
     fprintf(stderr, "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST"
-                    " | readloop ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS | seen FILE TEXT SECONDS | check ROOT LIST TEXT\n");
+                    " | readloop ROOT LIST SECONDS | readany ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS | seen FILE TEXT SECONDS | check ROOT LIST TEXT\n");
     return 2;
 }
