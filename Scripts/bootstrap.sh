@@ -4,6 +4,7 @@
 set -euo pipefail
 
 packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar fio
+          strace  # counts what a lookup asks the layers (PatchIndexTests)
           man-db groff-base zsh fish  # the man page and completion tests
           lintian  # the package test
           python3  # its plistlib writes the property lists PropertyListTests read

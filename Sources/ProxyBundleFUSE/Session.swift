@@ -57,6 +57,8 @@ public final class Session {
         if pb_session_use_io(session, passthrough ? 1 : 0) == 0, passthrough {
             userdata.takeUnretainedValue().passthrough.enable(fuseDevice: fuse_session_fd(session))
         }
+        // mounted: the patches' indexes are read while the first requests come
+        userdata.takeUnretainedValue().overlay.readPatchesAhead(threads: 2)
     }
 
     /// Serves requests until the file system is unmounted or SIGINT, SIGTERM or SIGHUP

@@ -83,7 +83,7 @@ enum Daemon {
             let folds = plan.options.casefold
             let main = try Layer(path: plan.main, preservesAccessTimes: true, keepsPath: true, foldsNames: folds)
             var patches: [Layer] = []
-            for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true, foldsNames: folds)) }
+            for path in plan.patches { patches.append(try Layer(path: path, preservesAccessTimes: true, foldsNames: folds, indexed: true)) }
             // and the substitution is reached with the mount's access-time options
             let substitution = try plan.substitution.map { path throws(Errno) in
                 try Layer(path: path, accessTimes: plan.options.accessTimes, foldsNames: folds)

@@ -235,6 +235,45 @@ final class StackedPatchesTests: XCTestCase {
         try assertSameTree(fx.mountpoint, after, since: since)
     }
 
+    /// 400 layers as mods make them (`ThinStack`, the shape of the bench's `thin.pl`): 398
+    /// patches of 1-5 entries anywhere in a nested main bundle, whiteouts, opaque directories
+    /// and type changes among them, looked up name by name before any listing (existing and
+    /// missing names, at every depth), then walked, then changed through the mount: the same
+    /// as kernel overlayfs each time.
+    func testThinFourHundredLayersMatchKernelOverlayfs() throws {
+        var generator = OverlayScenario.Generator(seed: 0x49_0400)
+        let tree = try ThinStack.buildMain(fx.main, generator: &generator)
+        let many = (0..<398).map { fx.root + "/thin/\($0)" }
+        for (index, layer) in many.enumerated() { try ThinStack.buildPatch(layer, number: index, over: tree, generator: &generator) }
+        let kernel = try kernelOfMany(many, at: "kernel")
+        defer { Unmounter.force(kernel) }
+        try start(many)
+        var names = tree.files + tree.directories.map { $0 + "/missing.dat" } + tree.directories.map { $0 + "/nope/x" }
+        for index in stride(from: 0, to: 398, by: 7) { names += ["d\(index % 6)/n\(index)-0.dat", "d\(index % 6)/nd\(index)-0/a.dat"] }
+        for _ in 0..<names.count {
+            let a = generator.below(names.count), b = generator.below(names.count)
+            names.swapAt(a, b)
+        }
+        func found(_ root: String) -> [String] { names.filter { Disk.lstat(root + "/" + $0) != nil } }
+        XCTAssertEqual(found(fx.mountpoint), found(kernel))
+        try assertSameTree(fx.mountpoint, kernel)
+        Unmounter.force(kernel)
+
+        let since = Int(Date().timeIntervalSince1970) - 2
+        let shown = tree.files.filter { Disk.lstat(fx.inMount($0)).map { $0.st_mode & S_IFMT == S_IFREG } ?? false }
+        XCTAssertGreaterThan(shown.count, 100)
+        for path in shown.prefix(20) { try Disk.write(fx.inMount(path), "rewritten") }
+        for path in shown.dropFirst(20).prefix(20) { XCTAssertEqual(unlink(fx.inMount(path)), 0, path) }
+        XCTAssertEqual(rename(fx.inMount("d1"), fx.inMount("d1-renamed")), 0, "merged from many patches, moved whole")
+        XCTAssertEqual(mkdir(fx.inMount("d2/made"), 0o755), 0)
+        _ = fx.stop()
+        let after = try kernelOfMany(many, at: "kernel-after")
+        defer { Unmounter.force(after) }
+        try start(many)
+        XCTAssertEqual(found(fx.mountpoint), found(after))
+        try assertSameTree(fx.mountpoint, after, since: since)
+    }
+
     /// The kernel's read-only overlay of the substitution, `many` and the main bundle: named
     /// relative to the directory of their copies (a symlink there for the main bundle), since 400
     /// absolute paths would not fit the page a mount's options may take.

@@ -89,7 +89,8 @@ final class DirectoryCacheTests: OverlayTestCase {
     /// walk of 1,000 patches, 49,000 failed opens).
     func testAFullCacheKeepsTheDirectoryAWalkIsIn() throws {
         let base = try makeTemporaryDirectory("many")
-        let subdirectories = 60
+        // more than the cache keeps of directories in every layer (14 descriptors each)
+        let subdirectories = DirectoryCache.limit(descriptors: 14, layers: 14) + 10
         var patches: [Layer] = []
         for index in 0..<12 {
             for sub in 0..<subdirectories {
@@ -101,7 +102,8 @@ final class DirectoryCacheTests: OverlayTestCase {
                                   writable: false, cachesLookups: true)
         let top = try lookup(overlay, "top").node
         let listing = try overlay.listDirectory(top)
-        XCTAssertGreaterThan(subdirectories, DirectoryCache.limit(layers: patches.count), "fixture: the cache fills")
+        XCTAssertGreaterThan(subdirectories, DirectoryCache.limit(descriptors: patches.count + 2, layers: patches.count + 2),
+                             "fixture: the cache fills")
         for (name, item) in listing.named where name.first != UInt8(ascii: ".") {
             let sub = try overlay.lookup(listed: item, in: listing).node
             XCTAssertTrue(try overlay.listDirectory(sub).directories.isFiltered,

@@ -15,6 +15,10 @@ import CSyscalls
 /// not looked into. `proxybundle invalidate --all` (`/` written to `.invalidate`) flushes
 /// everything whatever happened.
 ///
+/// The directories of patches are watched by the layer's index instead (`LayerIndex`), each
+/// once, as it is read: a change there is reported with the layer's directory it was seen in,
+/// and its directory node is found by that path.
+///
 /// The folder `Changes/` owns what happens when layers change behind the daemon's back:
 /// watching (this type), marking what changed stale, and invalidating everything.
 final class LayerWatch: Sendable {
@@ -28,17 +32,35 @@ final class LayerWatch: Sendable {
         var structural: Bool
     }
 
+    /// A change seen in a directory a layer's index read: the directory by its path in the
+    /// layer (and the view), the name as in `Change`, and whether the entry is a directory.
+    struct IndexedChange {
+        var index: LayerIndex
+        var path: LayerPath
+        var name: [UInt8]
+        var structural: Bool
+        var isDirectory: Bool
+    }
+
     private struct State {
         var fd: Int32 = -1
         /// Watch descriptor → the directory node it watches.
         var nodes: [Int32: NodeID] = [:]
         /// Directory node → the placement it was watched with and its watch descriptors.
         var watched: [NodeID: (placement: Placement, descriptors: [Int32])] = [:]
+        /// Watch descriptor → the index and the path of the directory it read there.
+        var indexed: [Int32: (index: LayerIndex, path: LayerPath)] = [:]
         /// A watch could not be added: the next invalidation must be a full one.
         var lost = false
+        /// Counts the starts over: what was read under another epoch's watches is checked
+        /// again before it serves (see `LayerIndex`).
+        var epoch: UInt64 = 0
     }
 
     private let state = Locked(State())
+
+    /// The watches' epoch: bumped at each start over.
+    var epoch: UInt64 { state.withLock { $0.epoch } }
 
     static let mask = UInt32(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY | IN_ATTRIB | IN_ONLYDIR)
 
@@ -51,9 +73,26 @@ final class LayerWatch: Sendable {
     }
 
     private static func start(_ s: inout State) {
-        s = State()
+        s = State(epoch: s.epoch &+ 1)
         s.fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         s.lost = s.fd < 0
+    }
+
+    /// Watches the directory open as `fd`, which `index` reads at `path`, before it is read.
+    /// The watch is added outside the lock (indexes read ahead on several threads), and kept
+    /// unless the watches started over meanwhile.
+    func watch(_ fd: Int32, index: LayerIndex, path: LayerPath) {
+        let (inotify, epoch, lost) = state.withLock { ($0.fd, $0.epoch, $0.lost) }
+        if lost { return }
+        let wd = inotify_add_watch(inotify, "/proc/self/fd/\(fd)", LayerWatch.mask)
+        state.withLock { s in
+            guard s.epoch == epoch else { return }
+            guard wd >= 0 else {
+                s.lost = true
+                return
+            }
+            s.indexed[wd] = (index, path)
+        }
     }
 
     /// Watches directory node `id` in the layers where `dirs` has it, unless it already is
@@ -62,7 +101,8 @@ final class LayerWatch: Sendable {
         state.withLock { s in
             if s.lost || s.watched[id]?.placement == dirs.placement { return }
             var descriptors: [Int32] = []
-            for fd in dirs.present.flatMap(dirs.allDescriptors) {
+            // a patch's directories are watched by its index
+            for fd in dirs.present.filter({ !dirs.isIndexed($0) }).flatMap(dirs.allDescriptors) {
                 let wd = inotify_add_watch(s.fd, "/proc/self/fd/\(fd)", LayerWatch.mask)
                 guard wd >= 0 else {
                     s.lost = true
@@ -120,27 +160,29 @@ final class LayerWatch: Sendable {
         state.withLock { s in s.fd >= 0 ? max(0, Int(pb_pending_bytes(s.fd))) : 0 }
     }
 
-    /// The changes seen since the last call; nil when they cannot be known exactly, after
-    /// which the watches start over (the caller invalidates everything).
-    func changes() -> [Change]? {
+    /// The changes seen since the last call, to directory nodes and to directories indexes
+    /// read; nil when they cannot be known exactly, after which the watches start over (the
+    /// caller invalidates everything).
+    func changes() -> (nodes: [Change], indexed: [IndexedChange])? {
         state.withLock { s in
             var changes: [Change] = []
+            var indexed: [IndexedChange] = []
             var exact = !s.lost
             var buffer = [UInt8](repeating: 0, count: 64 << 10)
             while exact {
                 let count = buffer.withUnsafeMutableBytes { read(s.fd, $0.baseAddress, $0.count) }
                 if count < 0 && errno == EINTR { continue }
                 if count <= 0 { break }  // EAGAIN: nothing more
-                exact = buffer.withUnsafeBytes { LayerWatch.parse($0.prefix(count), s.nodes, into: &changes) }
+                exact = buffer.withUnsafeBytes { LayerWatch.parse($0.prefix(count), s, into: &changes, &indexed) }
             }
             if !exact { LayerWatch.start(&s) }
-            return exact ? changes : nil
+            return exact ? (changes, indexed) : nil
         }
     }
 
     /// Appends the changes that `events` (inotify records) describe; false on an overflow.
-    private static func parse(_ events: Slice<UnsafeRawBufferPointer>, _ nodes: [Int32: NodeID],
-                              into changes: inout [Change]) -> Bool {
+    private static func parse(_ events: Slice<UnsafeRawBufferPointer>, _ s: State,
+                              into changes: inout [Change], _ indexed: inout [IndexedChange]) -> Bool {
         let header = MemoryLayout<inotify_event>.size
         var offset = events.startIndex
         while offset + header <= events.endIndex {
@@ -148,10 +190,18 @@ final class LayerWatch: Sendable {
             let nameStart = offset + header
             offset = nameStart + Int(event.len)
             if event.mask & UInt32(IN_Q_OVERFLOW) != 0 { return false }
-            guard let directory = nodes[event.wd], event.len > 0 else { continue }  // IN_IGNORED, or the directory itself
+            guard event.len > 0 else { continue }  // IN_IGNORED, or the directory itself
             let name = Array(events.base[nameStart..<min(offset, events.endIndex)].prefix { $0 != 0 })
             let isDirectory = event.mask & UInt32(IN_ISDIR) != 0
-            let contentOnly = event.mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0 && !isDirectory
+            let contentOnly = event.mask & UInt32(IN_MODIFY | IN_ATTRIB) != 0
+            if let (index, path) = s.indexed[event.wd] {
+                if !(contentOnly && !isDirectory) {
+                    indexed.append(IndexedChange(index: index, path: path, name: name, structural: !contentOnly,
+                                                 isDirectory: isDirectory))
+                }
+                continue
+            }
+            guard let directory = s.nodes[event.wd] else { continue }
             if name == Whiteout.opaqueMarker {
                 // the directory's placement may change: all of it
                 changes.append(Change(directory: directory, name: [], structural: true))
@@ -160,7 +210,7 @@ final class LayerWatch: Sendable {
             } else if let hidden = Whiteout.hiddenName(name) {
                 changes.append(Change(directory: directory, name: hidden, structural: true))
             } else {
-                changes.append(Change(directory: directory, name: name, structural: !contentOnly))
+                changes.append(Change(directory: directory, name: name, structural: !(contentOnly && !isDirectory)))
             }
         }
         return true

@@ -65,4 +65,17 @@ extension NodeTable {
             return (result, Array(roots))
         }
     }
+
+    /// The directory node at `path` from the root, through the names the table holds; nil
+    /// where a name on the way has no node.
+    func directoryNode(at path: LayerPath) -> NodeID? {
+        state.withLock { s -> NodeID? in
+            var current = rootNodeID
+            for name in path.bytes.split(separator: UInt8(ascii: "/")) {
+                guard let next = s.child(ChildKey(parent: current, name: Array(name))) else { return nil }
+                current = next
+            }
+            return s.nodes[current]?.placement.isDirectory == true ? current : nil
+        }
+    }
 }

@@ -32,11 +32,17 @@ extension Overlay {
             current.layers.forgetSpellings()
             let root = try current.layers.rootPlacement()
             defer { touchControlTime() }
-            if subtree == nil, nodes.placement(of: rootNodeID) == root, let changes = watch.changes() {
+            if subtree == nil, nodes.placement(of: rootNodeID) == root, let (seen, indexed) = watch.changes() {
+                let changes = seen + nodeChanges(indexed)
                 let (touched, replaced) = nodes.invalidate(changes: changes, watched: watch.watchedPlacements)
                 watch.unwatch(replaced)
                 current.directories.removeAll()
                 return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
+            }
+            if let names {
+                // a layer's index reads the path again (everything: `restart` below)
+                let path = LayerPath(bytes: Array(names.joined(separator: [UInt8(ascii: "/")])))
+                for layer in current.layers.layers { layer.index?.forget(subtree: path) }
             }
             let before = nodes.generation.number
             let touched = nodes.invalidate(subtree: names, root: root, listingNames: listingNames)
@@ -49,6 +55,28 @@ extension Overlay {
             if names == nil { watch.restart() }  // everything is resolved again, and watched anew
             return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
         }
+    }
+
+    /// The changes seen in directories of patches' indexes, told to the indexes, as changes of
+    /// the directory nodes at the same paths (a patch is not changed through the mount, so a
+    /// path in it is the view's): a whiteout or the opaque marker as in `LayerWatch.parse`.
+    private func nodeChanges(_ indexed: [LayerWatch.IndexedChange]) -> [LayerWatch.Change] {
+        var changes: [LayerWatch.Change] = []
+        for change in indexed {
+            change.index.changed(change.path, name: change.name, isDirectory: change.isDirectory,
+                                 structural: change.structural)
+            guard let directory = nodes.directoryNode(at: change.path) else { continue }
+            if change.name == Whiteout.opaqueMarker {
+                changes.append(LayerWatch.Change(directory: directory, name: [], structural: true))
+            } else if change.name.starts(with: Whiteout.reservedPrefix) {
+                continue
+            } else if let hidden = Whiteout.hiddenName(change.name) {
+                changes.append(LayerWatch.Change(directory: directory, name: hidden, structural: true))
+            } else {
+                changes.append(LayerWatch.Change(directory: directory, name: change.name, structural: true))
+            }
+        }
+        return changes
     }
 
     /// Waits until changes in the layers' directories the daemon uses have settled (no new

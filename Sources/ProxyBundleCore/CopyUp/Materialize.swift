@@ -62,7 +62,7 @@ extension Overlay {
 
     private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
         let list = try mergedEntries(path, placement)
-        let dirs = try DirectoryDescriptors(path, placement, layers: layers)
+        let dirs = try DirectoryDescriptors(path, placement, layers: layers, index: indexWatch)
         for item in list.entries {
             try interruption.check()
             let itemName = list.name(item)

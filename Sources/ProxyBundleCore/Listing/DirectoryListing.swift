@@ -85,11 +85,21 @@ extension Overlay {
     /// directory is opaque.
     private func mergeEntries(_ path: LayerPath, _ placement: Placement, into list: inout EntryList) throws(Errno) {
         let stack = layers
-        var read: [EntryList] = []
+        var read: [Layer.Entries] = []
         for index in stack.indices(of: placement) {
-            read.append(try absentAsNil { () throws(Errno) -> EntryList in try stack[index].entries(path) } ?? EntryList())
+            guard let entries = try absentAsNil({ () throws(Errno) -> EntryList in try entries(path, in: index) }) else { continue }
+            read.append((index, entries))
         }
-        merge(read, placement, keys: stack.foldsNames ? read.map(Overlay.foldedKeys) : [], into: &list)
+        merge(read, keys: stack.foldsNames ? read.map { Overlay.foldedKeys($0.list) } : [], into: &list)
+    }
+
+    /// The entries of the directory at `path` in layer `index`: a patch's from its index
+    /// (see `LayerIndex`), ENOENT where it has none.
+    func entries(_ path: LayerPath, in index: Int) throws(Errno) -> EntryList {
+        let layer = layers[index]
+        guard let watch = indexWatch, !layers.foldsNames, let layerIndex = layer.index else { return try layer.entries(path) }
+        guard let record = try layerIndex.directory(path, of: layer, watch: watch) else { throw Errno.noEntry }
+        return record.entries
     }
 
     /// The same for the directory open as `directories`: through them where they were opened
@@ -102,43 +112,48 @@ extension Overlay {
     private func mergeEntries(_ path: LayerPath, _ directories: DirectoryDescriptors, into list: inout EntryList) throws(Errno) {
         let stack = layers
         let opened = directories.takeUnread()
-        var read: [EntryList] = []
+        // only the layers that have the directory: with thousands of patches, most lack it
+        var read: [Layer.Entries] = []
         for index in stack.indices(of: directories.placement) {
+            if let record = directories.record(in: index) {
+                read.append((index, record.entries))
+                continue
+            }
             let fd = directories[index]
-            let entries = (opened || directories.isFiltered) && fd < 0 ? EntryList() : try absentAsNil {
-                () throws(Errno) -> EntryList in try opened ? Layer.entries(of: fd) : stack[index].entries(path)
-            } ?? EntryList()
-            read.append(entries)
+            if (opened || directories.isFiltered) && fd < 0 || directories.lacks(index) { continue }
+            guard let entries = try absentAsNil({ () throws(Errno) -> EntryList in
+                try opened ? Layer.entries(of: fd) : stack[index].entries(path)
+            }) else { continue }
+            read.append((index, entries))
         }
         // where names fold, each name's key, once for both uses
-        let keys = stack.foldsNames ? read.map(Overlay.foldedKeys) : []
+        let keys = stack.foldsNames ? read.map { Overlay.foldedKeys($0.list) } : []
         for (offset, entries) in read.enumerated() where !keys.isEmpty {
-            directories.learnSpellings(entries, keys: keys[offset], in: Int(directories.placement.top) + offset)
+            directories.learnSpellings(entries.list, keys: keys[offset], in: entries.layer)
         }
-        directories.known?.learn(read, first: Int(directories.placement.top), present: directories.present.count)
-        merge(read, directories.placement, keys: keys, into: &list)
+        directories.known?.learn(read, present: directories.present.count)
+        merge(read, keys: keys, into: &list)
     }
 
-    /// Merges `read`, the entries of each layer of `placement` top first, into `list`.
-    /// Where names fold, `keys` holds the key of each name read (see `foldedKeys`).
-    private func merge(_ read: [EntryList], _ placement: Placement, keys: [[FoldedName]], into list: inout EntryList) {
+    /// Merges `read`, the entries of each layer that has the directory, top first, into
+    /// `list`. Where names fold, `keys` holds the key of each name read (see `foldedKeys`).
+    private func merge(_ read: [Layer.Entries], keys: [[FoldedName]], into list: inout EntryList) {
         let stack = layers
         let numbers = shownInodes()
         if stack.foldsNames {
-            return Overlay.mergeFolded(read, keys: keys, first: Int(placement.top), of: stack, numbers, into: &list)
+            return Overlay.mergeFolded(read, keys: keys, of: stack, numbers, into: &list)
         }
-        list.reserve(read.reduce(0) { $0 + $1.entries.count }, nameBytes: read.reduce(0) { $0 + $1.nameBytes })
+        list.reserve(read.reduce(0) { $0 + $1.list.entries.count }, nameBytes: read.reduce(0) { $0 + $1.list.nameBytes })
         // names shown or whited out by the layers merged so far: none below shows them
-        var taken = NameSet(capacity: read.dropLast().reduce(0) { $0 + $1.entries.count })
-        Overlay.merge(read[...], first: Int(placement.top), of: stack, numbers, taken: &taken, into: &list)
+        var taken = NameSet(capacity: read.dropLast().reduce(0) { $0 + $1.list.entries.count })
+        Overlay.merge(read[...], of: stack, numbers, taken: &taken, into: &list)
     }
 
-    /// Merges `lists` (the layers' entries from layer `first` down) into `list`. Recursive, so
-    /// that every layer's names stay in place while the layers below are merged: `taken`
-    /// points into them.
-    private static func merge(_ lists: ArraySlice<EntryList>, first: Int, of stack: LayerStack, _ numbers: ShownInodes,
+    /// Merges `lists` (the layers' entries, top first) into `list`. Recursive, so that every
+    /// layer's names stay in place while the layers below are merged: `taken` points into them.
+    private static func merge(_ lists: ArraySlice<Layer.Entries>, of stack: LayerStack, _ numbers: ShownInodes,
                               taken: inout NameSet, into list: inout EntryList) {
-        guard let layerList = lists.first else { return }
+        guard let (first, layerList) = lists.first else { return }
         let device = stack[first].device
         layerList.withNames { names in
             var opaque = false
@@ -163,7 +178,7 @@ extension Overlay {
                     taken.insert(name)
                 }
             }
-            merge(lists.dropFirst(), first: first + 1, of: stack, numbers, taken: &taken, into: &list)
+            merge(lists.dropFirst(), of: stack, numbers, taken: &taken, into: &list)
         }
     }
 
@@ -180,11 +195,10 @@ extension Overlay {
     /// spelling; in a layer, the first spelling in byte order serves (a whiteout device too,
     /// which then hides the key); a `.wh.` file hides every spelling below. `keys` are each
     /// layer's keys (`foldedKeys`). One dictionary and one set operation a name.
-    private static func mergeFolded(_ read: [EntryList], keys: [[FoldedName]], first: Int, of stack: LayerStack,
+    private static func mergeFolded(_ read: [Layer.Entries], keys: [[FoldedName]], of stack: LayerStack,
                                     _ numbers: ShownInodes, into list: inout EntryList) {
         var taken = Set<FoldedName>()
-        for (offset, layerList) in read.enumerated() {
-            let layer = first + offset
+        for (offset, (layer, layerList)) in read.enumerated() {
             let device = stack[layer].device
             let layerKeys = keys[offset]
             let isLast = offset == read.count - 1

@@ -26,8 +26,25 @@ extension Overlay {
         guard let location = try? nodes.location(of: parent, in: view.generation), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
         let stack = layers
+        let watch = stack.foldsNames ? nil : indexWatch
+        let holding = directories.indexedPatches(holding: path, layers: stack)
         for index in stack.indices(of: location.placement) {
             let layer = stack[index]
+            if let watch, let layerIndex = layer.index {
+                if let holding, !holding.contains(index) { continue }
+                // a patch's index has read the directory: its entries' attributes are read,
+                // where it has it (thousands of thin patches lack it)
+                guard let record = try? layerIndex.directory(path, of: layer, watch: watch), !record.entries.isEmpty,
+                      let fd = try? layer.open(path, flags: pb_O_PATH | pb_O_DIRECTORY) else { continue }
+                defer { Sys.close(fd) }
+                record.entries.withNames { names in
+                    for entry in record.entries.entries {
+                        var st = stat()
+                        _ = fstatat(fd, names.cString(entry), &st, AT_SYMLINK_NOFOLLOW)
+                    }
+                }
+                continue
+            }
             guard let fd = try? layer.open(path, flags: O_RDONLY | pb_O_DIRECTORY, preservingAccessTime: true) else {
                 continue
             }
@@ -58,13 +75,13 @@ extension Overlay {
     /// a symlink, without waiting for a FIFO's writer and without changing an access time where
     /// the daemon may avoid it; nothing is read into the daemon.
     public func readAhead(_ item: DirectoryListing.Item, of listing: DirectoryListing, limit: Int) -> ReadAhead {
-        let dirfd = listing.directories[Int(item.layer)]
-        guard item.type == UInt8(DT_REG), dirfd >= 0 else { return .skipped }
+        let dirs = listing.directories
+        let layer = Int(item.layer)
+        guard item.type == UInt8(DT_REG), dirs.has(layer) else { return .skipped }
         let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
-        let opened = try? listing.list.withNames { (names) throws(Errno) -> Int32 in
-            try Layer.open(flags: flags, preservingAccessTime: true) { (flags: Int32) throws(Errno) -> Int32 in
-                try Sys.check { openat(dirfd, names.cString(item), flags) }
-            }
+        let name = listing.name(item)
+        let opened = try? Layer.open(flags: flags, preservingAccessTime: true) { (flags: Int32) throws(Errno) -> Int32 in
+            try dirs.open(name, in: layer, flags: flags)
         }
         guard let fd = opened else { return .skipped }
         defer { Sys.close(fd) }

@@ -20,6 +20,8 @@ final class DirectoryCache: Sendable {
     private struct Entries {
         var kept: [NodeID: (dirs: DirectoryDescriptors, used: UInt64)] = [:]
         var uses: UInt64 = 0
+        /// By path, the patches that have a directory there (see `patches(holding:)`).
+        var patchHolders: [LayerPath: [UInt16]] = [:]
 
         /// The entry of `id`, now its most recently used.
         mutating func use(_ id: NodeID) -> DirectoryDescriptors? {
@@ -61,16 +63,72 @@ final class DirectoryCache: Sendable {
         return version == located && number == generation
     }
     /// Directories kept: about 512 descriptors (directories in two layers: 256 of them), well
-    /// below the usual limit of 1,024 open files; counted by the layers the directory just
-    /// opened is in.
-    static func limit(layers: Int) -> Int { max(16, 512 / max(1, layers)) }
+    /// below the usual limit of 1,024 open files, or where the limit is higher (the daemon
+    /// raises it to its hard limit, which thousands of layers need), a quarter of what the
+    /// layers leave of it, up to 8,192; counted by the descriptors the directory just opened
+    /// holds (a patch looked at through its index may hold none, the roots are the layers').
+    static func limit(descriptors: Int, layers: Int) -> Int {
+        let budget = min(8192, max(512, (openFileLimit - layers) / 4))
+        return max(16, budget / max(1, descriptors))
+    }
 
-    /// The layers that hold the directory at `location`, where the names of its parent were
-    /// read (see `KnownNames`); nil when they were not.
-    private func holding(_ location: NodeTable.Location) -> [UInt16]? {
-        guard let name = location.path.bytes.split(separator: UInt8(ascii: "/")).last,
-              let parent = entries.withLock({ $0.use(location.parent) }) else { return nil }
-        return parent.known?.holding(Array(name))?.entries
+    /// The process's limit of open files, read once (after the daemon raised it).
+    private static let openFileLimit: Int = {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        return Int(min(limit.rlim_cur, 1 << 20))
+    }()
+
+    /// The layers that may hold the directory at `location`: where the names of its parent
+    /// were read (see `KnownNames`), those that hold the name; otherwise, where patches have
+    /// indexes, the layers without one and the patches that have the directory (see
+    /// `patches(holding:)`). Nil when neither tells.
+    private func holding(_ location: NodeTable.Location, layers: LayerStack, located: UInt64) throws(Errno) -> [UInt16]? {
+        if let name = location.path.bytes.split(separator: UInt8(ascii: "/")).last,
+           let parent = entries.withLock({ $0.use(location.parent) }),
+           let known = parent.known?.holding(Array(name))?.entries {
+            return known
+        }
+        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }) else { return nil }
+        let unindexed = layers.layers.indices.filter { layers[$0].index == nil }.map(UInt16.init)
+        return unindexed + (try patches(holding: location.path, layers: layers, located: located))
+    }
+
+    /// The patches whose index says they have a directory at `path` (see `patches(holding:)`);
+    /// nil where patches are not indexed.
+    func indexedPatches(holding path: LayerPath, layers: LayerStack) -> Set<Int>? {
+        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }),
+              let patches = try? patches(holding: path, layers: layers, located: nodes.version) else { return nil }
+        return Set(patches.map(Int.init))
+    }
+
+    /// The patches with an index whose index says they have a directory at `path`, top
+    /// first: those of the directory above it whose record of it names such a subdirectory
+    /// (the root: every one). Kept by path until an invalidation (memory: two bytes a patch
+    /// for each directory of the view a patch has), so that finding a directory's patches
+    /// costs one look at each patch of its parent, once, whatever the directories kept.
+    private func patches(holding path: LayerPath, layers: LayerStack, located: UInt64) throws(Errno) -> [UInt16] {
+        if let known = entries.withLock({ $0.patchHolders[path] }) { return known }
+        let found: [UInt16]
+        if path.isRoot {
+            found = layers.layers.indices.filter { layers[$0].index != nil }.map(UInt16.init)
+        } else {
+            let name = path.lastName
+            let parentPath = path.parent
+            let epoch = watch.epoch
+            var holders: [UInt16] = []
+            for number in try patches(holding: parentPath, layers: layers, located: located) {
+                let layer = layers[Int(number)]
+                guard let index = layer.index, let parent = try index.directory(parentPath, of: layer, watch: watch, epoch: epoch),
+                      parent.subdirectory(name) != nil else { continue }
+                holders.append(number)
+            }
+            found = holders
+        }
+        entries.withLock { entries in
+            if isCurrent(located) { entries.patchHolders[path] = found }
+        }
+        return found
     }
 
     /// The descriptors of directory node `id` at `location` (fresh), opened if needed.
@@ -82,8 +140,9 @@ final class DirectoryCache: Sendable {
                      layers: LayerStack, forReading: Bool = false) throws(Errno) -> DirectoryDescriptors {
         if let cached = cached(id, location.placement) { return cached }
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
-                                              knowsNames: knowsNames && isCurrent(located),
-                                              holding: holding(location), forReading: forReading)
+                                              index: knowsNames ? watch : nil, knowsNames: knowsNames && isCurrent(located),
+                                              holding: try holding(location, layers: layers, located: located),
+                                              forReading: forReading)
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
         guard isCurrent(located), opened.isComplete else { return opened }
@@ -92,7 +151,7 @@ final class DirectoryCache: Sendable {
         var dropped: [DirectoryDescriptors] = []
         let kept = entries.withLock { entries -> Bool in
             guard isCurrent(located) else { return false }
-            let limit = DirectoryCache.limit(layers: opened.present.count)
+            let limit = DirectoryCache.limit(descriptors: opened.openCount, layers: layers.count)
             if entries.kept.count >= limit { dropped = entries.evict(keeping: limit) }
             entries.uses += 1
             entries.kept[id] = (opened, entries.uses)

@@ -3,15 +3,25 @@ import Glibc
 #endif
 import CSyscalls
 
-/// O_PATH descriptors of one directory in each layer that has it. A name is then looked up
-/// with one `fstatat` per layer, relative to the directory itself: no walk of the path from
-/// the layer's root, and (the name being a single component, never followed) no way out of
-/// the layer. Closed when the last user lets go.
+/// One directory of the view in each layer that has it: an O_PATH descriptor of it, and for a
+/// patch, the record its index keeps of it (see `LayerIndex`). A name is then looked up with
+/// one `fstatat` per layer, relative to the directory itself: no walk of the path from the
+/// layer's root, and (the name being a single component, never followed) no way out of the
+/// layer; in a patch, only where its record holds the name. Closed when the last user lets go.
 final class DirectoryDescriptors: Sendable {
-    /// One per layer of the stack, -1 where the layer has no such directory or is not merged.
+    /// One per layer of the stack, -1 where the layer has no such directory or is not merged,
+    /// `recordOnly` for a patch whose record serves without one (see `init`).
     private let descriptors: [Int32]
+    private static let recordOnly: Int32 = -2
+    /// The records of the patches that have the directory, by layer, where the indexes served
+    /// (see `LayerIndex`).
+    private let records: [Int: LayerIndex.Directory]
+    /// Whether the patches' indexes were asked (not where names fold or nothing is cached).
+    private let indexing: Bool
     /// The placement the directory had when opened: a change (a copy-up) makes them outdated.
     let placement: Placement
+    /// The directory's path in the layers (as the view spells it).
+    let path: LayerPath
     let isRoot: Bool
     /// The directory's names once read (kept descriptors only), to answer misses without a system call.
     let known: KnownNames?
@@ -21,13 +31,26 @@ final class DirectoryDescriptors: Sendable {
     /// Held so the roots' descriptors stay open while in use.
     private let layers: LayerStack
 
+    /// A patch whose record of the directory has at least `openedEntries` entries gets a
+    /// descriptor of it too, where at most `openedPatches` patches have the directory: one
+    /// `open` that saves two system calls for each name looked at there (`fstatat` beside it
+    /// rather than an open by path, `fstat` and a close). A thin patch's directory holds a
+    /// few names, each looked up once or not at all: it is looked at by its path. A directory
+    /// in many patches (the root and those near it, under thousands of thin patches) would
+    /// exhaust the descriptors a process may have.
+    static let openedEntries = 32
+    static let openedPatches = 16
+
     /// Opens the directory at `path` in each layer of `placement`, or, where the parent's names
     /// tell which layers hold it (`holding`), in those and the substitution only: with thousands
-    /// of layers, the others would each cost a failed open. `forReading`: opened for reading
-    /// (not O_PATH), for a listing about to read them (see `takeUnread`).
-    init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, knowsNames: Bool = false,
-         holding: [UInt16]? = nil, forReading: Bool = false) throws(Errno) {
+    /// of layers, the others would each cost a failed open. A patch with an index (asked only
+    /// with `index`, the mount's watch) is asked its record instead, which says whether the patch
+    /// has the directory without a system call once its parent was read. `forReading`: opened
+    /// for reading (not O_PATH), for a listing about to read them (see `takeUnread`).
+    init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, index watch: LayerWatch? = nil,
+         knowsNames: Bool = false, holding: [UInt16]? = nil, forReading: Bool = false) throws(Errno) {
         self.placement = placement
+        self.path = path
         // where names fold, each layer's real directories are opened for their spellings
         unread = Locked(forReading && !path.isRoot && !layers.foldsNames)
         self.layers = layers
@@ -38,30 +61,142 @@ final class DirectoryDescriptors: Sendable {
         var spelled = [SpelledDirectories?](repeating: nil, count: layers.foldsNames ? layers.count : 0)
         let range = layers.indices(of: placement)
         let tried = holding.map { held in (range.contains(0) ? [0] : []) + held.map(Int.init).filter { $0 > 0 && range.contains($0) } }
-        for index in tried ?? Array(range) {
-            let layer = layers[index]
-            if !spelled.isEmpty {
-                // the real directories own their descriptors
-                spelled[index] = try layer.spelledDirectories(path).found
-                opened[index] = spelled[index]?.descriptors[0] ?? -1
-                continue
-            }
-            if path.isRoot {
-                opened[index] = layer.rootFD
-                continue
-            }
-            do throws(Errno) {
+        let indexing = watch != nil && !layers.foldsNames
+        var records: [Int: LayerIndex.Directory] = [:]
+        var recorded: [Int] = []
+        let epoch = indexing ? watch?.epoch ?? 0 : 0
+        do throws(Errno) {
+            for index in tried ?? Array(range) {
+                let layer = layers[index]
+                if let watch, indexing, let layerIndex = layer.index {
+                    if let record = try layerIndex.directory(path, of: layer, watch: watch, epoch: epoch) {
+                        records[index] = record
+                        recorded.append(index)
+                        opened[index] = DirectoryDescriptors.recordOnly
+                    }
+                    continue
+                }
+                if !spelled.isEmpty {
+                    // the real directories own their descriptors
+                    spelled[index] = try layer.spelledDirectories(path).found
+                    opened[index] = spelled[index]?.descriptors[0] ?? -1
+                    continue
+                }
+                if path.isRoot {
+                    opened[index] = layer.rootFD
+                    continue
+                }
                 opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
                     try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
                 } ?? -1
-            } catch {
-                for fd in opened where fd >= 0 { Sys.close(fd) }
-                throw error
             }
+            if recorded.count <= DirectoryDescriptors.openedPatches {
+                for index in recorded where (records[index]?.entries.entries.count ?? 0) >= DirectoryDescriptors.openedEntries {
+                    opened[index] = path.isRoot ? layers[index].rootFD : try absentAsNil { () throws(Errno) -> Int32 in
+                        try layers[index].open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+                    } ?? DirectoryDescriptors.recordOnly
+                }
+            }
+        } catch {
+            if !path.isRoot && spelled.isEmpty { for fd in opened where fd >= 0 { Sys.close(fd) } }
+            throw error
         }
         descriptors = opened
+        self.records = records
+        self.indexing = indexing
         spelledDirectories = spelled
-        present = opened.indices.filter { opened[$0] >= 0 }
+        present = opened.indices.filter { opened[$0] != -1 }
+        openCount = path.isRoot ? 0 : opened.lazy.filter { $0 >= 0 }.count
+            + (recorded.isEmpty ? 0 : min(recorded.count, DirectoryDescriptors.lazilyOpened))
+    }
+
+    /// The descriptors this holds open (the roots' are the layers').
+    let openCount: Int
+
+    /// Whether layer `index` is looked at through its index record here.
+    func isIndexed(_ index: Int) -> Bool {
+        !records.isEmpty && records[index] != nil
+    }
+
+    /// Layer `index`'s record of the directory, where its index serves.
+    func record(in index: Int) -> LayerIndex.Directory? {
+        records.isEmpty ? nil : records[index]
+    }
+
+    /// The layers that may have a subdirectory `name` here: each that has this directory, a
+    /// patch only where its record names such a subdirectory; nil where names fold (a layer
+    /// may spell it otherwise).
+    func layersHolding(directory name: [UInt8]) -> [UInt16]? {
+        guard !foldsNames, indexing else { return nil }
+        return present.filter { record(in: $0).map { $0.subdirectory(name) != nil } ?? true }.map { UInt16($0) }
+    }
+
+    /// Whether layer `index` is a patch whose index says it lacks the directory.
+    func lacks(_ index: Int) -> Bool {
+        indexing && records[index] == nil && layers[index].index != nil
+    }
+
+    /// Whether layer `index` has the directory.
+    func has(_ index: Int) -> Bool {
+        index < descriptors.count && descriptors[index] != -1
+    }
+
+    /// The attributes of entry `name` (also as the C string `p`) of the directory in layer
+    /// `index`, which has it (lstat semantics): through the descriptor, or by its path.
+    func attributes(of name: [UInt8], _ p: UnsafePointer<CChar>, in index: Int) throws(Errno) -> stat {
+        let fd = descriptor(in: index)
+        if fd >= 0 { return try Sys.lstatat(fd, p) }
+        return try layers[index].attributes(path.appending(name))
+    }
+
+    /// The directory's descriptor in layer `index`; for a patch looked at through its record,
+    /// opened the first time an entry of it is (up to `lazilyOpened` of them: each then costs
+    /// one system call, the directory's attributes and an entry's extended attributes as its
+    /// attributes); -1 where there is none, or no more may be opened.
+    func descriptor(in index: Int) -> Int32 {
+        guard index < descriptors.count else { return -1 }
+        let kept = descriptors[index]
+        guard kept == DirectoryDescriptors.recordOnly else { return kept }
+        if isRoot { return layers[index].rootFD }
+        let (known, room) = lazy.withLock { ($0[index], $0.count < DirectoryDescriptors.lazilyOpened) }
+        if let known { return known }
+        guard room, let fd = try? layers[index].open(path, flags: pb_O_PATH | pb_O_DIRECTORY) else { return -1 }
+        let (used, extra) = lazy.withLock { opened -> (Int32, Int32?) in
+            if let other = opened[index] { return (other, fd) }
+            opened[index] = fd
+            return (fd, nil)
+        }
+        if let extra { Sys.close(extra) }
+        return used
+    }
+
+    /// The descriptors opened by `descriptor(in:)`, by layer.
+    private let lazy = Locked<[Int: Int32]>([:])
+    static let lazilyOpened = 64
+
+    /// Opens entry `name` of the directory in layer `index` with `flags` (never following a
+    /// symlink), through the descriptor or by its path.
+    func open(_ name: [UInt8], in index: Int, flags: Int32) throws(Errno) -> Int32 {
+        let fd = descriptor(in: index)
+        guard fd >= 0 else { return try layers[index].open(path.appending(name), flags: flags) }
+        return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+            try Sys.check { openat(fd, p, flags | pb_O_NOFOLLOW | pb_O_CLOEXEC) }
+        }
+    }
+
+    /// The entries of the directory in layer `index`: the record's, or read through the
+    /// descriptors (every real directory where names fold); nil where the layer lacks it.
+    func entries(in index: Int) throws(Errno) -> [EntryList]? {
+        if let record = record(in: index) { return [record.entries] }
+        let fds = allDescriptors(in: index)
+        if fds.isEmpty { return nil }
+        var lists: [EntryList] = []
+        for fd in fds {
+            let dir = try Sys.check { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            defer { Sys.close(dir) }
+            lists.append(try Layer.entries(of: dir))
+        }
+        return lists
     }
 
     /// Whether the descriptors were opened for reading and nothing read them yet.
@@ -91,7 +226,7 @@ final class DirectoryDescriptors: Sendable {
     /// descriptor where names are not folded; nil where the layer holds no spelling of it (or
     /// not the directory).
     func spelled(_ name: [UInt8], in index: Int) -> (fd: Int32, name: [UInt8])? {
-        guard foldsNames else { return (self[index], name) }
+        guard foldsNames else { return (descriptor(in: index), name) }
         guard let dirs = self.directories(in: index), let found = layers[index].spelling(of: name, in: dirs) else { return nil }
         return (dirs.descriptors[found.directory], found.name)
     }
@@ -122,13 +257,14 @@ final class DirectoryDescriptors: Sendable {
     }
 
     deinit {
+        for fd in lazy.withLock({ $0.values }) { Sys.close(fd) }
         guard !isRoot, !foldsNames else { return }
         for fd in descriptors where fd >= 0 { Sys.close(fd) }
     }
 
     /// The directory's descriptor in layer `index`, -1 when it has none.
     subscript(index: Int) -> Int32 {
-        index < descriptors.count ? descriptors[index] : -1
+        index < descriptors.count ? max(-1, descriptors[index]) : -1
     }
 
     /// The layers that have the directory, top first.
@@ -137,7 +273,7 @@ final class DirectoryDescriptors: Sendable {
     /// Whether the top and bottom layers of the placement had the directory when it was opened
     /// (a concurrent change or one behind the daemon's back may have taken it away).
     var isComplete: Bool {
-        self[Int(placement.top)] >= 0 && self[Int(placement.bottom)] >= 0
+        has(Int(placement.top)) && has(Int(placement.bottom))
     }
 
     /// Where names fold: the entries of the directory in layer `index`, read for a listing,
@@ -153,7 +289,8 @@ final class DirectoryDescriptors: Sendable {
     /// holding only a descriptor number may see the last reference go, and the number closed
     /// or reused, before it is used.
     func attributes(in index: Int) throws(Errno) -> stat? {
-        let fd = self[index]
-        return fd >= 0 ? try Sys.fstat(fd) : nil
+        let fd = descriptor(in: index)
+        if fd >= 0 { return try Sys.fstat(fd) }
+        return isIndexed(index) ? try layers[index].attributes(path) : nil
     }
 }

@@ -64,7 +64,7 @@ extension Overlay {
         guard location.placement.isDirectory else {
             return Serving(source: .layer, places: [Serving.Place(layer: Int(location.placement.top), path: location.path)])
         }
-        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: layers)
+        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: layers, index: indexWatch)
         let places = dirs.present.map { Serving.Place(layer: $0, path: location.path) }
         return Serving(source: places.count > 1 ? .merged : .layer, places: places)
     }

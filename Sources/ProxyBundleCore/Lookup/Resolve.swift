@@ -18,8 +18,12 @@ extension Overlay {
 
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
     func resolve(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
-        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, layers: layers))
+        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, layers: layers, index: indexWatch))
     }
+
+    /// The watch that patches' indexes are read with, nil where nothing is cached
+    /// (`-o nocache`): see `LayerIndex`.
+    var indexWatch: LayerWatch? { cachesLookups ? watch : nil }
 
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
     /// `DirectoryCache`): for checks before a change, which itself goes by path.
@@ -45,11 +49,11 @@ extension Overlay {
         let dirs = listing.directories
         let layer = Int(item.layer)
         let below = layer ..< Int(dirs.placement.bottom) + 1
-        let fd = dirs[layer]
-        guard fd >= 0, dirs.hasOneDirectory(in: layer), !(below.count > 1 && item.type == UInt8(DT_DIR)) else {
+        guard dirs.has(layer), dirs.hasOneDirectory(in: layer), !(below.count > 1 && item.type == UInt8(DT_DIR)) else {
             return try resolve(listing.name(item), in: dirs, layers: below)
         }
-        let st = try listing.list.withNames { (names) throws(Errno) -> stat in try Sys.lstatat(fd, names.cString(item)) }
+        let name = listing.name(item)
+        let st = try listing.list.withNames { (names) throws(Errno) -> stat in try dirs.attributes(of: name, names.cString(item), in: layer) }
         if Whiteout.isDevice(st) || (below.count > 1 && isDirectory(st)) {
             return try resolve(listing.name(item), in: dirs, layers: below)
         }
@@ -76,21 +80,33 @@ extension Overlay {
             // would hide what lies below them
             var unchecked = searched.lowerBound
             for layer in Overlay.candidates(searched, holding?.entries) {
-                let fd = dirs[layer]
-                guard fd >= 0, let (st, spelling) = try Overlay.attributes(of: name, p, in: dirs, layer) else { continue }
-                anyEntry = true
-                if Whiteout.isDevice(st) { break }
-                if found != nil && !isDirectory(st) { break }
-                if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
-                if let above = found {
-                    if try isOpaqueDirectory(name, p, in: dirs, Int(above.placement.bottom)) { break }
-                    found?.placement.bottom = UInt16(layer)
-                } else if isDirectory(st) {
-                    found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true), attributes: shown(st),
-                                     spelling: spelling)
+                guard dirs.has(layer) else { continue }
+                if found != nil, let record = dirs.record(in: layer) {
+                    // below the layer serving a directory, a patch's record tells what its
+                    // entry is: no need for its attributes
+                    guard let type = record.holding(name).type else { continue }
+                    anyEntry = true
+                    if type != UInt8(DT_DIR) { break }
                 } else {
-                    return Resolved(placement: .file(in: layer), attributes: shown(st), spelling: spelling)
+                    guard let (st, spelling) = try Overlay.attributes(of: name, p, in: dirs, layer) else { continue }
+                    anyEntry = true
+                    if Whiteout.isDevice(st) { break }
+                    if found != nil && !isDirectory(st) { break }
+                    if found == nil {
+                        if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
+                        guard isDirectory(st) else {
+                            return Resolved(placement: .file(in: layer), attributes: shown(st), spelling: spelling)
+                        }
+                        found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true),
+                                         attributes: shown(st), spelling: spelling)
+                        unchecked = layer
+                        continue
+                    }
                 }
+                // a directory found above: this layer's directory merges, unless hidden
+                if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
+                if let above = found, try isOpaqueDirectory(name, p, in: dirs, Int(above.placement.bottom)) { break }
+                found?.placement.bottom = UInt16(layer)
                 unchecked = layer
             }
             guard var found else {
@@ -107,9 +123,10 @@ extension Overlay {
     /// has none.
     private static func attributes(of name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
                                    _ layer: Int) throws(Errno) -> (stat, [UInt8]?)? {
-        let fd = dirs[layer]
+        // a patch's record says whether it has the name at all
+        if let record = dirs.record(in: layer), record.holding(name).type == nil { return nil }
         guard dirs.foldsNames else {
-            return try absentAsNil { () throws(Errno) -> stat in try Sys.lstatat(fd, p) }.map { ($0, nil) }
+            return try absentAsNil { () throws(Errno) -> stat in try dirs.attributes(of: name, p, in: layer) }.map { ($0, nil) }
         }
         guard let spelled = dirs.spelled(name, in: layer) else { return nil }
         return try absentAsNil { () throws(Errno) -> stat in
@@ -131,10 +148,10 @@ extension Overlay {
     private static func whitesOut(_ name: [UInt8], _ dirs: DirectoryDescriptors, _ range: Range<Int>,
                                   _ whiteouts: [UInt16]?) throws(Errno) -> Bool {
         if let whiteouts {
-            if range.contains(0), dirs[0] >= 0, try hasWhiteoutFile(hiding: name, dirs, 0) { return true }
+            if range.contains(0), dirs.has(0), try hasWhiteoutFile(hiding: name, dirs, 0) { return true }
             return whiteouts.contains { $0 > 0 && range.contains(Int($0)) }
         }
-        for layer in range where dirs[layer] >= 0 {
+        for layer in range where dirs.has(layer) {
             if try hasWhiteoutFile(hiding: name, dirs, layer) { return true }
         }
         return false
@@ -143,6 +160,7 @@ extension Overlay {
     /// Whether layer `layer` of the directory open as `dirs` has a `.wh.` file for `name` (of
     /// any spelling, where names fold).
     private static func hasWhiteoutFile(hiding name: [UInt8], _ dirs: DirectoryDescriptors, _ layer: Int) throws(Errno) -> Bool {
+        if let record = dirs.record(in: layer) { return record.holding(name).whiteout }
         guard dirs.foldsNames else { return try Whiteout.fileExists(hiding: name, in: dirs[layer]) }
         return dirs.spelled(Whiteout.fileName(hiding: name), in: layer) != nil
     }
@@ -150,6 +168,10 @@ extension Overlay {
     /// Whether the directory `name` (also as `p`) of layer `layer` of `dirs` hides the layers below it.
     private func isOpaqueDirectory(_ name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
                                    _ layer: Int) throws(Errno) -> Bool {
+        if dirs.isIndexed(layer), let watch = indexWatch, let index = layers[layer].index {
+            // a directory whose lookup merges it is opened next: its record is read now
+            return try index.directory(dirs.path.appending(name), of: layers[layer], watch: watch)?.isOpaque ?? false
+        }
         let dirfd = dirs[layer]
         guard dirs.foldsNames else { return try isOpaqueDirectory(p, in: dirfd) }
         // any of the layer's directories of the name that merge there

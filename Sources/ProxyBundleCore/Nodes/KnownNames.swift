@@ -82,13 +82,13 @@ final class KnownNames: Sendable {
         }
     }
 
-    /// The entries of each layer from `first` down, read for a listing of a directory in
+    /// The entries of each layer that has the directory, read for a listing of a directory in
     /// `present` layers: when that is many, its names need not be read again.
-    func learn(_ read: [EntryList], first: Int, present: Int) {
+    func learn(_ read: [Layer.Entries], present: Int) {
         guard present >= KnownNames.manyLayers, state.withLock({ $0.presence == nil }) else { return }
         var presence = Presence(foldsNames: foldsNames)
-        for (offset, list) in read.enumerated() {
-            let layer = UInt16(first + offset)
+        for (number, list) in read {
+            let layer = UInt16(number)
             list.withNames { names in
                 for entry in list.entries {
                     presence.add(UnsafeRawBufferPointer(start: names.cString(entry), count: Int(entry.length)), layer: layer)
@@ -119,25 +119,20 @@ final class KnownNames: Sendable {
         }
     }
 
-    /// Where the names of each layer that has the directory are; nil when one cannot be read.
+    /// Where the names of each layer that has the directory are (a patch's from its index
+    /// record); nil when one cannot be read.
     private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool) -> Presence? {
         var presence = Presence(foldsNames: foldsNames)
         for layer in dirs.present {
-            for fd in dirs.allDescriptors(in: layer) {
-                guard (try? read(fd, layer: UInt16(layer), into: &presence)) != nil else { return nil }
+            let lists: [EntryList]?
+            do { lists = try dirs.entries(in: layer) } catch { return nil }
+            for list in lists ?? [] {
+                list.withNames { names in
+                    for entry in list.entries { presence.add(names.name(entry), layer: UInt16(layer)) }
+                }
             }
         }
         return presence
-    }
-
-    /// Adds the names in the directory open (O_PATH) as `fd`, of layer `layer`.
-    private static func read(_ fd: Int32, layer: UInt16, into presence: inout Presence) throws(Errno) {
-        let dir = try Sys.check { openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        try Sys.readDirectory(dir) { entry, _ in
-            Sys.withName(entry) { name, length in
-                presence.add(UnsafeRawBufferPointer(start: name, count: length), layer: layer)
-            }
-        }
     }
 
     private func hash(_ name: [UInt8]) -> Int {

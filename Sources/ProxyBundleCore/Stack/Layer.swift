@@ -32,6 +32,9 @@ public final class Layer: Sendable {
     /// where names are matched byte for byte. Every path given to the layer is then spelled
     /// its way before use (see `spelled`).
     public let spellings: Spellings?
+    /// What a patch holds, directory by directory, once read (see `LayerIndex`); nil for the
+    /// main bundle and the substitution, which are looked in directly, and where names fold.
+    let index: LayerIndex?
 
     /// The mount's access-time options (noatime, nodiratime) that a writable layer is reached
     /// with, as kernel overlayfs reaches its upper layer: under noatime, reading or running a
@@ -57,10 +60,13 @@ public final class Layer: Sendable {
     /// daemon's O_NOATIME). A writable layer with `accessTimes` is reached through a detached
     /// copy of its mount given those options, for the same reason. Elsewhere the root is used
     /// as it is.
+    /// `indexed`: a patch, whose directories are kept in an index as they are read (not
+    /// where names fold).
     public init(path: RawPath, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = [],
-                keepsPath: Bool = false, foldsNames: Bool = false) throws(Errno) {
+                keepsPath: Bool = false, foldsNames: Bool = false, indexed: Bool = false) throws(Errno) {
         self.preservesAccessTimes = preservesAccessTimes
         spellings = foldsNames ? Spellings() : nil
+        index = indexed && !foldsNames ? LayerIndex() : nil
         self.accessTimes = accessTimes
         self.path = path
         let fd = try Sys.check { path.withCString { Glibc.open($0, pb_O_PATH | pb_O_DIRECTORY | pb_O_CLOEXEC) } }
@@ -84,9 +90,9 @@ public final class Layer: Sendable {
 
     /// The layer at the path whose bytes are `path`'s UTF-8.
     public convenience init(path: String, preservesAccessTimes: Bool = false, accessTimes: AccessTimes = [],
-                            foldsNames: Bool = false) throws(Errno) {
+                            foldsNames: Bool = false, indexed: Bool = false) throws(Errno) {
         try self.init(path: RawPath(path), preservesAccessTimes: preservesAccessTimes, accessTimes: accessTimes,
-                      foldsNames: foldsNames)
+                      foldsNames: foldsNames, indexed: indexed)
     }
 
     deinit {
@@ -201,6 +207,9 @@ public final class Layer: Sendable {
     public func extendedAttributeNames(_ path: LayerPath) throws(Errno) -> [UInt8] {
         try withEntry(path) { (fd: Int32) throws(Errno) -> [UInt8] in try Sys.listxattr(fd: fd) }
     }
+
+    /// A directory's entries in one layer of a stack, by the layer's number.
+    typealias Entries = (layer: Int, list: EntryList)
 
     /// Every entry of the directory at `path`, except "." and "..", in on-disk order. Character
     /// devices (and entries of unknown type) are looked at: a 0/0 device is a whiteout.

@@ -1,0 +1,167 @@
+import Foundation
+import XCTest
+
+/// What each patch holds is read once into its index (`LayerIndex`) and kept: these tests change
+/// patches behind the daemon's back after their index read them (a directory made where the
+/// patch had none, a whiteout or an opaque marker added, a directory removed, a file made a
+/// directory), then make the mount see the layers as on disk, exactly (`.invalidate`, which
+/// inotify makes exact), wholesale (`/` written to `.invalidate`, after which each record is
+/// checked by its change time) and by itself (`-o watch`), and compare the view with kernel
+/// overlayfs of the changed layers.
+final class PatchIndexTests: XCTestCase {
+    var fx: MountFixture!
+    /// Twelve patches, highest first: more than the 8 above which a directory's names are read
+    /// by layer at its first lookup (`KnownNames`), so both ways of looking are taken.
+    var patches: [String] = []
+
+    override func setUpWithError() throws {
+        fx = try MountFixture(name)
+        patches = (0..<12).map { fx.root + "/p\($0)" }
+    }
+
+    override func tearDown() { fx?.tearDown() }
+
+    /// A small stack: each patch has a few files of its own in `a`, `o` or `c/d`; `a/b` and
+    /// `q` are in no patch at first.
+    private func build() throws {
+        try Disk.write(fx.inMain("a/b/m.txt"), "main")
+        try Disk.write(fx.inMain("a/b/gone.txt"), "main, to be whited out")
+        try Disk.write(fx.inMain("a/x.txt"), "main")
+        try Disk.write(fx.inMain("o/m.txt"), "main, under an opaque directory to be")
+        try Disk.write(fx.inMain("c/d/e/deep.txt"), "main")
+        for (index, patch) in patches.enumerated() {
+            try Disk.write(patch + "/a/p\(index).txt", "p\(index)")
+            if index % 3 == 0 { try Disk.write(patch + "/o/p\(index).txt", "p\(index)") }
+            if index % 4 == 1 { try Disk.write(patch + "/c/d/p\(index).txt", "p\(index)") }
+        }
+    }
+
+    /// Every name the changes touch looked up before any listing (found, or not), then every
+    /// entry walked: the patches' records of each directory are read and kept.
+    private func warm() throws {
+        for path in ["a/b/m.txt", "a/b/gone.txt", "a/b/new.txt", "q/new.txt", "o/m.txt", "o/p3.txt",
+                     "c/d/p1.txt", "c/d/e/deep.txt", "a/p3.txt", "a/p3.txt/in.txt"] {
+            _ = Disk.lstat(fx.inMount(path))
+        }
+        _ = try OverlayTree.walk(fx.mountpoint)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/b/new.txt")), ENOENT)
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("o"))), Set(["m.txt"] + [0, 3, 6, 9].map { "p\($0).txt" }))
+    }
+
+    /// Changes in the patches of every kind an index records.
+    private func change() throws {
+        // a directory made in a patch that had its parent but not it, and one in no layer
+        try Disk.write(patches[3] + "/a/b/new.txt", "p3, made behind the daemon's back")
+        try Disk.write(patches[5] + "/q/new.txt", "p5, in a directory no layer had")
+        // a whiteout added where the patch had the directory
+        try Disk.whiteout(patches[2] + "/a/b", "gone.txt")
+        // an opaque marker added: p6 hides p9, and the main bundle, in o
+        try Disk.opaque(patches[6] + "/o")
+        // a directory removed from a patch, and a file made a directory
+        try FileManager.default.removeItem(atPath: patches[1] + "/c/d")
+        try FileManager.default.removeItem(atPath: patches[3] + "/a/p3.txt")
+        try Disk.write(patches[3] + "/a/p3.txt/in.txt", "p3, a directory now")
+    }
+
+    private func checkAgainstKernel() throws {
+        XCTAssertEqual(try Disk.read(fx.inMount("a/b/new.txt")), "p3, made behind the daemon's back")
+        XCTAssertEqual(try Disk.read(fx.inMount("q/new.txt")), "p5, in a directory no layer had")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/b/gone.txt")), ENOENT)
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("a/b"))), ["m.txt", "new.txt"])
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("o"))), ["p0.txt", "p3.txt", "p6.txt"])
+        XCTAssertEqual(Disk.lstatError(fx.inMount("c/d/p1.txt")), ENOENT)
+        XCTAssertEqual(try Disk.read(fx.inMount("a/p3.txt/in.txt")), "p3, a directory now")
+        let kernel = fx.root + "/kernel"
+        try KernelOverlay.mountStack([fx.substitution] + patches + [fx.main], at: kernel, scratch: fx.root + "/converted")
+        defer { Unmounter.force(kernel) }
+        try OverlayTree.assertSame(fx.mountpoint, kernel)
+    }
+
+    /// `.invalidate` with an empty line: the indexes hear of the changes through inotify.
+    func testChangesInPatchesShowAfterAnExactInvalidation() throws {
+        try build()
+        try fx.start(patches: patches)
+        defer { try? fx.acceptLayersAsTheyAre() }
+        try warm()
+        try change()
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/b/new.txt")), ENOENT, "the cached view holds until invalidation")
+        try Disk.write(fx.inMount(".invalidate"), "\n")
+        XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "yes")
+        try checkAgainstKernel()
+    }
+
+    /// `/` written to `.invalidate`: the watches start over, and each record is checked by the
+    /// change time of its directory when next used.
+    func testChangesInPatchesShowAfterInvalidatingEverything() throws {
+        try build()
+        try fx.start(patches: patches)
+        defer { try? fx.acceptLayersAsTheyAre() }
+        try warm()
+        try change()
+        try Disk.write(fx.inMount(".invalidate"), "/\n")
+        XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "no")
+        try checkAgainstKernel()
+    }
+
+    /// `invalidate PATH`: that subtree is read again in every patch.
+    func testChangesInPatchesShowAfterInvalidatingTheirPaths() throws {
+        try build()
+        try fx.start(patches: patches)
+        defer { try? fx.acceptLayersAsTheyAre() }
+        try warm()
+        try change()
+        try Disk.write(fx.inMount(".invalidate"), "a\nq\no\nc\n")
+        try checkAgainstKernel()
+    }
+
+    /// `-o watch`: the changes show by themselves.
+    func testChangesInPatchesShowByThemselvesWithWatch() throws {
+        try build()
+        try fx.start(["-o", "watch"], patches: patches)
+        defer { try? fx.acceptLayersAsTheyAre() }
+        try warm()
+        try change()
+        let deadline = Date().addingTimeInterval(20)
+        while (try? Disk.read(fx.inMount("a/p3.txt/in.txt"))) == nil || Disk.lstat(fx.inMount("a/b/gone.txt")) != nil
+            || Disk.lstat(fx.inMount("q/new.txt")) == nil {
+            guard Date() < deadline else { throw TestFailure("the changes did not show within 20 s") }
+            usleep(10_000)
+        }
+        // the watch invalidates once the changes settle; the last of them may still be on its way
+        try Disk.write(fx.inMount(".invalidate"), "\n")
+        try checkAgainstKernel()
+    }
+
+    /// A lookup asks no patch about a directory the patch lacks, nor about a name its record
+    /// of the directory lacks: on a fresh mount, looking up a file in `c/d/e` (which 3 of the 12
+    /// patches have as far as `c/d`, none further) and names missing there makes no system
+    /// call that fails in a patch. Counted with strace: the few calls that fail are the
+    /// substitution's (it has none of these directories) and the main bundle's (the missing
+    /// names). Without the index, `c/d` and `c/d/e` were opened in every patch.
+    func testALookupAsksNoPatchThatLacksTheDirectory() throws {
+        try build()
+        try fx.start(patches: patches)
+        let trace = fx.root + "/strace.out"
+        let tracer = try Spawn.start("/usr/bin/strace", ["-f", "-qq", "-p", "\(fx.daemon)", "-o", trace, "-e", "status=failed",
+                                                         "-e", "trace=openat,openat2,newfstatat,statx,getxattr,listxattr"])
+        defer { kill(tracer, SIGKILL); _ = Spawn.wait(tracer, seconds: 10) }
+        let tasks = "/proc/\(fx.daemon)/task"
+        let deadline = Date().addingTimeInterval(20)
+        // every thread of the daemon traced
+        while try !FileManager.default.contentsOfDirectory(atPath: tasks).allSatisfy({ task in
+            let status = (try? String(contentsOfFile: "\(tasks)/\(task)/status", encoding: .utf8)) ?? ""
+            return status.split(separator: "\n").contains { $0.hasPrefix("TracerPid:") && !$0.hasSuffix("\t0") }
+        }) {
+            guard Date() < deadline else { throw TestFailure("strace did not attach") }
+            usleep(10_000)
+        }
+        XCTAssertEqual(try Disk.read(fx.inMount("c/d/e/deep.txt")), "main")
+        for name in ["missing.txt", "other.txt", "p1.txt"] { XCTAssertEqual(Disk.lstatError(fx.inMount("c/d/e/" + name)), ENOENT) }
+        kill(tracer, SIGINT)
+        XCTAssertNotNil(Spawn.wait(tracer, seconds: 10), "strace ended")
+        let failed = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains("= -1 ENOENT") || $0.contains("= -1 ENOTDIR") }
+        // the substitution's c (and its whiteout check), and the main bundle's three missing names
+        XCTAssertLessThanOrEqual(failed.count, 6, failed.joined(separator: " | "))
+    }
+}
