@@ -134,6 +134,10 @@ int pb_set_process_name(const char *name) {
     return prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
+int pb_memfd_create(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, 1 /* MFD_CLOEXEC */);
+}
+
 void pb_write_stderr(const char *text, size_t length) {
     while (length > 0) {
         ssize_t n = write(STDERR_FILENO, text, length);

@@ -130,7 +130,10 @@ extension Daemon {
     /// Starts `arguments` (the daemon image's, see `DaemonImage`) as a detached copy of this
     /// program in its own session, and returns once it reports that it has mounted and the
     /// mount answers.
-    static func startDetached(_ arguments: [String], mountpoint: RawPath) throws(Failure) {
+    /// The descriptor a detached daemon image reads its patches from (see `DaemonImage.PatchList`).
+    static let childPatchesFD: Int32 = 4
+
+    static func startDetached(_ arguments: [String], patches: DaemonImage.PatchList?, mountpoint: RawPath) throws(Failure) {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -143,12 +146,14 @@ extension Daemon {
         let childReadyFD: Int32 = 3
         let pid: pid_t
         do throws(Failure) {
-            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD, stderr: errors)
+            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD, stderr: errors, patches: patches?.fd)
         } catch {
             close(pipeEnds[1])
+            if let patches { close(patches.fd) }
             throw error
         }
         close(pipeEnds[1])
+        if let patches { close(patches.fd) }
         let message = readLine(pipeEnds[0], timeoutSeconds: 30)
         if message == Array("ready".utf8) {
             if Daemon.answers(mountpoint) { return }
@@ -194,7 +199,7 @@ extension Daemon {
     }
 
     private static func spawn(_ arguments: [String], readyWriteEnd: Int32, as childFD: Int32,
-                              stderr: Int32) throws(Failure) -> pid_t {
+                              stderr: Int32, patches: Int32?) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -205,7 +210,12 @@ extension Daemon {
         } else {
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
-        posix_spawn_file_actions_adddup2(&actions, readyWriteEnd, childFD)
+        // the sources above every descriptor the child is given, so no dup2 overwrites another's source
+        let sources = ([readyWriteEnd] + (patches.map { [$0] } ?? [])).map { fcntl($0, F_DUPFD_CLOEXEC, 10) }
+        defer { sources.forEach { if $0 >= 0 { close($0) } } }
+        guard !sources.contains(where: { $0 < 0 }) else { throw Failure("cannot start the daemon: \(Paths.describe(errno))") }
+        posix_spawn_file_actions_adddup2(&actions, sources[0], childFD)
+        if patches != nil { posix_spawn_file_actions_adddup2(&actions, sources[1], childPatchesFD) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

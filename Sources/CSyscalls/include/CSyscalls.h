@@ -69,6 +69,8 @@ int pb_set_parent_death_signal(int sig);
 int pb_use_one_malloc_arena(void);
 // prctl(PR_SET_NAME, name): the name ps and top show (at most 15 bytes).
 int pb_set_process_name(const char *name);
+// memfd_create(name, MFD_CLOEXEC): an anonymous file, closed on exec unless made inheritable.
+int pb_memfd_create(const char *name);
 // Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
 void pb_write_stderr(const char *text, size_t length);
 // pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.
