@@ -41,6 +41,13 @@ enum Daemon {
             defer { inUse.forEach { close($0) } }  // when the mount failed
             let session = try open(plan, claim: claim, logger: logger)
             do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
+            // libfuse 3.14 refuses relatime and nodiratime: they are set on the mount itself
+            if plan.options.fuse.contains(where: MountOptions.setOnTheMount.contains) {
+                let relatime = plan.options.fuse.last { ["atime", "noatime", "relatime"].contains($0) } == "relatime"
+                let set = plan.options.fuse.contains("nodiratime") ? pb_MOUNT_ATTR_NODIRATIME : 0
+                let error = plan.mountpoint.withCString { pb_set_mount_attributes($0, set, relatime ? pb_MOUNT_ATTR__ATIME : 0) }
+                if error != 0 { logger.warning("relatime or nodiratime not set on the mount: \(Errno(-error).name)") }
+            }
             inUse.forEach { close($0) }
             inUse = []
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
@@ -100,7 +107,8 @@ enum Daemon {
                                 usesACL: plan.options.acl,
                                 // asked in a request: no waiting there
                                 claimsSubstitution: { claim.map { (try? $0.take(patience: 0)) != nil } ?? false })
-        var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse).map(RawArguments.bytes(of:))
+        var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse.filter { !MountOptions.setOnTheMount.contains($0) })
+            .map(RawArguments.bytes(of:))
         if !options.contains(where: { $0.starts(with: "fsname=".utf8) }) { options.append(Array("fsname=".utf8) + plan.main.bytes) }
         do {
             let transport = plan.options.transport.with(autoUnmount: plan.options.fuse.contains("auto_unmount"))

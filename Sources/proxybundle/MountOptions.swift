@@ -57,6 +57,8 @@ struct MountOptions {
         "relatime", "sync", "async", "dirsync",
     ]
     static let passedValues: Set<String> = ["fsname"]
+    /// Of `passedFlags`, those libfuse 3.14 refuses: the daemon sets them on its mount itself.
+    static let setOnTheMount: Set<String> = ["relatime", "nodiratime"]
     /// What mount(8) and fstab lines may pass along that concerns only them; accepted and
     /// ignored (as are `x-*` and `comment=` options).
     static let mountCommandFlags: Set<String> = [

@@ -41,6 +41,10 @@ int pb_clone_mount(int dirfd, uint64_t set);
 extern const uint64_t pb_MOUNT_ATTR_RDONLY;
 extern const uint64_t pb_MOUNT_ATTR_NOATIME;
 extern const uint64_t pb_MOUNT_ATTR_NODIRATIME;
+extern const uint64_t pb_MOUNT_ATTR__ATIME;
+// mount_setattr of the mount at `path` (its root, opened O_PATH: no request to a FUSE daemon),
+// clearing the MOUNT_ATTR_ flags `clear` and setting `set`; 0 or -errno.
+int pb_set_mount_attributes(const char *path, uint64_t set, uint64_t clear);
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 // How many of the pages of the first `length` bytes (0: all) of the file open as `fd` are in
 // the page cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
