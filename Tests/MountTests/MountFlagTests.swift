@@ -294,6 +294,74 @@ final class MountFlagTests: XCTestCase {
         }
     }
 
+    /// Every option `remount` takes (as its `--experimental-dump-help` lists them), through
+    /// `proxybundle remount` and through mount(8)'s `-o remount`, reaches the mount.
+    func testEveryRemountOptionTakesEffect() throws {
+        let installed = try HelperInstall()
+        defer { installed.remove() }
+        let flags = { (t: MountFlagTests) in Set(t.mountOptions()) }
+        let table: [(option: String, check: (MountFlagTests) throws -> Void)] = [
+            ("ro", { t in XCTAssertEqual(try t.stat("read_only"), "yes"); XCTAssertTrue(flags(t).contains("ro")) }),
+            ("rw", { t in XCTAssertEqual(try t.stat("read_only"), "no"); XCTAssertTrue(flags(t).contains("rw")) }),
+            ("entry_timeout=3", { t in XCTAssertEqual(try t.stat("entry_timeout"), "3") }),
+            ("attr_timeout=4", { t in XCTAssertEqual(try t.stat("attr_timeout"), "4") }),
+            ("negative_timeout=5", { t in XCTAssertEqual(try t.stat("negative_timeout"), "5") }),
+            ("suid", { t in XCTAssertFalse(flags(t).contains("nosuid")) }),
+            ("nosuid", { t in XCTAssertTrue(flags(t).contains("nosuid")) }),
+            ("dev", { t in XCTAssertFalse(flags(t).contains("nodev")) }),
+            ("nodev", { t in XCTAssertTrue(flags(t).contains("nodev")) }),
+            ("noexec", { t in XCTAssertTrue(flags(t).contains("noexec")) }),
+            ("exec", { t in XCTAssertFalse(flags(t).contains("noexec")) }),
+        ]
+        let dump = try proxybundle(["remount", "--experimental-dump-help"])
+        let json = try JSONSerialization.jsonObject(with: Data(dump.output.utf8)) as? [String: Any]
+        let arguments = ((json?["command"] as? [String: Any])?["arguments"] as? [[String: Any]]) ?? []
+        let listed = arguments.compactMap { ($0["completionKind"] as? [String: Any])?["list"] as? [String: Any] }
+            .flatMap { $0["values"] as? [String] ?? [] }
+        XCTAssertFalse(listed.isEmpty, dump.output)
+        for value in listed { XCTAssertTrue(table.contains { $0.option == value || $0.option.hasPrefix(value) && value.hasSuffix("=") }, value) }
+        try fx.start()
+        for (option, check) in table {
+            for helper in [false, true] {
+                let result = helper ? try Spawn.run("/bin/mount", ["-o", "remount," + option, fx.mountpoint])
+                    : try proxybundle(["remount", fx.mountpoint, "-o", option])
+                XCTAssertEqual(result.status, 0, "\(helper ? "mount -o remount," : "remount -o ")\(option): \(result.error)")
+                do { try check(self) } catch { XCTFail("\(option): \(error)") }
+            }
+        }
+    }
+
+    /// `layers` hands each of its flags on: `--set DIR...`, `--patches-from`, `--set` alone,
+    /// `--history`. (`--set-image`, `--rollback` and `--store` need a registry and are
+    /// ImageSwitchTests'; the registry and extraction options are the option groups `pull`
+    /// has, which LayersImage passes to the same pull, and PullTests covers them.)
+    func testEveryLayersFlagTakesEffect() throws {
+        let coveredElsewhere: Set<String> = ["--set-image", "--rollback", "--store", "--tls-verify", "--policy", "--authfile",
+                                             "--cert-dir", "--max-size", "--max-entries", "--allow-special"]
+        let dump = try proxybundle(["layers", "--experimental-dump-help"])
+        let json = try JSONSerialization.jsonObject(with: Data(dump.output.utf8)) as? [String: Any]
+        let arguments = ((json?["command"] as? [String: Any])?["arguments"] as? [[String: Any]]) ?? []
+        let flags = Set(arguments.compactMap { ($0["names"] as? [[String: Any]])?.first?["name"] as? String }.filter { $0 != "h" }
+            .map { "--" + $0 })
+        XCTAssertEqual(flags.subtracting(coveredElsewhere.union(["--set", "--patches-from", "--history"])).sorted(), [])
+        try fx.start()
+        var result = try proxybundle(["layers", fx.mountpoint, "--set", patchA, patchB])
+        XCTAssertEqual(result.status, 0, result.error)
+        XCTAssertEqual(try patches(), [patchA, patchB])
+        result = try proxybundle(["layers", fx.mountpoint, "--set", "--patches-from", list])
+        XCTAssertEqual(result.status, 0, result.error)
+        XCTAssertEqual(try patches(), [patchA, patchB])
+        result = try proxybundle(["layers", fx.mountpoint, "--set", patchB, "--patches-from", fx.root + "/one.txt"])
+        XCTAssertNotEqual(result.status, 0, "a list that cannot be read refuses the change")
+        XCTAssertEqual(try patches(), [patchA, patchB])
+        result = try proxybundle(["layers", fx.mountpoint, "--set"])
+        XCTAssertEqual(result.status, 0, result.error)
+        XCTAssertEqual(try patches(), [])
+        result = try proxybundle(["layers", fx.mountpoint, "--history"])
+        XCTAssertEqual(result.status, 0, result.error)
+        XCTAssertEqual(result.output, "", "no image was ever set here")
+    }
+
     private func run(_ way: Way) throws {
         for entry in table where entry.ways.contains(way) {
             let label = "\(way): \(entry.words.joined(separator: " "))"
