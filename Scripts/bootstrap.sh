@@ -8,6 +8,7 @@ packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar 
           lintian  # the package test
           python3  # its plistlib writes the property lists PropertyListTests read
           unicode-data  # CaseFolding.txt, NormalizationTest.txt: CaseFoldTests; Scripts/casefold-table.py
+          libext2fs2  # e2fsprogs' copy of the kernel's casefold tables: CaseFoldOracleTests
           docker-registry skopeo zstd gzip openssl apache2-utils)  # delivery: registry, client, codecs; test CA, htpasswd
 missing=()
 for p in "${packages[@]}"; do

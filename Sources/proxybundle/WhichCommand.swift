@@ -90,7 +90,7 @@ struct WhichCommand: ParsableCommand {
         // each backing path as its layer spells it, where the mount folds names
         return Answer(source: serving.source, places: serving.places.map { place in
             (role: overlay.layers.role(place.layer).rawValue,
-             path: WhichCommand.join(paths[place.layer], overlay.layers[place.layer].spelled(place.path)))
+             path: WhichCommand.join(paths[place.layer], place.isSpelled ? place.path : overlay.layers[place.layer].spelled(place.path)))
         })
     }
 
