@@ -61,6 +61,13 @@ struct ChildProcess {
     /// Waits for the end; returns the exit status (128 + signal) and the last line of its
     /// standard error. Closes the pipes.
     func wait() -> (status: Int32, message: String) {
+        let (status, lines) = waitForLines()
+        return (status, lines.last ?? "")
+    }
+
+    /// Waits for the end; returns the exit status (128 + signal) and the lines of its standard
+    /// error (the last `keep` bytes of it), blank ones left out. Closes the pipes.
+    func waitForLines(keep: Int = 65536) -> (status: Int32, lines: [String]) {
         if output >= 0 { close(output) }  // a child still writing gets EPIPE rather than blocking us
         var text: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
@@ -69,15 +76,29 @@ struct ChildProcess {
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             text.append(contentsOf: buffer[0..<n])
-            if text.count > 65536 { text.removeFirst(text.count - 65536) }
+            if text.count > 2 * keep { text.removeFirst(text.count - keep) }
         }
+        if text.count > keep { text.removeFirst(text.count - keep) }
         close(errors)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f
         let code = signal == 0 ? (status >> 8) & 0xff : 128 + signal
         let lines = String(decoding: text, as: UTF8.self).split(separator: "\n").map { $0.trimmingSpaces }.filter { !$0.isEmpty }
-        return (code, lines.last.map(String.init) ?? "")
+        return (code, lines.map(String.init))
+    }
+
+    /// Its standard output (`captureOutput`) up to its end, or nil once it is longer than `limit`.
+    func readOutput(limit: Int) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(output, &buffer, buffer.count)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return bytes }
+            bytes.append(contentsOf: buffer[0..<n])
+            if bytes.count > limit { return nil }
+        }
     }
 
     /// Ends it (the caller no longer reads what it writes) and waits.
