@@ -230,6 +230,50 @@ final class SignedImageTests: RegistryTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v2", "the new key's image mounts offline")
     }
 
+    /// gc drops the kept signatures of the images it removes, and keeps those history names.
+    func testGCRemovesTheSignaturesOfTheImagesItRemoves() throws {
+        try Disk.mkdir(store)
+        try trust(["old"])
+        let v1 = try push(try source("v1"), "v1", signedBy: "old"), v2 = try push(try source("v2"), "v2", signedBy: "old")
+        let v3 = try push(try source("v3"), "v3", signedBy: "old")
+        try fx.start()
+        for image in [v1, v2] { XCTAssertEqual(try layers(["--set-image", image.reference]).status, 0) }
+        let pulled = try Spawn.run(MountFixture.binary, ["pull", v3.reference, "--store", store, "--tls-verify=false", "--registries.d", registries])
+        XCTAssertEqual(pulled.status, 0, pulled.error)
+        let hex = { (image: (reference: String, digest: String)) in String(image.digest.dropFirst(7)) }
+        XCTAssertEqual(Set(try Disk.list(store + "/signatures")), Set([v1, v2, v3].map(hex)))
+        let gc = try Spawn.run(MountFixture.binary, ["gc", "--keep", "1", "--store", store])
+        XCTAssertEqual(gc.status, 0, gc.error)
+        XCTAssertEqual(Set(try Disk.list(store + "/signatures")), Set([v1, v2].map(hex)), "v3 is gone, the history names v1 and v2")
+    }
+
+    /// A registry with TLS from a test CA and basic auth: push signs, pull verifies, with the
+    /// same --cert-dir and --authfile.
+    func testASignedImageThroughARegistryWithTLSAndAuth() throws {
+        registry.stop()
+        registry = try Registry.start(in: fx.root + "/secure", secure: true)
+        let started = registry
+        addTeardownBlock { started?.stop() }
+        _ = try signatures.registriesDirectory(at: registries, for: registry)
+        let auth = fx.root + "/auth.json"
+        try registry.authFile(at: auth)
+        let access = ["--cert-dir", registry.certificates, "--authfile", auth, "--registries.d", registries]
+        let reference = "\(registry.host)/app:v1"
+        let pushed = try Spawn.run(MountFixture.binary, ["push", try source("v1"), reference, "--sign-by", keys.fingerprints["old"] ?? ""]
+                                       + access, environment: keys.environment)
+        XCTAssertEqual(pushed.status, 0, pushed.error)
+        try Disk.mkdir(store)
+        try trust(["old"])
+        let pulled = try Spawn.run(MountFixture.binary, ["pull", reference, "--store", store] + access)
+        XCTAssertEqual(pulled.status, 0, pulled.error)
+        XCTAssertEqual(pulled.error, "")
+        XCTAssertEqual(try Disk.read(pulled.output.trimmingCharacters(in: .newlines) + "/a.txt"), "v1")
+        let unsigned = try Spawn.run(MountFixture.binary, ["push", try source("v2"), "\(registry.host)/app:v2"] + access)
+        XCTAssertEqual(unsigned.status, 0, unsigned.error)
+        assertRefused(try Spawn.run(MountFixture.binary, ["pull", "\(registry.host)/app:v2", "--store", store] + access),
+                      "\(registry.host)/app:v2", "it is not signed")
+    }
+
     /// Today's unsigned workflow where the policy accepts anything (Debian's default policy):
     /// pull says once that the image is unverified, and status, which and the history say so.
     /// A store's policy.json that demands a signature refuses it; --policy overrides it.
