@@ -123,7 +123,7 @@ final class PullTests: RegistryTestCase {
         let run = try Spawn.run(MountFixture.binary, ["pull", reference, "--store", store, "--tls-verify=false", "--policy", policy])
         XCTAssertEqual(run.status, 1)
         XCTAssertEqual(run.error.split(separator: "\n").count, 1, run.error)
-        XCTAssertTrue(run.error.contains(reference) && run.error.contains("skopeo"), run.error)
+        XCTAssertTrue(run.error.contains("\(reference): refused by the policy \(policy): it is not signed"), run.error)
         XCTAssertEqual(try Disk.list(store + "/layers/sha256"), [])
     }
 
