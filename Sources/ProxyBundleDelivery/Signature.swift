@@ -18,13 +18,11 @@ struct Signature {
     }
 
     /// Checks the signature in `file` against the keyrings `keyrings` (binary key files).
-    static func check(_ file: String, keyrings: [String]) -> Check {
+    static func check(_ file: String, keyrings: [String]) throws -> Check {
         let arguments = keyrings.flatMap { ["--keyring", $0] } + ["--status-fd", "2", "--output", "-", file]
-        guard let child = try? ChildProcess("gpgv", arguments, captureOutput: true) else { return .unparsable }
+        let child = try ChildProcess("gpgv", arguments, captureOutput: true)
         // gpgv writes the content before it has checked it: it counts only with VALIDSIG
-        let payload = child.readOutput(limit: 1 << 16)
-        if payload == nil { kill(child.pid, SIGKILL) }
-        let (status, lines) = child.waitForLines()
+        let (status, payload, lines) = child.collect(outputLimit: 1 << 16)
         var fingerprint: String?, good = false, signer: String?
         for line in lines where line.hasPrefix("[GNUPG:] ") {
             let fields = line.split(separator: " ").map(String.init)

@@ -53,7 +53,7 @@ public struct Skopeo: Sendable {
         if let certDirectory { arguments += ["--\(side)-cert-dir", certDirectory] }
         arguments += [source, destination]
         let child = try ChildProcess("skopeo", arguments, outputTo: showProgress ? 2 : -1)
-        let (status, lines) = child.waitForLines(keep: signatureLocations ? 1 << 22 : 65536)
+        let (status, lines) = child.waitForLines(keep: signatureLocations ? 1 << 24 : 65536)  // its debug log, signatures first
         let message = Skopeo.message(lines.last ?? "")
         guard status == 0 else {
             if let policy, let reason = Trust.reason(skopeo: message) {

@@ -81,7 +81,9 @@ public struct Trust: Sendable {
         var worst = (Reason.unsigned, "it is not signed")
         func note(_ reason: Reason, _ text: String) { if reason.rawValue > worst.0.rawValue { worst = (reason, text) } }
         for file in signatures {
-            switch Signature.check(file, keyrings: keys.keyrings) {
+            let checked: Signature.Check
+            do { checked = try Signature.check(file, keyrings: keys.keyrings) } catch { throw Refusal("its signature cannot be checked: \(error)") }
+            switch checked {
             case .valid(let fingerprint, let payload):
                 guard let claim = Signature.claim(payload) else { note(.unparsable, "its signature does not parse"); continue }
                 guard claim.manifestDigest == digest else { note(.changed, "its manifest changed after it was signed"); continue }

@@ -88,27 +88,11 @@ final class SignedImageTests: RegistryTestCase {
         XCTAssertEqual(first.error, "", "a verified image is switched to without a word")
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v1")
 
-        let mountpoint = fx.mountpoint
-        let stop = Flag(), failures = Flag()
-        let readers = DispatchGroup()
-        for reader in 0..<2 {
-            DispatchQueue.global().async(group: readers) {
-                var round = 0
-                while !stop.isSet {
-                    for i in 0..<20 {
-                        let file = (i + reader + round) % 20
-                        let text = try? Disk.read(mountpoint + "/files/\(file)")
-                        if text != "v1 \(file)" && text != "v2 \(file)" { failures.set("files/\(file): \(text ?? "read failed")") }
-                    }
-                    round += 1
-                }
-            }
-        }
+        let readers = VersionReaders(fx.mountpoint, readers: 2, versions: ["v1", "v2"])
         let second = try layers(["--set-image", v2])
-        stop.set("done")
-        readers.wait()
+        let failure = readers.stop()
         XCTAssertEqual(second.status, 0, second.error)
-        XCTAssertNil(failures.value, "every read sees the old or the new version")
+        XCTAssertNil(failure, "every read sees the old or the new version")
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v2")
 
         let old = keys.fingerprints["old"] ?? "", key = "signed by \(old) (\(keys.publicKey("old")))"
