@@ -195,7 +195,8 @@ printf 'docker:\n  %s:\n    lookaside: http://127.0.0.1:%s\n    lookaside-stagin
 gnupg=$(mktemp -d /tmp/pb-bench-gpg.XXXXXX)
 export GNUPGHOME=$gnupg
 gpg --batch --passphrase '' --quick-gen-key 'Bench <bench@proxybundle.invalid>' ed25519 sign never 2>/dev/null
-fingerprint=$(gpg --with-colons --list-keys bench@proxybundle.invalid | awk -F: '$1 == "fpr" { print $10; exit }')
+gpg --check-trustdb 2>/dev/null
+fingerprint=$(gpg --with-colons --list-keys bench@proxybundle.invalid 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')
 gpg --export "$fingerprint" > "$scratch/bench.gpg"
 for tag in v1 v2; do
   skopeo --registries.d "$scratch/registries.d" copy --quiet --src-tls-verify=false --dest-tls-verify=false \
@@ -212,7 +213,8 @@ echo "verification  round  unverified pull: wall  user  sys   signed pull: wall 
 for round in $(seq "$rounds"); do
   for side in $([ $((round % 2)) = 1 ] && echo "anything signed" || echo "signed anything"); do
     rm -rf "$scratch/store-$side"; sync
-    read -r wall user sys < <(timed trusted "$side" pull "$host/app:v1" --store "$scratch/store-$side")
+    read -r wall user sys < <(timed "$binary" pull "$host/app:v1" --store "$scratch/store-$side" --tls-verify=false \
+                                --policy "$scratch/$side.json" --registries.d "$scratch/registries.d")
     eval "${side}_wall=$wall ${side}_user=$user ${side}_sys=$sys"
   done
   printf "%18d  %21.2f %5.2f %5.2f  %17.2f %5.2f %5.2f  %13.2f %5.2f %5.2f\n" "$round" \

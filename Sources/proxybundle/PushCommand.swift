@@ -20,7 +20,7 @@ struct PushCommand: ParsableCommand {
             machines read it from the matching lookaside URL (see pull).
             Example:
               proxybundle push ~/app-patch registry.example.com/myapp-patch:v3 --base registry.example.com/myapp-patch:base
-              proxybundle push ~/app-patch registry.example.com/myapp-patch:v3 --sign-by 4F1A...C8D7
+              proxybundle push ~/app-patch registry.example.com/myapp-patch:v3 --sign-by 0123456789ABCDEF0123456789ABCDEF01234567
             """
     )
 
