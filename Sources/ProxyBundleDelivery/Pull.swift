@@ -27,6 +27,9 @@ public struct Pull {
         var skopeo = self.skopeo
         if let trust { skopeo.policy = trust.policy.path }
         let demanded = trust?.demandsSignatures(source) ?? false
+        // the registry's own digest of what the reference names, for a later switch that finds
+        // it unchanged (see `Pull.unchanged`); not for the other transports
+        let registryDigest = source.hasPrefix("docker://") ? try? skopeo.manifestDigest(source) : nil
         let locations = try skopeo.copy(from: source, to: "oci:\(store.layout.path):\(tag)", signatureLocations: demanded)
         let image = try store.layout.image(tag: tag)
         let verified = try verify(source, image: image, locations: locations)
@@ -58,6 +61,8 @@ public struct Pull {
         var pulled = PulledImage(reference: reference, manifestDigest: image.manifestDigest, diffIDs: image.layers.map(\.diffID))
         pulled.signers = verified.signers
         if verified.digest != image.manifestDigest { pulled.signedDigest = verified.digest }
+        // the tag may have moved between the two requests: kept only when both name one manifest
+        if registryDigest == verified.digest { pulled.registryDigest = registryDigest }
         try store.record(pulled)
         return pulled
     }
@@ -92,6 +97,18 @@ public struct Pull {
             try? Tree.remove(path: fetched.directory)
             throw error
         }
+    }
+
+    /// The image `reference` names, already in the store, when the registry still has the
+    /// manifest it was pulled as and its kept signatures pass the policy in force: a switch to
+    /// it needs no copy (nor skopeo's own signature check). Nil: pull it.
+    public func unchanged(_ reference: String) -> PulledImage? {
+        guard var recorded = store.recorded(reference), let digest = recorded.registryDigest, let trust,
+              recorded.diffIDs.allSatisfy(store.layerExists),
+              (try? skopeo.manifestDigest(Skopeo.source(reference))) == digest,
+              let signers = try? trust.check(recorded, in: store) else { return nil }
+        recorded.signers = signers
+        return recorded
     }
 
     static func seconds(_ value: Double) -> String {

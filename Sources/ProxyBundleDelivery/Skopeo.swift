@@ -73,6 +73,23 @@ public struct Skopeo: Sendable {
         return Array(locations.dropLast())
     }
 
+    /// The sha256 digest of the manifest `source` names in its registry, as it is there
+    /// (skopeo inspect --raw: the manifest only, nothing written).
+    public func manifestDigest(_ source: String) throws -> String {
+        var arguments: [String] = []
+        if let registriesDirectory { arguments += ["--registries.d", registriesDirectory] }
+        arguments += ["inspect", "--raw"]
+        if !tlsVerify { arguments.append("--tls-verify=false") }
+        if let authfile { arguments += ["--authfile", authfile] }
+        if let certDirectory { arguments += ["--cert-dir", certDirectory] }
+        let child = try ChildProcess("skopeo", arguments + [source], captureOutput: true)
+        let (status, manifest, lines) = child.collect(outputLimit: 4 << 20)
+        guard status == 0, let manifest else {
+            throw DeliveryError("skopeo could not inspect \(source): \(Skopeo.message(lines.last ?? ""))")
+        }
+        return "sha256:" + SHA256.hex(manifest)
+    }
+
     /// The `msg="..."` of skopeo's log line, or the line.
     static func message(_ line: String) -> String {
         let bytes = Array(line.utf8), marker = Array("msg=\"".utf8)

@@ -171,6 +171,8 @@ public struct PulledImage: Sendable {
     public let diffIDs: [String]
     public var signers: [String] = []
     public var signedDigest: String?
+    /// The digest of the manifest as the registry serves it, when that is the one pulled.
+    public var registryDigest: String?
 
     /// The manifest digest its signatures are for.
     public var signatureDigest: String { signedDigest ?? manifestDigest }
@@ -185,6 +187,7 @@ public struct PulledImage: Sendable {
     var fields: [(String, JSON)] {
         [("reference", .string(reference)), ("manifest", .string(manifestDigest)), ("layers", .array(diffIDs.map { .string($0) })),
          ("signedBy", .array(signers.map { .string($0) }))] + (signedDigest.map { [("signedManifest", .string($0))] } ?? [])
+            + (registryDigest.map { [("registryManifest", .string($0))] } ?? [])
     }
 
     var json: JSON { .object(fields) }
@@ -202,5 +205,6 @@ public struct PulledImage: Sendable {
               let layers = json["layers"]?.array?.compactMap(\.string) else { return nil }
         self.init(reference: reference, manifestDigest: manifest, diffIDs: layers,
                   signers: json["signedBy"]?.array?.compactMap(\.string) ?? [], signedDigest: json["signedManifest"]?.string)
+        registryDigest = json["registryManifest"]?.string
     }
 }

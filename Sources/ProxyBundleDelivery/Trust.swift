@@ -44,7 +44,7 @@ public struct Trust: Sendable {
     }
 
     /// skopeo's refusal (`Source image rejected: ...`) in the words `check` uses; nil for any
-    /// other failure.
+    /// other failure, and for a rejection it does not know.
     static func reason(skopeo message: String) -> String? {
         let prefix = "Source image rejected: "
         guard message.hasPrefix(prefix) else { return nil }
@@ -62,7 +62,7 @@ public struct Trust: Sendable {
         if text.hasPrefix("Signature for digest ") { return "its manifest changed after it was signed" }
         if text.contains("parsing signature") || text.contains("signature format") { return "its signature does not parse" }
         if text.contains("is rejected by policy") { return "the policy rejects it" }
-        return text
+        return nil  // a signature store that cannot be reached, say: skopeo's own words
     }
 
     /// The refusals, from the least to the most telling: the one said is the most telling of all

@@ -10,7 +10,7 @@ import Glibc
 extension LayersCommand {
     func switchTo(_ reference: String, _ mount: RunningMount) throws(Failure) {
         try store.locked { () throws(Failure) in
-            let pulled = try store.pull(reference, registry: registry, limits: limits, lockHeld: true)
+            let pulled = try store.pull(reference, registry: registry, limits: limits, lockHeld: true, unlessUnchanged: true)
             let patches = patches(of: pulled)
             // a timer that follows a tag that has not moved changes nothing
             if mount.patches.map(Paths.absolute) != patches { try setPatches(mount, patches) }

@@ -54,8 +54,10 @@ struct StoreOptions: ParsableArguments {
 
     var store: Store { Store(root: directory.map { $0.hasSuffix("/") && $0.count > 1 ? String($0.dropLast()) : $0 } ?? Store.defaultRoot) }
 
-    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions, lockHeld: Bool = false)
-        throws(Failure) -> PulledImage {
+    /// Pulls `reference`; with `unlessUnchanged`, an image in the store whose manifest the
+    /// registry still serves is taken as it is, its kept signatures checked (see `Pull.unchanged`).
+    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions, lockHeld: Bool = false,
+              unlessUnchanged: Bool = false) throws(Failure) -> PulledImage {
         var pull = Pull(store: store)
         pull.lockHeld = lockHeld
         pull.skopeo = registry.skopeo
@@ -63,7 +65,7 @@ struct StoreOptions: ParsableArguments {
         pull.progress = Progress.terminal()
         pull.trust = try trust(registry, naming: reference)
         let pulled: PulledImage
-        do { pulled = try pull.pull(reference) } catch let error as DeliveryError {
+        do { pulled = try (unlessUnchanged ? pull.unchanged(reference) : nil) ?? pull.pull(reference) } catch let error as DeliveryError {
             throw Failure(text: "\(reference): \(error.description)")
         } catch {
             throw Failure(text: "\(reference): \(error)")

@@ -106,9 +106,19 @@ final class SignedImageTests: RegistryTestCase {
         XCTAssertEqual(history.count, 2)
         XCTAssertTrue(history.allSatisfy { $0.contains(key) }, "\(history)")
 
+        // an image in the store whose tag has not moved: its kept signature is checked, no copy
+        // made (the signature store is down: a copy could not read the signature)
+        signatures.stop()
+        for (image, text) in [(v1, "v1"), (v2, "v2")] {
+            let again = try layers(["--set-image", image])
+            XCTAssertEqual(again.status, 0, again.error)
+            XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), text)
+        }
+        XCTAssertNotEqual(try Spawn.run(MountFixture.binary, ["pull", v1, "--store", store, "--tls-verify=false",
+                                                              "--registries.d", registries]).status, 0, "a copy needs the signature store")
+
         // offline: the signature kept in the store is checked again, against the policy in force
         registry.stop()
-        signatures.stop()
         let back = try layers(["--rollback"])
         XCTAssertEqual(back.status, 0, back.error)
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v1")
