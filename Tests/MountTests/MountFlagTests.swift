@@ -333,11 +333,11 @@ final class MountFlagTests: XCTestCase {
 
     /// `layers` hands each of its flags on: `--set DIR...`, `--patches-from`, `--set` alone,
     /// `--history`. (`--set-image`, `--rollback` and `--store` need a registry and are
-    /// ImageSwitchTests'; the registry and extraction options are the option groups `pull`
+    /// ImageSwitchTests'; `--registries.d` is SignedImageTests'; the registry and extraction options are the option groups `pull`
     /// has, which LayersImage passes to the same pull, and PullTests covers them.)
     func testEveryLayersFlagTakesEffect() throws {
         let coveredElsewhere: Set<String> = ["--set-image", "--rollback", "--store", "--tls-verify", "--policy", "--authfile",
-                                             "--cert-dir", "--max-size", "--max-entries", "--allow-special"]
+                                             "--cert-dir", "--registries.d", "--max-size", "--max-entries", "--allow-special"]
         let dump = try proxybundle(["layers", "--experimental-dump-help"])
         let json = try JSONSerialization.jsonObject(with: Data(dump.output.utf8)) as? [String: Any]
         let arguments = ((json?["command"] as? [String: Any])?["arguments"] as? [[String: Any]]) ?? []
