@@ -22,9 +22,10 @@ extension PatchCheck {
             ?? String(localization.map { $0 == "_" ? "-" : $0 })
     }
 
-    /// What `language` loads for the resource `rest` (relative to the resources directory).
+    /// What `language` loads for the resource `rest` (relative to the resources directory),
+    /// whatever the device.
     func load(_ rest: String, for language: String, in bundle: ResourceBundle) -> String? {
-        bundle.resolve(ResourceQuery(name: rest, languages: [language]))
+        bundle.resolve(ResourceQuery(name: rest, languages: [language], idiom: .none))
     }
 
     /// A localized file at `path` that a global entry of its name beats for every language.

@@ -15,7 +15,8 @@ import ProxyBundleCore
 ///     for finding in PatchCheck(tree: tree).findings() { print(finding.text { "layer \($0)" }) }
 public final class PatchCheck {
     public let tree: LayeredTree
-    /// The devices whose lookups are checked (`Device.checked` unless told otherwise).
+    /// The devices whose lookups are checked: those the app is made for unless told
+    /// (`Device.checked(madeFor:)`).
     public let devices: [Device]
     /// The main bundle, over the merged layers.
     let bundle: ResourceBundle
@@ -33,11 +34,12 @@ public final class PatchCheck {
     /// case are one entry (see `spellingFindings`).
     public let foldsCase: Bool
 
-    public init(tree: LayeredTree, devices: [Device] = Device.checked, foldsCase: Bool = false) {
+    /// `devices` nil: those the main bundle is made for (`ResourceBundle.madeFor`).
+    public init(tree: LayeredTree, devices: [Device]? = nil, foldsCase: Bool = false) {
         self.tree = tree
-        self.devices = devices
         self.foldsCase = foldsCase
         bundle = ResourceBundle(tree: tree)
+        self.devices = devices ?? Device.checked(madeFor: bundle.madeFor)
     }
 
     /// The findings of every layer but the last (the main bundle), top first, in path order;

@@ -4,7 +4,7 @@
 ///
 ///     let tree = try DirectoryTree(path: "/mnt/myapp")          // or a LayeredTree
 ///     let bundle = ResourceBundle(tree: tree)
-///     let query = ResourceQuery(name: "Images/icon", type: "png", image: Device(scale: 3))
+///     let query = ResourceQuery(name: "Images/icon", type: "png", scale: 3)
 ///     bundle.resolve(query)                                      // "Images/icon@3x.png"
 public final class ResourceBundle {
     public let tree: ResourceTree
@@ -13,10 +13,13 @@ public final class ResourceBundle {
     /// Its resources directory: `Contents/Resources` (macOS), else `Resources` (OPENSTEP and
     /// GNUstep), else the bundle itself (iOS).
     public let resources: String
-    /// What its Info.plist says of languages.
+    /// Whether its resources are in `Contents/Resources`: a macOS bundle.
+    public let isMacOS: Bool
+    /// What its Info.plist says.
     public let info: BundleInfo
     /// The app's main bundle when this is another bundle inside it (a resource bundle, a
-    /// framework): its language choice is followed (see `searchList(preferred:main:)`).
+    /// framework): its language choice is followed (see `searchList(preferred:main:)`), and it
+    /// says which device the bundle runs on (`madeFor`).
     public let main: ResourceBundle?
     private var searchLists: [[String]: LanguageSearchList] = [:]
     /// `localizations`, once read (`check` asks for them per file).
@@ -34,13 +37,16 @@ public final class ResourceBundle {
         let infoFiles: [String]
         if tree.kind(of: macOS) == .directory {
             resources = macOS
+            isMacOS = true
             infoFiles = [ResourcePath.join(path, "Contents/Info.plist")]
         } else if tree.kind(of: openStep) == .directory {
             resources = openStep
+            isMacOS = false
             infoFiles = [ResourcePath.join(openStep, "Info-gnustep.plist"), ResourcePath.join(openStep, "Info.plist"),
                          ResourcePath.join(path, "Info.plist")]
         } else {
             resources = path
+            isMacOS = false
             infoFiles = [ResourcePath.join(path, "Info.plist")]
         }
         let plist = infoFiles.first { tree.kind(of: $0) == .file }.flatMap { tree.contents(of: $0, limit: 1 << 20) }
@@ -64,7 +70,9 @@ public final class ResourceBundle {
     /// `UIImage(named:)` looks there before any loose file. A name that names a variant
     /// (`icon@2x`) or a type other than an image's is not looked for there.
     public func catalogRendition(for query: ResourceQuery) -> AssetCatalog.Rendition? {
-        guard let device = query.image, case .success(let catalog)? = catalog else { return nil }
+        guard let device = query.device(idiom: idiom(for: query.idiom)), case .success(let catalog)? = catalog else {
+            return nil
+        }
         let (subdirectory, fileName) = query.place
         let image = ImageName(fileName)
         guard !image.hasVariant, ImageName.types.contains(image.type.lowercased()) else { return nil }
@@ -113,14 +121,15 @@ public final class ResourceBundle {
     /// locations outside, the names inside.
     public func candidates(for query: ResourceQuery) -> [Candidate] {
         let (subdirectory, _) = query.place
-        let names = query.fileNames
+        let idiom = idiom(for: query.idiom)
+        let names = query.fileNames(idiom: idiom)
         var first: [Candidate] = []
-        if query.image != nil, catalog != nil {
+        if query.scale != nil, catalog != nil {
             first = [Candidate(path: ResourcePath.join(resources, "Assets.car"), exists: catalogRendition(for: query) != nil)]
         }
         return first + locations(subdirectory: subdirectory, languages: searchList(preferred: query.preferred).languages)
             .flatMap { location in
-                let directory = self.directory(location, idiom: query.product)
+                let directory = self.directory(location, idiom: idiom)
                 return names.map { name in
                     let found = directory.entry(name)
                     let path = ResourcePath.join(location, found ?? name)
@@ -141,7 +150,8 @@ public final class ResourceBundle {
     /// `_CFBundleAddValueForType`): all of the global ones, those of the first language and of
     /// `Base.lproj`, and those of the other languages only when neither of those two has any.
     public func resources(ofType type: String, subdirectory: String = "", preferred: [String],
-                          idiom: Device.Idiom? = nil) -> [String] {
+                          idiom: IdiomChoice = .bundle) -> [String] {
+        let idiom = self.idiom(for: idiom)
         let subdirectory = ResourcePath.names(subdirectory).joined(separator: "/")
         guard !ResourcePath.names(subdirectory).contains("..") else { return [] }
         let languages = searchList(preferred: preferred).languages
