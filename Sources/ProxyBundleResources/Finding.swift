@@ -42,11 +42,14 @@ public struct Finding: Equatable, Sendable {
     public var languages: [String] = []
     /// More words: what moves where, what the catalog holds, what the compiled form is.
     public var detail: String?
+    /// The bundle inside the app whose rules it was found by (its path in the tree), nil for
+    /// the main bundle; paths in `detail` are relative to its resources directory.
+    public var bundle: String?
 
     /// The finding in words, `role(layer)` naming a layer; `checked` are the devices `check`
-    /// looked at (all of them: "every device").
+    /// looked at (all of them: "every device"). A finding in a bundle inside the app names it.
     public func text(checked: [Device] = Device.checked, _ role: (Int) -> String) -> String {
-        let place = "\(path) (\(role(layer)))"
+        let place = "\(path) (\(role(layer))\(bundle.map { ", bundle " + $0 } ?? ""))"
         let other = "\(self.other ?? "?") from \(otherLayer.map(role) ?? "?")"
         let which = Set(devices) == Set(checked) ? "every device" : Finding.describe(devices, checked: checked) + " devices"
         switch kind {

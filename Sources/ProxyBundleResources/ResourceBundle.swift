@@ -10,16 +10,16 @@ public final class ResourceBundle {
     public let tree: ResourceTree
     /// Where the bundle is in the tree (`""`: the tree is the bundle).
     public let path: String
-    /// Its resources directory: `Contents/Resources` (macOS), else `Resources` (OPENSTEP and
-    /// GNUstep), else the bundle itself (iOS).
+    /// Its resources directory, with any symlink on the way resolved (see `init`).
     public let resources: String
     /// Whether its resources are in `Contents/Resources`: a macOS bundle.
     public let isMacOS: Bool
     /// What its Info.plist says.
     public let info: BundleInfo
-    /// The app's main bundle when this is another bundle inside it (a resource bundle, a
-    /// framework): its language choice is followed (see `searchList(preferred:main:)`), and it
-    /// says which device the bundle runs on (`madeFor`).
+    /// The main bundle of the process that loads this one, when this is another bundle inside
+    /// it: the app for a resource bundle or a framework, the extension for what an extension
+    /// holds. Its language choice is followed (see `searchList(preferred:main:)`), and it says
+    /// which device the bundle runs on (`madeFor`).
     public let main: ResourceBundle?
     private var searchLists: [[String]: LanguageSearchList] = [:]
     /// `localizations`, once read (`check` asks for them per file).
@@ -28,19 +28,28 @@ public final class ResourceBundle {
     private var catalogResult: Result<AssetCatalog, AssetCatalog.Unreadable>? = nil
     private var directories: [DirectoryKey: ResourceDirectory] = [:]
 
+    /// The bundle at `path` of `tree`, inside the app whose main bundle is `main` (nil: it is
+    /// the main bundle). Its layout as `_CFBundleGetBundleVersionForURL` tells it: with a
+    /// `Contents` directory, `Contents/Resources` (macOS), else with a `Resources` directory,
+    /// that (OPENSTEP, GNUstep), else the bundle itself (iOS); for a `.framework`, `Resources`
+    /// comes before `Contents` (a macOS framework's `Resources` is a symlink to
+    /// `Versions/Current/Resources`: the tree's own path of it is kept, so that the check of a
+    /// layer, which walks real directories, finds it).
     public init(tree: ResourceTree, path: String = "", main: ResourceBundle? = nil) {
         self.tree = tree
         self.path = path
         self.main = main
-        let macOS = ResourcePath.join(path, "Contents/Resources")
+        let contents = ResourcePath.join(path, "Contents")
         let openStep = ResourcePath.join(path, "Resources")
+        let hasContents = tree.kind(of: contents) == .directory
+        let hasResources = tree.kind(of: openStep) == .directory
         let infoFiles: [String]
-        if tree.kind(of: macOS) == .directory {
-            resources = macOS
+        if hasContents && !(hasResources && path.hasSuffix(".framework")) {
+            resources = tree.realPath(ResourcePath.join(contents, "Resources"))
             isMacOS = true
-            infoFiles = [ResourcePath.join(path, "Contents/Info.plist")]
-        } else if tree.kind(of: openStep) == .directory {
-            resources = openStep
+            infoFiles = [ResourcePath.join(contents, "Info.plist")]
+        } else if hasResources {
+            resources = tree.realPath(openStep)
             isMacOS = false
             infoFiles = [ResourcePath.join(openStep, "Info-gnustep.plist"), ResourcePath.join(openStep, "Info.plist"),
                          ResourcePath.join(path, "Info.plist")]
@@ -173,7 +182,7 @@ public final class ResourceBundle {
         tree.names(in: resources)
             .filter { $0.hasSuffix(".bundle") && tree.kind(of: ResourcePath.join(resources, $0)) == .directory }
             .sorted(by: ResourcePath.byteOrder)
-            .map { ResourceBundle(tree: tree, path: ResourcePath.join(resources, $0), main: main ?? self) }
+            .map { nested(at: ResourcePath.join(resources, $0)) }
     }
 
     /// This bundle and, with `nested`, its resource bundles after it: the order `resolve(_:nested:)`

@@ -22,11 +22,15 @@ struct CheckCommand: ParsableCommand {
             loads; a name that differs only in letter case from one below it (both show); with \
             --casefold, instead, names of one layer that differ only in letter case (of a.txt \
             and A.txt, a.txt never shows). \
+            Every bundle inside the app (Kit.bundle at any depth, Frameworks/X.framework, \
+            PlugIns/X.appex) is checked by its own rules, its resources directory, Info.plist \
+            and languages (following the app's choice unless the app allows mixed \
+            localizations; an extension choosing its own), and its findings name it. \
             Devices checked: those the app is made for (Info.plist's UIDeviceFamily, or \
             LSRequiresIPhoneOS: phones; phone and pad when it does not say), at scale 2 and 3 \
             (what current iOS versions run on); a macOS app (Contents/): scale 1 and 2 without \
             an idiom; --scales and --idioms choose, --tall adds the 4-inch phone. Languages: \
-            every localization of the bundle. \
+            every localization of each bundle (and of the app, for a bundle that follows it). \
             Exit status 1 when something is found, 0 when nothing is. The layers are read as \
             they are on disk (what the mount shows after an invalidation).
             Examples:
@@ -136,6 +140,7 @@ struct CheckCommand: ParsableCommand {
                     ("devices", "[" + finding.devices.map { JSON.string($0.description) }.joined(separator: ",") + "]"),
                     ("languages", "[" + finding.languages.map(JSON.string).joined(separator: ",") + "]"),
                     ("detail", finding.detail.map(JSON.string) ?? "null"),
+                    ("bundle", finding.bundle.map(JSON.string) ?? "null"),
                     ("text", JSON.string(finding.text(checked: devices, name))),
                 ])
             }.joined(separator: ",") + "]")

@@ -22,10 +22,11 @@ struct ResolveCommand: ParsableCommand {
             replaces NAME in its own directory: the device is the one the app is made for \
             (Info.plist's UIDeviceFamily, or LSRequiresIPhoneOS: a phone; a macOS bundle, \
             Contents/: none), a phone with a note on stderr for an app made for both, none when \
-            nothing says; --idiom chooses. A bundle inside an app (ROOT/Some.bundle) follows \
-            the app's language choice unless the app sets CFBundleAllowMixedLocalizations. An \
-            image tries each scale from the device's down, then up, the idiom's variant first. \
-            See README "Resources: which file an app loads".
+            nothing says; --idiom chooses. A bundle inside an app (ROOT/Some.bundle, \
+            Frameworks/X.framework) follows the app's language choice unless the app sets \
+            CFBundleAllowMixedLocalizations; an extension (PlugIns/X.appex) chooses its own. \
+            An image tries each scale from the device's down, then up, the idiom's variant \
+            first. See README "Resources: which file an app loads".
             Examples:
               proxybundle resolve /mnt/myapp Localizable.strings --languages fr-CA,en
               proxybundle resolve /mnt/myapp Images/icon --image --scale 3

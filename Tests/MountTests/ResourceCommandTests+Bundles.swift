@@ -1,12 +1,45 @@
 import Foundation
 import XCTest
 
-/// The device of `resolve` and `check` taken from the app's Info.plist (issue 46).
+/// `check` in the bundles inside an app, and the device of `resolve` and `check` taken from the
+/// app's Info.plist (issue 46).
 extension ResourceCommandTests {
     /// An Info.plist of these keys, each with its value's XML.
     func info(_ keys: [String: String]) -> String {
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\"><dict>\n"
             + keys.sorted { $0.key < $1.key }.map { "<key>\($0.key)</key>\($0.value)\n" }.joined() + "</dict></plist>\n"
+    }
+
+    /// The issue's two cases: a global file a patch adds in a resource bundle, over its localized
+    /// copies; a compiled storyboard patched two bundles down, which iPads pass over for the
+    /// main bundle's `~ipad` twin. Each finding names its bundle, in text and JSON.
+    func testCheckNamesTheBundleInsideTheApp() throws {
+        let deep = "GooglePlus.bundle/GPPShareboxSharedResources.bundle"
+        for file in ["ShareKit.bundle/en.lproj/Localizable.strings", "ShareKit.bundle/fr.lproj/Localizable.strings",
+                     deep + "/GPPNativeShareBuilderImpl.storyboardc/Info.plist",
+                     deep + "/GPPNativeShareBuilderImpl~ipad.storyboardc/Info.plist"] {
+            try Disk.write(fx.inMain(file), "")
+        }
+        let hotfix = fx.root + "/hotfix"
+        try Disk.write(hotfix + "/ShareKit.bundle/Localizable.strings", "")
+        try Disk.write(hotfix + "/" + deep + "/GPPNativeShareBuilderImpl.storyboardc/Info.plist", "patched")
+        try fx.start(patches: [hotfix])
+        let found = try proxybundle(["check", fx.mountpoint])
+        XCTAssertEqual(found.status, 1, found.error)
+        XCTAssertEqual(found.output, """
+            Images/icon@2x.png (substitution): on scale 3 devices, Images/icon@3x.png from main loads instead
+            \(deep)/GPPNativeShareBuilderImpl.storyboardc (patch \(hotfix), bundle \(deep)): on scale 2 pad, scale 3 pad \
+            devices, \(deep)/GPPNativeShareBuilderImpl~ipad.storyboardc from main loads instead
+            ShareKit.bundle/Localizable.strings (patch \(hotfix), bundle ShareKit.bundle): a global file over localized \
+            copies below; en, fr now load it instead of en.lproj/Localizable.strings, fr.lproj/Localizable.strings
+
+            """)
+        let json = try proxybundle(["check", fx.mountpoint, "--json"])
+        XCTAssertTrue(json.output.hasPrefix("[{\"kind\":\"image\",\"path\":\"Images/icon@2x.png\","), json.output)
+        XCTAssertTrue(json.output.contains("\"detail\":null,\"bundle\":null,\"text\":\"Images/icon@2x.png (substitution)"), json.output)
+        XCTAssertTrue(json.output.contains("\"detail\":\"en.lproj/Localizable.strings, fr.lproj/Localizable.strings\","
+                                           + "\"bundle\":\"ShareKit.bundle\",\"text\":"), json.output)
+        XCTAssertTrue(json.output.contains("\"bundle\":\"\(deep)\""), json.output)
     }
 
     /// `resolve` takes the device the app is made for: an iPhone app's `~iphone` variant; an

@@ -2,7 +2,8 @@ import Foundation
 import ProxyBundleResources
 import XCTest
 
-/// The device a bundle is made for, taken unless told (issue 46).
+/// The device a bundle is made for, taken unless told (issue 46), bundle layouts inside an app,
+/// and the language choice of an extension.
 final class BundleDeviceTests: BundleTestCase {
     static let clips = ["DETweetPaperClip.png": "", "DETweetPaperClip~iphone.png": "", "DETweetPaperClip~ipad.png": "",
                         "icon@2x.png": "", "icon@2x~ipad.png": ""]
@@ -23,8 +24,7 @@ final class BundleDeviceTests: BundleTestCase {
         XCTAssertEqual(clip(iPhoneOS), "DETweetPaperClip~iphone.png", "the issue's case: every iPhone loads ~iphone")
         XCTAssertEqual(clip(iPhoneOS, .none), "DETweetPaperClip.png", "--idiom none: no device modifier")
         XCTAssertEqual(clip(iPhoneOS, .pad), "DETweetPaperClip~ipad.png", "an idiom given wins")
-        XCTAssertEqual(ResourceBundle(tree: iPhoneOS.tree, path: "Kit.bundle", main: iPhoneOS).resolve(ResourceQuery(name: "x.json")),
-                       "Kit.bundle/x~iphone.json",
+        XCTAssertEqual(iPhoneOS.bundle(at: "Kit.bundle").resolve(ResourceQuery(name: "x.json")), "Kit.bundle/x~iphone.json",
                        "a bundle inside the app runs on the app's device")
 
         let phone = try bundle(["UIDeviceFamily": "<array><integer>1</integer></array>"])
@@ -85,5 +85,37 @@ final class BundleDeviceTests: BundleTestCase {
         XCTAssertEqual(found.map { $0.text(checked: devices) { ["patch", "main"][$0] } },
                        ["bg@2x.png, bg@3x.png (patch): on scale 2 tall-phone devices, bg-568h@2x.png from main loads instead"])
         XCTAssertEqual(found.first?.devices.map(\.description), ["scale 2 tall-phone"])
+    }
+
+    /// `_CFBundleGetBundleVersionForURL`: a framework's `Resources` comes before `Contents`,
+    /// any other bundle's `Contents` before `Resources`; an iOS framework is flat.
+    func testFrameworkLayouts() throws {
+        let root = try tree(["Frameworks/Flat.framework/Info.plist": "", "Frameworks/Flat.framework/a.txt": "",
+                             "Frameworks/Both.framework/Resources/a.txt": "", "Frameworks/Both.framework/Contents/Resources/a.txt": "",
+                             "Both.bundle/Resources/a.txt": "", "Both.bundle/Contents/Resources/a.txt": ""])
+        let app = ResourceBundle(tree: try DirectoryTree(path: root))
+        XCTAssertEqual(app.bundle(at: "Frameworks/Flat.framework").resolve(ResourceQuery(name: "a.txt")), "Frameworks/Flat.framework/a.txt")
+        XCTAssertEqual(app.bundle(at: "Frameworks/Both.framework").resources, "Frameworks/Both.framework/Resources")
+        XCTAssertEqual(app.bundle(at: "Both.bundle").resources, "Both.bundle/Contents/Resources")
+    }
+
+    /// An extension runs in a process of its own: it chooses its languages itself, and so do the
+    /// bundles it holds (an extension's Info.plist has `NSExtension`); a bundle of the app
+    /// follows the app.
+    func testAnExtensionChoosesItsOwnLanguages() throws {
+        let appex = AppFixture.appex
+        let root = try tree(AppFixture.main().merging([
+            appex + "/it.lproj/L.strings": "", appex + "/en.lproj/L.strings": "",
+            appex + "/Kit.bundle/it.lproj/L.strings": "", appex + "/Kit.bundle/en.lproj/L.strings": "",
+            "Kit.bundle/it.lproj/L.strings": "", "Kit.bundle/en.lproj/L.strings": "",
+        ]) { $1 })
+        let app = ResourceBundle(tree: try DirectoryTree(path: root))
+        let italian = ResourceQuery(name: "L.strings", languages: ["it"])
+        XCTAssertNil(app.bundle(at: appex).main, "the extension is its process's main bundle")
+        XCTAssertEqual(app.bundle(at: appex).resolve(italian), appex + "/it.lproj/L.strings")
+        XCTAssertEqual(app.bundle(at: appex + "/Kit.bundle").main?.path, appex)
+        XCTAssertEqual(app.bundle(at: appex + "/Kit.bundle").resolve(italian), appex + "/Kit.bundle/it.lproj/L.strings")
+        XCTAssertEqual(app.bundle(at: "Kit.bundle").resolve(italian), "Kit.bundle/en.lproj/L.strings",
+                       "the app has no Italian: its bundle follows its choice, English")
     }
 }
