@@ -110,16 +110,11 @@ public final class PatchCheck {
                     continue
                 }
                 if let moved = newLocalization(full, layer: index, bundle: bundle) { found.append(moved) }
-                if ResourceBundle.isBundle(named: name) {
-                    let inner = nested(at: full, in: bundle)
-                    found += deviceTwins(full, layer: index, bundle: bundle)
-                    walk(index, full, in: inner, into: &found)
-                    continue
-                }
                 if name.dropFirst().contains("."), !name.hasSuffix(".lproj") {  // a resource that is a directory (.storyboardc)
                     found += deviceTwins(full, layer: index, bundle: bundle)
                 }
-                walk(index, full, in: bundle, into: &found)
+                // a bundle inside the app has rules of its own
+                walk(index, full, in: ResourceBundle.isBundle(named: name) ? nested(at: full, in: bundle) : bundle, into: &found)
                 continue
             }
             guard listed?.layer == index else { continue }  // a layer above replaces it
