@@ -200,11 +200,14 @@ public final class ResourceBundle {
         return nil
     }
 
-    /// The resources of directory `path` for a device of `idiom` (read once).
+    /// The resources of directory `path` for a device of `idiom` (read once for every idiom).
     func directory(_ path: String, idiom: Device.Idiom?) -> ResourceDirectory {
         let key = DirectoryKey(path: path, idiom: idiom)
         if let known = directories[key] { return known }
-        let directory = ResourceDirectory(names: tree.names(in: path), idiom: idiom, foldsCase: tree.foldsCase)
+        let idioms: [Device.Idiom?] = [nil] + Device.Idiom.allCases
+        let known = idioms.lazy.compactMap { self.directories[DirectoryKey(path: path, idiom: $0)] }.first
+        let names = known?.names ?? tree.names(in: path)
+        let directory = ResourceDirectory(names: names, idiom: idiom, foldsCase: tree.foldsCase)
         directories[key] = directory
         return directory
     }
