@@ -57,6 +57,9 @@ public final class Overlay: Sendable {
     let installs = Locked(())
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: RawPath?
+    /// What the last swaps between orders of the same patches kept for the next (see
+    /// `SwapMemo`); emptied by every invalidation.
+    let swapMemo = Locked(SwapMemo())
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
     /// The directories looked into, watched for changes on disk (LayerWatch.swift).
@@ -103,6 +106,22 @@ public final class Overlay: Sendable {
 
     /// The layers as they are now, top first.
     public var layers: LayerStack { view.layers }
+
+    /// The patches of the current stack and of those it recently replaced, by the path each was
+    /// opened at: a swap back to a patch of a few swaps ago takes it as it is, its index with it.
+    public var recentPatches: [RawPath: Layer] {
+        let current = currentView.withLock { $0 }
+        if let known = recentPatchesByPath.withLock({ $0 }), known.view === current { return known.patches }
+        let stacks = [current.layers] + recentViews.withLock { $0.map(\.layers) }
+        var found: [RawPath: Layer] = [:]
+        for stack in stacks {
+            for patch in stack.patches where found[patch.path] == nil { found[patch.path] = patch }
+        }
+        recentPatchesByPath.withLock { $0 = (current, found) }
+        return found
+    }
+    /// `recentPatches` as last made, and the view it was made in.
+    private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil)
     /// The substitution's layer, the only one written; EROFS for a stack without one.
     var substitution: Layer {
         get throws(Errno) {
@@ -180,10 +199,11 @@ public final class Overlay: Sendable {
     /// kernel must forget.
     func install(_ next: LayerStack, listingNames: Bool) throws(Errno) -> Invalidation {
         try installs.withLock { _ throws(Errno) -> Invalidation in
-            let root = try next.rootPlacement()
+            let root = try next.rootPlacement(index: indexWatch)
             let old = currentView.withLock { $0.layers.substitution }
             let swapped = next.substitution !== old
             let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
+            swapMemo.withLock { $0 = SwapMemo() }
             publishView(of: next)
             if swapped { old?.close() }
             watch.restart()

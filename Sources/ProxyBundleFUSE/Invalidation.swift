@@ -81,12 +81,13 @@ extension FuseServer {
     /// by an invalidation, before the write returns. ENOENT or ENOTDIR for a path that is not a
     /// directory, EINVAL for a relative path, a path inside the mount, or a directory given
     /// twice or already a layer; nothing changes then.
-    /// A patch already in the stack whose path still names the same directory is kept as it
-    /// is (its descriptor and mount copy), not opened again.
+    /// A patch already in the stack (or in one of the few it recently replaced) whose path still
+    /// names the same directory is kept as it is (its descriptor, mount copy and index), not
+    /// opened again.
     func replacePatches(_ text: [UInt8]) throws(Errno) {
         var patches: [Layer] = []
         let mountDevice = MountTable.current().mount(at: mountpoint)?.device
-        let current = Dictionary(overlay.layers.patches.map { ($0.path, $0) }, uniquingKeysWith: { first, _ in first })
+        let current = overlay.recentPatches
         for line in FuseServer.paths(in: text) {
             // a path is bytes: one that is not UTF-8 is opened as it was written
             let path = RawPath(bytes: line)
@@ -104,10 +105,15 @@ extension FuseServer {
             patches.append(layer)
         }
         try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in
+            var start = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &start)
             let epochKnownToWork = notifier.acceptsEpoch.withLock { $0 } == true
             let touched = forget(try overlay.replacePatches(patches, listingNames: !epochKnownToWork))
+            var end = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &end)
             record.count += 1
             record.last = touched
+            record.lastSeconds = Double(end.tv_sec - start.tv_sec) + Double(end.tv_nsec - start.tv_nsec) / 1e9
         }
     }
 
@@ -124,9 +130,10 @@ extension FuseServer {
     }
 
     private static func trimmed(_ line: [UInt8]) -> [UInt8] {
-        let space: Set<UInt8> = [0x20, 0x09, 0x0D]
-        guard let first = line.firstIndex(where: { !space.contains($0) }),
-              let last = line.lastIndex(where: { !space.contains($0) }) else { return [] }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D }
+        guard let first = line.firstIndex(where: { !isSpace($0) }), let last = line.lastIndex(where: { !isSpace($0) }) else {
+            return []
+        }
         return Array(line[first...last])
     }
 }

@@ -274,6 +274,49 @@ final class StackedPatchesTests: XCTestCase {
         try assertSameTree(fx.mountpoint, after, since: since)
     }
 
+    /// Swaps between orders of the same thin patches (`ThinStack`, many of them over few
+    /// names, so that several patches hold most names) while everything is cached, in the
+    /// daemon and in the kernel: such a swap keeps what resolves as before and must forget the
+    /// rest (`PatchSwap`), so each order matches kernel overlayfs of that order, looked up name
+    /// by name before any listing, then walked. A copy-up after the swaps copies what the last
+    /// order shows.
+    func testThinStackSwapsBetweenOrdersMatchKernelOverlayfs() throws {
+        var generator = OverlayScenario.Generator(seed: 0x49_5a0)
+        let tree = try ThinStack.buildMain(fx.main, directories: 16, files: 60, generator: &generator)
+        let many = (0..<120).map { fx.root + "/thin/\($0)" }
+        for (index, layer) in many.enumerated() { try ThinStack.buildPatch(layer, number: index, over: tree, generator: &generator) }
+        var shuffled = many
+        for index in shuffled.indices.reversed() { shuffled.swapAt(index, generator.below(index + 1)) }
+        // neighbours exchanged: most names keep their order, a few change it
+        var pairs = many
+        for index in stride(from: 0, to: pairs.count - 1, by: 2) { pairs.swapAt(index, index + 1) }
+        try start(many)
+        var names = tree.files + tree.directories.map { $0 + "/missing.dat" }
+        for index in 0..<many.count { names += ["d\(index % 6)/n\(index)-0.dat", "d\(index % 6)/nd\(index)-0/a.dat"] }
+        for name in tree.files { names += [name + "/in0.dat"] }
+        func found(_ root: String) -> [String] {
+            names.map { name in Disk.lstat(root + "/" + name).map { "\(name) \($0.st_mode & S_IFMT) \($0.st_size)" } ?? "\(name) -" }
+        }
+        _ = found(fx.mountpoint)
+        _ = try OverlayTree.walk(fx.mountpoint)  // everything cached, in the daemon and the kernel
+        for (round, order) in [Array(many.reversed()), pairs, shuffled, many, Array(many.reversed())].enumerated() {
+            try Disk.write(fx.inMount(".layers"), order.map { $0 + "\n" }.joined())
+            XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "yes", "round \(round): a reorder keeps what stays")
+            let kernel = try kernelOfMany(order, at: "kernel-\(round)")
+            defer { Unmounter.force(kernel) }
+            XCTAssertEqual(found(fx.mountpoint), found(kernel), "round \(round)")
+            try assertSameTree(fx.mountpoint, kernel)
+        }
+        let shown = tree.files.filter { Disk.lstat(fx.inMount($0)).map { $0.st_mode & S_IFMT == S_IFREG } ?? false }
+        let path = try XCTUnwrap(shown.first)
+        let before = try Disk.read(fx.inMount(path))
+        let fd = open(fx.inMount(path), O_WRONLY | O_APPEND)
+        XCTAssertGreaterThanOrEqual(fd, 0, path)
+        XCTAssertEqual(write(fd, "+", 1), 1)
+        close(fd)
+        XCTAssertEqual(try Disk.read(fx.inSubstitution(path)), before + "+")
+    }
+
     /// The kernel's read-only overlay of the substitution, `many` and the main bundle: named
     /// relative to the directory of their copies (a symlink there for the main bundle), since 400
     /// absolute paths would not fit the page a mount's options may take.

@@ -129,6 +129,16 @@ final class LayerWatch: Sendable {
         state.withLock { $0.watched.mapValues(\.placement) }
     }
 
+    /// After a swap of the patches: the directory nodes renumbered into the new stack keep
+    /// their watches (of the substitution and the main bundle, which a swap keeps) under their
+    /// new placements; the others (nil) are watched again when next looked into.
+    func keepWatching(placements: [NodeID: Placement?]) {
+        unwatch(placements.compactMap { $0.value == nil ? $0.key : nil })
+        state.withLock { s in
+            for case let (id, placement?) in placements { s.watched[id]?.placement = placement }
+        }
+    }
+
     /// Stops watching these directory nodes (their names led elsewhere): they are watched
     /// again when next looked into.
     func unwatch(_ ids: [NodeID]) {

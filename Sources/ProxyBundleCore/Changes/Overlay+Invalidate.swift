@@ -30,7 +30,8 @@ extension Overlay {
         return try installs.withLock { _ throws(Errno) -> Invalidation in
             let current = currentView.withLock { $0 }
             current.layers.forgetSpellings()
-            let root = try current.layers.rootPlacement()
+            swapMemo.withLock { $0 = SwapMemo() }
+            let root = try current.layers.rootPlacement(index: indexWatch)
             defer { touchControlTime() }
             if subtree == nil, nodes.placement(of: rootNodeID) == root, let (seen, indexed) = watch.changes() {
                 let changes = seen + nodeChanges(indexed)

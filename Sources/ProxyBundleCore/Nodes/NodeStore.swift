@@ -70,6 +70,16 @@ struct NodeStore {
         }
     }
 
+    /// Changes every node in place but the one of `except`, given its ID, in no particular order.
+    func updateWithIDs(except: NodeID, _ body: (NodeID, inout NodeTable.Node) -> Void) {
+        for (index, page) in pages {
+            for slot in 0..<NodeStore.pageSize where page.slots[slot].parent != NodeStore.vacant {
+                let id = index * NodeID(NodeStore.pageSize) + NodeID(slot)
+                if id != except { body(id, &page.slots[slot]) }
+            }
+        }
+    }
+
     /// Calls `body` with every node, in no particular order.
     func forEach(_ body: (NodeID, borrowing NodeTable.Node) -> Void) {
         for (index, page) in pages {

@@ -89,10 +89,17 @@ public final class LayerStack: Sendable {
     }
 
     /// Where the root merges: from the substitution down to the first layer whose root is
-    /// opaque, or to the main bundle.
-    func rootPlacement() throws(Errno) -> Placement {
-        for index in layers.indices where try Whiteout.isOpaque(layers[index].rootFD) {
-            return Placement(top: 0, bottom: index, isDirectory: true)
+    /// opaque, or to the main bundle. With `watch`, a patch's index tells (see `LayerIndex`).
+    func rootPlacement(index watch: LayerWatch? = nil) throws(Errno) -> Placement {
+        for index in layers.indices {
+            let layer = layers[index]
+            let opaque: Bool
+            if let watch, !foldsNames, let layerIndex = layer.index {
+                opaque = try layerIndex.directory(.root, of: layer, watch: watch)?.isOpaque ?? false
+            } else {
+                opaque = try Whiteout.isOpaque(layer.rootFD)
+            }
+            if opaque { return Placement(top: 0, bottom: index, isDirectory: true) }
         }
         return Placement(top: 0, bottom: mainIndex, isDirectory: true)
     }

@@ -1,0 +1,126 @@
+/// A swap of the patches that keeps what it does not change (see `Overlay.replacePatches`): the
+/// table starts a new generation, the swap tells from the patches' indexes which cached names
+/// now lead elsewhere, and every other node is renumbered into the new stack's layers and stays
+/// fresh.
+extension NodeTable {
+    /// What the table cached when a swap began: each directory node's named children and its
+    /// names remembered missing.
+    struct SwapSnapshot {
+        var children: [ChildKey: NodeID] = [:]
+        var absent = Set<ChildKey>()
+        /// The directory nodes with named children or names remembered missing.
+        var directories = Set<NodeID>()
+        /// The first node ID not cached: nodes from it on were made while the swap ran.
+        var firstNew: NodeID = 0
+        /// The placements of the directory nodes.
+        var placements: [NodeID: Placement] = [:]
+        /// The generation the cached nodes were fresh in, and the one the swap makes.
+        var before: UInt32 = 0
+        var after: UInt32 = 0
+    }
+
+    /// What a swap decided for one node.
+    enum SwapDecision {
+        /// Resolves as before, placed so in the new stack.
+        case placed(Placement)
+        /// Leads elsewhere now: resolved again, and the kernel told.
+        case changed
+    }
+
+    /// Begins a swap: a new generation, so that no request in flight stores what it resolves
+    /// in the old stack from now on (their own view still finds the nodes fresh), and what is
+    /// cached, for the swap to look at outside the lock.
+    func beginSwap() -> SwapSnapshot {
+        state.withLock { s in
+            var cached = SwapSnapshot()
+            cached.before = s.generation
+            s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
+            cached.after = s.generation
+            s.nodes.forEach { id, node in
+                guard id != rootNodeID, node.parent != NodeTable.detachedParent else { return }
+                cached.children[ChildKey(parent: node.parent, name: node.name.bytes)] = id
+                cached.directories.insert(node.parent)
+                if node.placement.isDirectory { cached.placements[id] = node.placement }
+            }
+            cached.firstNew = s.nextID
+            for (key, id) in s.aliasNames {
+                cached.children[key] = id
+                cached.directories.insert(key.parent)
+            }
+            for key in s.absent {
+                cached.absent.insert(key)
+                cached.directories.insert(key.parent)
+            }
+            return cached
+        }
+    }
+
+    /// Ends a swap begun as `cached`: the nodes `decided` are placed or changed so, those
+    /// beneath `changedTrees` (directory nodes) are stale, every other node cached then and
+    /// fresh in the old generation is renumbered by `renumber` (nil: it speaks of a layer the
+    /// new stack lacks, and is resolved again) and fresh in the new one; nodes made during the
+    /// swap are resolved again. Names `changedNames` names (children and names remembered
+    /// missing) go. Returns what the kernel must forget: those names, the directories whose
+    /// listing changed (`listings`), and what lies beneath the changed trees.
+    func finishSwap(_ cached: SwapSnapshot, decided: [NodeID: SwapDecision], changedNames: [ChildKey], listings: Set<NodeID>,
+                    changedTrees: Set<NodeID>, root: Placement, renumber: (Placement) -> Placement?) -> Invalidation {
+        state.withLock { s in
+            s.version &+= 1
+            s.nodes[rootNodeID]?.placement = root
+            var entries = Set(changedNames)
+            var nodes = listings
+            for key in changedNames { s.absent.remove(key) }
+            // one pass: a node cached and fresh before is renumbered (or placed as decided, or
+            // resolved again); everything else is stale (it was, or was resolved while the
+            // swap ran: the kernel looks that one up again)
+            var made: [ChildKey] = []
+            var changed: [NodeID] = []
+            s.nodes.updateWithIDs(except: rootNodeID) { id, node in
+                let wasFresh = node.freshIn == cached.before && node.parent != NodeTable.detachedParent
+                node.freshIn = 0
+                guard wasFresh else { return }
+                guard id < cached.firstNew else {
+                    made.append(ChildKey(parent: node.parent, name: node.name.bytes))
+                    return
+                }
+                let placement: Placement?
+                switch decided[id] {
+                case .placed(let decided)?: placement = decided
+                case .changed?:
+                    changed.append(id)
+                    placement = nil
+                case nil: placement = renumber(node.placement)
+                }
+                guard let placement else { return }
+                node.placement = placement
+                node.freshIn = cached.after
+            }
+            entries.formUnion(made)
+            for id in changed {
+                if let node = s.nodes[id], NodeTable.outlivesEntry(id, node, in: s) { nodes.insert(id) }
+            }
+            if !changedTrees.isEmpty {
+                let (outliving, inside) = NodeTable.markStale(beneath: changedTrees, in: &s)
+                nodes.formUnion(outliving)
+                for key in s.absent.removeAll(inDirectories: inside.contains) { entries.insert(key) }
+                for key in s.childKeys(in: inside.contains) { entries.insert(key) }
+            }
+            var result = Invalidation()
+            result.entries = entries.map { ($0.parent, $0.name) }
+            result.nodes = Array(nodes)
+            return result
+        }
+    }
+
+    /// The placements of nodes `ids` fresh in the current generation (nil for the others).
+    func freshPlacements<S: Sequence>(of ids: S) -> [NodeID: Placement?] where S.Element == NodeID {
+        state.withLock { s in
+            var result: [NodeID: Placement?] = [:]
+            for id in ids {
+                guard let node = s.nodes[id] else { result[id] = .some(nil); continue }
+                result[id] = s.isFresh(id, node, in: s.generation) ? node.placement : nil
+            }
+            return result
+        }
+    }
+}
