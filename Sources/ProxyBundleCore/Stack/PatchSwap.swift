@@ -91,13 +91,15 @@ struct PatchSwap {
     var attributesChanged: Set<NodeID> = []
 
     /// What one patch holds under a name in a directory: its entry's `d_type` (or
-    /// `LayerIndex.whiteoutType`), and whether it has a whiteout file for the name.
+    /// `LayerIndex.whiteoutType`), whether it has a whiteout file for the name, and whether
+    /// its directory of that name is opaque.
     private struct Holder {
         /// The patch's number in the old stack, and in the new.
         var old: Int32
         var new: Int32 = 0
         var type: UInt8?
         var whiteout = false
+        var opaque = false
     }
 
     /// Looks at the cached names of directory node `dir` at `path`, which merges the patches
@@ -115,7 +117,6 @@ struct PatchSwap {
             contested = try names(in: path, held: before, keepingSingle: !reordersOnly)
             if reordersOnly { memo.contested[path] = SwapMemo.Directory(merged: merged, names: contested) }
         }
-        var opacity: [Opacity: Bool] = [:]
         for item in contested {
             let key = NodeTable.ChildKey(parent: dir, name: item.name)
             let name = item.name
@@ -127,12 +128,12 @@ struct PatchSwap {
                 let id = ObjectIdentifier(holder.layer)
                 // a patch that does not merge the directory here holds nothing of it
                 guard merged.contains(id), let was = oldNumbers[id], let now = numbers[id] else { continue }
-                held.append(Holder(old: was, new: Int32(now), type: holder.type, whiteout: holder.whiteout))
+                held.append(Holder(old: was, new: Int32(now), type: holder.type, whiteout: holder.whiteout, opaque: holder.opaque))
             }
             held.sort { $0.old < $1.old }
             let reordered = held.sorted { $0.new < $1.new }
-            let was = try resolve(name, path, held, opacity: &opacity)
-            let now = try resolve(name, path, reordered, opacity: &opacity)
+            let was = resolve(held)
+            let now = resolve(reordered)
             guard was == now else {
                 listings.insert(dir)
                 changedNames.append(key)
@@ -180,7 +181,7 @@ struct PatchSwap {
                         names.append(SwapMemo.Name(name: key.name, holders: []))
                     }
                     if names[slot].holders.last?.layer !== layer {
-                        names[slot].holders.append(SwapMemo.Holder(layer: layer, type: nil, whiteout: false))
+                        names[slot].holders.append(SwapMemo.Holder(layer: layer, type: nil, whiteout: false, opaque: false))
                     }
                     let last = names[slot].holders.count - 1
                     if hidden != nil {
@@ -191,7 +192,15 @@ struct PatchSwap {
                 }
             }
         }
-        return keepingSingle ? names : names.filter { $0.holders.count > 1 }
+        if !keepingSingle { names = names.filter { $0.holders.count > 1 } }
+        // each directory's opacity, asked of its patch's index once for every later swap
+        for slot in names.indices {
+            for holder in names[slot].holders.indices where names[slot].holders[holder].type == UInt8(DT_DIR) {
+                let layer = names[slot].holders[holder].layer
+                names[slot].holders[holder].opaque = try isOpaque(layer, path.appending(names[slot].name))
+            }
+        }
+        return names
     }
 
     /// The new placement of a directory placed `placement` in the old stack that merges the
@@ -207,13 +216,12 @@ struct PatchSwap {
         return Placement(top: top ?? 0, bottom: bottom ?? top ?? 0, isDirectory: true)
     }
 
-    /// How `name` in the directory at `path` resolves among the patches that hold anything
-    /// of it, `order` (top first): as `Overlay.resolve` does, from their records.
-    private func resolve(_ name: [UInt8], _ path: LayerPath, _ order: [Holder],
-                         opacity: inout [Opacity: Bool]) throws(Errno) -> Resolution {
+    /// How a name resolves among the patches that hold anything of it, `order` (top
+    /// first): as `Overlay.resolve` does, from their records.
+    private func resolve(_ order: [Holder]) -> Resolution {
         var found = Resolution()
-        // the number of the patch whose directory merged last
-        var lastHolder: Int32? = nil
+        // the patch whose directory merged last
+        var lastHolder: Holder? = nil
         // the patches passed since the entry last taken (its own included), whose whiteout
         // files would hide what lies below them
         var unchecked = 0
@@ -225,12 +233,12 @@ struct PatchSwap {
                 return found
             }
             if let last = lastHolder {
-                if try isOpaque(last, name, path, &opacity) {
+                if last.opaque {
                     found.hidesBelow = true
                     return found
                 }
                 found.merged.append(holder.old)
-                lastHolder = holder.old
+                lastHolder = holder
             } else {
                 found.top = holder.old
                 found.isDirectory = type == UInt8(DT_DIR)
@@ -239,38 +247,16 @@ struct PatchSwap {
                     return found
                 }
                 found.merged = [holder.old]
-                lastHolder = holder.old
+                lastHolder = holder
             }
             unchecked = position
         }
         if order[unchecked...].contains(where: \.whiteout) {
             found.hidesBelow = true
-        } else if let last = lastHolder, try isOpaque(last, name, path, &opacity) {
+        } else if let last = lastHolder, last.opaque {
             found.hidesBelow = true
         }
         return found
-    }
-
-    /// A directory of a name in one patch (by its old position), for `isOpaque`'s memo.
-    private struct Opacity: Hashable {
-        var name: [UInt8]
-        var old: Int32
-
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(old)
-            name.withUnsafeBytes { hasher.combine(bytes: $0) }
-        }
-    }
-
-    /// Whether the directory `name` of the patch numbered `number` in the old stack, in the
-    /// directory at `path`, is opaque: asked once a swap for both orders.
-    private func isOpaque(_ number: Int32, _ name: [UInt8], _ path: LayerPath,
-                          _ memo: inout [Opacity: Bool]) throws(Errno) -> Bool {
-        let key = Opacity(name: name, old: number)
-        if let known = memo[key] { return known }
-        let answer = try isOpaque(old[Int(number)], path.appending(name))
-        memo[key] = answer
-        return answer
     }
 
     private func isOpaque(_ layer: Layer, _ path: LayerPath) throws(Errno) -> Bool {
@@ -288,6 +274,8 @@ struct SwapMemo: Sendable {
         var layer: Layer
         var type: UInt8?
         var whiteout: Bool
+        /// Its directory of the name is opaque.
+        var opaque: Bool
     }
 
     struct Name: Sendable {
