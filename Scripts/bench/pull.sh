@@ -24,31 +24,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 binary=${1:-$here/../../.build/release/proxybundle}
 rounds=${2:-3}
 scratch=$(mktemp -d /var/tmp/pb-pull-bench.XXXXXX)
-registry_pid="" nginx_pid="" gnupg=""
-cleanup() {
-  umount -l "$scratch/mnt" 2>/dev/null || true
-  [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null || true
-  [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null || true
-  [ -n "$gnupg" ] && { GNUPGHOME=$gnupg gpgconf --kill all 2>/dev/null; rm -rf "$gnupg"; }
-  rm -rf "$scratch"
-}
-trap cleanup EXIT
+. "$here/registry.sh"
 cc -O2 -o "$scratch/pbbench" "$here/pbbench.c"
 now() { date +%s.%N; }
 elapsed() { echo "$2 - $1" | bc; }
 
-# the registry, plain HTTP on a free port (as the tests start it)
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$scratch/registry/data"
-cat > "$scratch/registry/config.yml" <<EOF
-version: 0.1
-log: { level: error, accesslog: { disabled: false } }
-storage: { filesystem: { rootdirectory: $scratch/registry/data } }
-http: { addr: 127.0.0.1:$port }
-EOF
-/usr/bin/docker-registry serve "$scratch/registry/config.yml" > "$scratch/registry/log" 2>&1 & registry_pid=$!
-for _ in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
-host=127.0.0.1:$port
+start_registry accesslog  # the access log counts the bytes sent for an update
 
 # four base layers of 4,750 files (1 to 70 kB; half random bytes, half text), 500 small `u*`
 # files for the readers in the last, and a 5 MB hotfix: 50 files of 100 kB and 500 small `m*`
@@ -180,31 +161,12 @@ done
 fi
 
 # 4. verification: nginx serves the signatures skopeo writes when it signs v1 and v2 in place
-nginx_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$scratch/sigs" "$scratch/nginx" "$scratch/registries.d"
-cat > "$scratch/nginx/nginx.conf" <<EOF
-daemon off; master_process off; pid $scratch/nginx/pid; error_log $scratch/nginx/error.log;
-events { worker_connections 64; }
-http { access_log off; client_body_temp_path $scratch/nginx; proxy_temp_path $scratch/nginx;
-       fastcgi_temp_path $scratch/nginx; uwsgi_temp_path $scratch/nginx; scgi_temp_path $scratch/nginx;
-       server { listen 127.0.0.1:$nginx_port; root $scratch/sigs; } }
-EOF
-nginx -c "$scratch/nginx/nginx.conf" -p "$scratch/nginx" 2>/dev/null & nginx_pid=$!
-printf 'docker:\n  %s:\n    lookaside: http://127.0.0.1:%s\n    lookaside-staging: file://%s\n' \
-  "$host" "$nginx_port" "$scratch/sigs" > "$scratch/registries.d/bench.yaml"
-gnupg=$(mktemp -d /tmp/pb-bench-gpg.XXXXXX)
-export GNUPGHOME=$gnupg
-gpg --batch --passphrase '' --quick-gen-key 'Bench <bench@proxybundle.invalid>' ed25519 sign never 2>/dev/null
-gpg --check-trustdb 2>/dev/null
-fingerprint=$(gpg --with-colons --list-keys bench@proxybundle.invalid 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')
-gpg --export "$fingerprint" > "$scratch/bench.gpg"
+start_lookaside
+make_key
 for tag in v1 v2; do
   skopeo --registries.d "$scratch/registries.d" copy --quiet --src-tls-verify=false --dest-tls-verify=false \
     --sign-by "$fingerprint" "docker://$host/app:$tag" "docker://$host/app:$tag"
 done
-echo '{"default":[{"type":"insecureAcceptAnything"}]}' > "$scratch/anything.json"
-printf '{"default":[{"type":"reject"}],"transports":{"docker":{"%s":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"%s"}]}}}\n' \
-  "$host" "$scratch/bench.gpg" > "$scratch/signed.json"
 trusted() {  # POLICY COMMAND...: a command of the binary under that policy and registries.d
   local policy=$1; shift
   "$binary" "$@" --tls-verify=false --policy "$scratch/$policy.json" --registries.d "$scratch/registries.d"
@@ -232,7 +194,6 @@ milliseconds() {  # POLICY: each --set-image's time, v1 and v2 in turn, in ms
     end=$(now); echo "($end - $start) * 1000" | bc -l
   done; done
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 unverified_ms=$(milliseconds anything | median) signed_ms=$(milliseconds signed | median)
 printf "set-image of an image in the store, median of %d: unverified %.1f ms, signed %.1f ms (%+.1f ms)\n" \
   "$((2 * rounds))" "$unverified_ms" "$signed_ms" "$(echo "$signed_ms - $unverified_ms" | bc -l)"
