@@ -73,6 +73,17 @@ final class SpellingTableTests: XCTestCase {
         XCTAssertEqual(t.compacted().first(of: bytes("A")), bytes("a"))
     }
 
+    /// Past 65,535 names the index's slots widen: every name is still found, by any spelling.
+    func testATableOfMoreNamesThanNarrowSlotsHold() {
+        var t = SpellingTable()
+        for index in 0 ..< 70_000 { t.add(bytes("Name\(index)")) }
+        for index in stride(from: 0, to: 70_000, by: 997) + [65_534, 65_535, 69_999] {
+            XCTAssertEqual(t.first(of: bytes("NAME\(index)")), bytes("Name\(index)"))
+        }
+        XCTAssertNil(t.first(of: bytes("name70000")))
+        XCTAssertEqual(t.compacted().first(of: bytes("name65536")), bytes("Name65536"))
+    }
+
     /// Random names over letters of both cases, letters whose folding is not ASCII, marks and
     /// bytes that are not UTF-8, in tables large enough to grow several times: every lookup
     /// agrees with `CaseFold.key` over the same names.

@@ -176,7 +176,9 @@ extension Overlay {
     private static func mergeFolded(_ read: [EntryList], tables: [SpellingTable], first: Int, of stack: LayerStack,
                                     _ numbers: ShownInodes, into list: inout EntryList) {
         // the keys the layers merged so far show or hide
-        var taken = SpellingTable()
+        let above = read.dropLast()
+        var taken = SpellingTable(capacity: above.reduce(0) { $0 + $1.entries.count },
+                                  nameBytes: above.reduce(0) { $0 + $1.nameBytes })
         for (offset, layerList) in read.enumerated() {
             let layer = first + offset
             let device = stack[layer].device

@@ -9,8 +9,8 @@ import Glibc
 /// lowered on the fly. Any other name is folded once, when it is added, and its key kept
 /// after it only where lowering the name does not give it.
 ///
-/// About 16 bytes a name beside its bytes, where a dictionary from key to spelling took an
-/// array for each (often two) and a bucket: about 130. Several spellings of one key (`Data`
+/// About 12 bytes a name beside its bytes (8 an entry, 2 a slot), where a dictionary from key
+/// to spelling took an array for each (often two) and a bucket: about 130. Several spellings of one key (`Data`
 /// beside `data`) are several entries; `first(of:)` takes the first in byte order.
 ///
 /// Entry numbers follow the order names were added: a table made from a listing
@@ -31,18 +31,29 @@ struct SpellingTable: Sendable {
 
     private var bytes: [UInt8] = []
     private var entries: [Entry] = []
-    /// An entry's number plus one, 0 for an empty slot; at most three quarters full.
-    private var slots: [UInt32] = []
+    /// An entry's number plus one, 0 for an empty slot; at most three quarters full. Two
+    /// bytes a slot (`narrow`) while the table has fewer than 65,535 names, as nearly every
+    /// directory has; four (`wide`) past that.
+    private var narrow: [UInt16] = []
+    private var wide: [UInt32] = []
+    private var slotCount: Int { wide.isEmpty ? narrow.count : wide.count }
+    private static let narrowLimit = Int(UInt16.max)
 
     var count: Int { entries.count }
 
     init() {}
 
+    /// An empty table with room for `count` names of `nameBytes` bytes in all.
+    init(capacity count: Int, nameBytes: Int) {
+        bytes.reserveCapacity(nameBytes)
+        entries.reserveCapacity(count)
+        sizeSlots(for: count)
+    }
+
     /// The names of `list`, in its order (entry `i` is the list's entry `i`).
     init(_ list: EntryList) {
-        bytes.reserveCapacity(list.nameBytes)
-        entries.reserveCapacity(list.entries.count)
-        sizeSlots(for: list.entries.count)
+        // the list's names end with a NUL each, these not
+        self.init(capacity: list.entries.count, nameBytes: list.nameBytes - list.entries.count)
         list.withNames { names in
             for entry in list.entries { add(names.name(entry)) }
         }
@@ -70,8 +81,11 @@ struct SpellingTable: Sendable {
         }
         entries.append(Entry(start: start, tag: UInt16(truncatingIfNeeded: hash >> 48), length: UInt8(name.count),
                              keptKey: keptKey))
-        if entries.count * 4 > slots.count * 3 { sizeSlots(for: entries.count * 2) }
-        else { place(UInt32(entries.count), hash) }
+        if entries.count * 4 > slotCount * 3 || (wide.isEmpty && entries.count >= SpellingTable.narrowLimit) {
+            sizeSlots(for: entries.count * 2)
+        } else {
+            place(entries.count, hash)
+        }
     }
 
     mutating func add(_ name: [UInt8]) {
@@ -79,12 +93,14 @@ struct SpellingTable: Sendable {
     }
 
     /// The table with no spare capacity: kept for long, it should not hold what growing
-    /// reserved.
+    /// reserved. A table made from a listing has none: it is kept as it is, not copied.
     func compacted() -> SpellingTable {
+        if bytes.capacity - bytes.count <= 64 && entries.capacity - entries.count <= 8
+            && slotCount == SpellingTable.slotCount(for: entries.count) { return self }
         var copy = SpellingTable()
         copy.bytes = bytes.withUnsafeBufferPointer { Array($0) }
         copy.entries = entries.withUnsafeBufferPointer { Array($0) }
-        copy.slots = slots
+        (copy.narrow, copy.wide) = (narrow, wide)
         copy.sizeSlots(for: count)
         return copy
     }
@@ -182,14 +198,14 @@ struct SpellingTable: Sendable {
     /// Calls `body` with the number of each entry whose key is `key` (to be lowered first
     /// where `lowered`).
     private func forEachEntry(_ key: UnsafeRawBufferPointer, _ lowered: Bool, _ body: (Int) -> Void) {
-        guard !slots.isEmpty else { return }
+        guard slotCount > 0 else { return }
         let hash = FoldedKey.hash(key, lowering: lowered)
         let tag = UInt16(truncatingIfNeeded: hash >> 48)
-        let mask = slots.count - 1
+        let mask = slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
         bytes.withUnsafeBytes { raw in
-            while slots[slot] != 0 {
-                let index = Int(slots[slot]) - 1
+            while self[slot] != 0 {
+                let index = self[slot] - 1
                 let entry = entries[index]
                 if entry.tag == tag && matches(entry, raw, key, lowered) { body(index) }
                 slot = (slot + 1) & mask
@@ -210,22 +226,35 @@ struct SpellingTable: Sendable {
 
     // MARK: index
 
-    private mutating func sizeSlots(for count: Int) {
+    /// The fewest slots, a power of two, that `count` entries fill at most three quarters of.
+    private static func slotCount(for count: Int) -> Int {
         var size = 16
         while size * 3 < count * 4 { size *= 2 }
-        guard size != slots.count else { return }
-        slots = Array(repeating: 0, count: size)
+        return size
+    }
+
+    private mutating func sizeSlots(for count: Int) {
+        let size = SpellingTable.slotCount(for: count)
+        let isWide = Swift.max(count, entries.count) >= SpellingTable.narrowLimit
+        guard size != slotCount || isWide == wide.isEmpty else { return }
+        narrow = isWide ? [] : Array(repeating: 0, count: size)
+        wide = isWide ? Array(repeating: 0, count: size) : []
         for index in entries.indices {
             let hash = withKey(ofEntry: index) { key, lowered in FoldedKey.hash(key, lowering: lowered) }
-            place(UInt32(index + 1), hash)
+            place(index + 1, hash)
         }
     }
 
-    private mutating func place(_ number: UInt32, _ hash: UInt64) {
-        let mask = slots.count - 1
+    /// The entry number plus one in slot `slot`, 0 when it is empty.
+    private subscript(slot: Int) -> Int {
+        wide.isEmpty ? Int(narrow[slot]) : Int(wide[slot])
+    }
+
+    private mutating func place(_ number: Int, _ hash: UInt64) {
+        let mask = slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
-        while slots[slot] != 0 { slot = (slot + 1) & mask }
-        slots[slot] = number
+        while self[slot] != 0 { slot = (slot + 1) & mask }
+        if wide.isEmpty { narrow[slot] = UInt16(number) } else { wide[slot] = UInt32(number) }
     }
 }
 
