@@ -18,8 +18,8 @@
 #   --out DIR          results (results.md, results.json, samples.tsv, logs); default under --cache
 #   --memory-names N   only measure proxybundle's memory per cached name, walking N names
 #   --cache DIR        datasets, helper and scratch space (default /var/tmp/proxybundle-bench)
-#   --groups LIST      only these workload groups: walk, list, read, seq, rand, missing, stat,
-#                      statfs, invalidate, create, copyup, stack (default all; statfs: a FUSE
+#   --groups LIST      only these workload groups: walk, list, read, seq, rand, lookup, missing,
+#                      stat, statfs, invalidate, create, copyup, stack (default all; statfs: a FUSE
 #                      round trip each; stack: the dataset over four stacked layers, kernel
 #                      overlayfs and proxybundle only)
 #
@@ -483,7 +483,7 @@ correctness_stack() {
 
 # ---------------------------------------------------------------------------- workloads
 # Each starts on a fresh mount; "cold" ones after sync and drop_caches.
-WORKLOADS=(walk_cold walk_warm walk_types_cold list_huge list_huge_warm read_small_cold read_small_sorted seq_cold seq_warm rand4k missing missing_again stat_one statfs invalidate create_sync copyup
+WORKLOADS=(walk_cold walk_warm walk_types_cold list_huge list_huge_warm read_small_cold read_small_sorted seq_cold seq_warm rand4k lookup lookup_again missing missing_again stat_one statfs invalidate create_sync copyup
            stack_walk_cold stack_walk_warm stack_read_small_cold stack_missing stack_copyup)
 describe() {
   case $1 in
@@ -497,6 +497,8 @@ describe() {
     seq_cold) echo "sequential read of the $BIG_MIB MiB file, cold" ;;
     seq_warm) echo "sequential read of the $BIG_MIB MiB file, warm" ;;
     rand4k) echo "$RANDREADS random 4 KiB reads (fio psync), cold" ;;
+    lookup) echo "lstat of every file by its path, no listing first, fresh mount" ;;
+    lookup_again) echo "the same lstats again" ;;
     missing) echo "$MISSING lookups of missing names, first time" ;;
     missing_again) echo "the same lookups again (missing names known)" ;;
     stat_one) echo "$STATS stats of one file" ;;
@@ -575,6 +577,25 @@ group_missing() {
   local w
   for w in missing missing_again; do
     if timed "$step_limit" helper missing "$m/$MISSING_DIR" "$MISSING"; then record "$impl" $w "$r" "$ELAPSED"
+    else record "$impl" $w "$r" fail; fi
+  done
+  unmount_impl "$impl"
+}
+
+# every file looked up by its path on a fresh mount, without a listing first (an app opens
+# what it needs by name), then again; the paths are listed once per run, through the first
+# column's mount, so every column looks up the same names
+group_lookup() {
+  local impl=$1 r=$2 m list=$run/lookup.list; m=$(dir_of "$1")/mnt
+  if [ ! -s "$list" ]; then
+    mount_impl "$impl" || { record "$impl" lookup "$r" fail; record "$impl" lookup_again "$r" fail; return; }
+    (cd "$m" && find . -type f ! -path "./$BIG" | sed 's|^\./||' | sort) >"$list"
+    unmount_impl "$impl"
+  fi
+  mount_impl "$impl" || { record "$impl" lookup "$r" fail; record "$impl" lookup_again "$r" fail; return; }
+  local w
+  for w in lookup lookup_again; do
+    if timed "$step_limit" helper statlist "$m" "$list"; then record "$impl" $w "$r" "$ELAPSED"
     else record "$impl" $w "$r" fail; fi
   done
   unmount_impl "$impl"
@@ -671,6 +692,7 @@ run_group() { # GROUP IMPL ROUND
           group_read_sorted "$impl" "$r" ;;
     seq) group_seq "$impl" "$r" ;;
     rand) command -v fio >/dev/null && simple "$impl" "$r" rand4k cold rand_read "$m/$BIG" ;;
+    lookup) group_lookup "$impl" "$r" ;;
     missing) group_missing "$impl" "$r" ;;
     stat) simple "$impl" "$r" stat_one warm helper statloop "$m/$STAT_FILE" "$STATS" ;;
     statfs) simple "$impl" "$r" statfs warm helper statfsloop "$m" "$STATFS_CALLS" ;;
@@ -680,7 +702,7 @@ run_group() { # GROUP IMPL ROUND
     stack) group_stack "$impl" "$r" ;;
   esac
 }
-GROUPS_ORDER=(walk list read seq rand missing stat statfs invalidate create copyup stack)
+GROUPS_ORDER=(walk list read seq rand lookup missing stat statfs invalidate create copyup stack)
 if [ -n "$groups" ]; then
   IFS=, read -r -a wanted_groups <<<"$groups"
   for g in "${wanted_groups[@]}"; do

@@ -4,6 +4,7 @@
  *   pbbench missing DIR N          stat() of N distinct missing names in DIR (each must be ENOENT)
  *   pbbench create DIR N SIZE      mkdir DIR, then N new files of SIZE bytes in it
  *   pbbench append ROOT LIST       append one line to ROOT/each path listed in the file LIST
+ *   pbbench statlist ROOT LIST     lstat() of ROOT/each path listed in the file LIST (each must exist)
  *   pbbench readloop ROOT LIST SECONDS
  *                                  open, read and close ROOT/each path of LIST in turn for SECONDS;
  *                                  each read must give one of the two contents "one\n" or "two\n"
@@ -92,6 +93,21 @@ static int append(const char *root, const char *list) {
         if (fd < 0) return fail("open", path);
         if (write(fd, text, sizeof text - 1) != (ssize_t)(sizeof text - 1)) return fail("write", path);
         if (close(fd) != 0) return fail("close", path);
+    }
+    fclose(f);
+    return 0;
+}
+
+static int statlist(const char *root, const char *list) {
+    FILE *f = fopen(list, "r");
+    if (!f) return fail("open", list);
+    char line[4096], path[8192];
+    struct stat st;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!*line) continue;
+        snprintf(path, sizeof path, "%s/%s", root, line);
+        if (lstat(path, &st) != 0) return fail("lstat", path);
     }
     fclose(f);
     return 0;
@@ -240,12 +256,13 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "missing")) return missing(argv[2], atol(argv[3]));
     if (argc == 5 && !strcmp(argv[1], "create")) return create(argv[2], atol(argv[3]), atol(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "append")) return append(argv[2], argv[3]);
+    if (argc == 4 && !strcmp(argv[1], "statlist")) return statlist(argv[2], argv[3]);
     if (argc == 5 && !strcmp(argv[1], "readloop")) return readloop(argv[2], argv[3], atof(argv[4]), 0);
     if (argc == 5 && !strcmp(argv[1], "readany")) return readloop(argv[2], argv[3], atof(argv[4]), 1);
     if (argc == 7 && !strcmp(argv[1], "swaploop")) return swaploop(argv[2], argv[3], argv[4], atof(argv[5]), atof(argv[6]));
     if (argc == 5 && !strcmp(argv[1], "seen")) return seen(argv[2], argv[3], atof(argv[4]));
     if (argc == 5 && !strcmp(argv[1], "check")) return check(argv[2], argv[3], argv[4]);
     fprintf(stderr, "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST"
-                    " | readloop ROOT LIST SECONDS | readany ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS | seen FILE TEXT SECONDS | check ROOT LIST TEXT\n");
+                    " | statlist ROOT LIST | readloop ROOT LIST SECONDS | readany ROOT LIST SECONDS | swaploop FILE A B RATE SECONDS | seen FILE TEXT SECONDS | check ROOT LIST TEXT\n");
     return 2;
 }

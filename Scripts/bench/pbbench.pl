@@ -41,6 +41,15 @@ if ($cmd eq 'statloop' && @ARGV == 2) {
         syswrite($fh, "appended by bench.sh\n") or die "pbbench: write $root/$line: $!\n";
         close($fh) or die "pbbench: close $root/$line: $!\n";
     }
+} elsif ($cmd eq 'statlist' && @ARGV == 2) {
+    my ($root, $list) = @ARGV;
+    open(my $l, '<', $list) or die "pbbench: open $list: $!\n";
+    while (my $line = <$l>) {
+        chomp $line;
+        next if $line eq '';
+        lstat("$root/$line") or die "pbbench: lstat $root/$line: $!\n";
+    }
 } else {
-    die "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST\n";
+    die "usage: pbbench statloop PATH N | statfsloop PATH N | missing DIR N | create DIR N SIZE | append ROOT LIST"
+        . " | statlist ROOT LIST\n";
 }

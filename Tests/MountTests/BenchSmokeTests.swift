@@ -7,7 +7,7 @@ import XCTest
 /// workload produced a figure and that the benchmark's own correctness check passed.
 final class BenchSmokeTests: XCTestCase {
     static let workloads = ["walk_cold", "walk_warm", "walk_types_cold", "list_huge", "list_huge_warm", "read_small_cold", "read_small_sorted", "seq_cold", "seq_warm",
-                            "rand4k", "missing", "missing_again", "stat_one", "statfs", "invalidate", "create_sync", "copyup",
+                            "rand4k", "lookup", "lookup_again", "missing", "missing_again", "stat_one", "statfs", "invalidate", "create_sync", "copyup",
                             "stack_walk_cold", "stack_walk_warm", "stack_read_small_cold", "stack_missing", "stack_copyup"]
 
     private var out = ""

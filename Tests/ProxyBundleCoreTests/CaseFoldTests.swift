@@ -222,19 +222,4 @@ final class CaseFoldTests: XCTestCase {
         XCTAssertFalse(CaseFold.equal(Array("ab".utf8), Array("abc".utf8)))
         XCTAssertEqual(key("Data/Textures"), Array("data/textures".utf8))
     }
-
-    /// A name already folded needs no second copy in a cache.
-    func testKeyIfDifferentIsNilForFoldedNames() {
-        XCTAssertNil(CaseFold.keyIfDifferent(Array("textures".utf8)))
-        XCTAssertNil(CaseFold.keyIfDifferent(Array("e\u{301}".utf8)))
-        XCTAssertEqual(CaseFold.keyIfDifferent(Array("Rock.DDS".utf8)), Array("rock.dds".utf8))
-        XCTAssertEqual(CaseFold.keyIfDifferent(Array("é".utf8)), Array("e\u{301}".utf8))
-    }
-
-    func testFoldedNamesFindEachOtherInADictionary() {
-        var byName: [FoldedName: String] = [:]
-        byName[FoldedName(Array("Textures".utf8))] = "first"
-        XCTAssertEqual(byName[FoldedName(Array("TEXTURES".utf8))], "first")
-        XCTAssertNil(byName[FoldedName(Array("texture".utf8))])
-    }
 }

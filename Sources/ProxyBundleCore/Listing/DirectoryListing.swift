@@ -90,7 +90,7 @@ extension Overlay {
             guard let entries = try absentAsNil({ () throws(Errno) -> EntryList in try entries(path, in: index) }) else { continue }
             read.append((index, entries))
         }
-        merge(read, keys: stack.foldsNames ? read.map { Overlay.foldedKeys($0.list) } : [], into: &list)
+        merge(read, tables: stack.foldsNames ? read.map { SpellingTable($0.list) } : [], into: &list)
     }
 
     /// The entries of the directory at `path` in layer `index`: a patch's from its index
@@ -126,22 +126,22 @@ extension Overlay {
             }) else { continue }
             read.append((index, entries))
         }
-        // where names fold, each name's key, once for both uses
-        let keys = stack.foldsNames ? read.map { Overlay.foldedKeys($0.list) } : []
-        for (offset, entries) in read.enumerated() where !keys.isEmpty {
-            directories.learnSpellings(entries.list, keys: keys[offset], in: entries.layer)
+        // where names fold, each layer's names by key, once for both uses
+        let tables = stack.foldsNames ? read.map { SpellingTable($0.list) } : []
+        for (offset, table) in tables.enumerated() {
+            directories.learnSpellings(table, in: read[offset].layer)
         }
         directories.known?.learn(read, present: directories.present.count)
-        merge(read, keys: keys, into: &list)
+        merge(read, tables: tables, into: &list)
     }
 
     /// Merges `read`, the entries of each layer that has the directory, top first, into
-    /// `list`. Where names fold, `keys` holds the key of each name read (see `foldedKeys`).
-    private func merge(_ read: [Layer.Entries], keys: [[FoldedName]], into list: inout EntryList) {
+    /// `list`. Where names fold, `tables` holds each layer's names by key (see `SpellingTable`).
+    private func merge(_ read: [Layer.Entries], tables: [SpellingTable], into list: inout EntryList) {
         let stack = layers
         let numbers = shownInodes()
         if stack.foldsNames {
-            return Overlay.mergeFolded(read, keys: keys, of: stack, numbers, into: &list)
+            return Overlay.mergeFolded(read, tables: tables, of: stack, numbers, into: &list)
         }
         list.reserve(read.reduce(0) { $0 + $1.list.entries.count }, nameBytes: read.reduce(0) { $0 + $1.list.nameBytes })
         // names shown or whited out by the layers merged so far: none below shows them
@@ -182,61 +182,48 @@ extension Overlay {
         }
     }
 
-    /// The key of each name of `list` (see `CaseFold`), in its order; a name that is its own
-    /// key (lower-case ASCII, nearly all) shares its array with it.
-    static func foldedKeys(_ list: EntryList) -> [FoldedName] {
-        list.withNames { names in
-            list.entries.map { entry in FoldedName(of: Array(names.name(entry))) }
-        }
-    }
-
     /// `merge` where names fold (`-o casefold`, see `FoldedMerge` for the rules): names of one
     /// key are one entry, which the highest layer holding any spelling of it shows with its
     /// spelling; in a layer, the first spelling in byte order serves (a whiteout device too,
-    /// which then hides the key); a `.wh.` file hides every spelling below. `keys` are each
-    /// layer's keys (`foldedKeys`). One dictionary and one set operation a name.
-    private static func mergeFolded(_ read: [Layer.Entries], keys: [[FoldedName]], of stack: LayerStack,
+    /// which then hides the key); a `.wh.` file hides every spelling below. `tables` are each
+    /// layer's names by key (`SpellingTable`, numbered as the layer's list): a few probes of
+    /// them a name, nothing allocated for an ASCII name.
+    private static func mergeFolded(_ read: [Layer.Entries], tables: [SpellingTable], of stack: LayerStack,
                                     _ numbers: ShownInodes, into list: inout EntryList) {
-        var taken = Set<FoldedName>()
+        // the keys the layers merged so far show or hide
+        let above = read.dropLast()
+        var taken = SpellingTable(capacity: above.reduce(0) { $0 + $1.list.entries.count },
+                                  nameBytes: above.reduce(0) { $0 + $1.list.nameBytes })
         for (offset, (layer, layerList)) in read.enumerated() {
             let device = stack[layer].device
-            let layerKeys = keys[offset]
+            let table = tables[offset]
             let isLast = offset == read.count - 1
             let opaque = layerList.withNames { names -> Bool in
                 var opaque = false
-                var hidden: [FoldedName] = []
-                // each key's serving name, and whether each entry is one
-                var serving: [FoldedName: Int] = [:]
-                serving.reserveCapacity(layerList.entries.count)
-                var serves = [Bool](repeating: false, count: layerList.entries.count)
-                for (index, entry) in layerList.entries.enumerated() {
+                var hidden: [UnsafeRawBufferPointer] = []
+                let entries = layerList.entries
+                let isWhiteoutFile = { (index: Int) -> Bool in
+                    !entries[index].isWhiteoutDevice && Whiteout.hasPrefix(names.name(entries[index]))
+                }
+                for (index, entry) in entries.enumerated() {
                     let name = names.name(entry)
-                    if !entry.isWhiteoutDevice && Whiteout.hasPrefix(name) {
+                    if isWhiteoutFile(index) {
                         if name.elementsEqual(Whiteout.opaqueMarker) {
                             opaque = true
                         } else if let hiddenName = Whiteout.hiddenName(name) {
-                            hidden.append(FoldedName(Array(hiddenName)))
+                            hidden.append(hiddenName)
                         }
                         continue
                     }
-                    let key = layerKeys[index]
-                    if let known = serving.updateValue(index, forKey: key) {
-                        // a second spelling in the layer: the first in byte order serves
-                        guard name.lexicographicallyPrecedes(names.name(layerList.entries[known])) else {
-                            serving[key] = known
-                            continue
-                        }
-                        serves[known] = false
-                    }
-                    serves[index] = true
+                    // of several spellings in the layer, the first in byte order serves
+                    guard index < table.count, table.firstEntry(keyOf: index, skipping: isWhiteoutFile) == index,
+                          !taken.contains(keyOf: index, in: table) else { continue }
+                    if !isLast { taken.add(entry: index, of: table) }
+                    if entry.isWhiteoutDevice { continue }
+                    list.append(name, type: entry.type, inode: UInt64(numbers.number(ino_t(entry.inode), device: device)),
+                                layer: layer)
                 }
-                for (index, entry) in layerList.entries.enumerated() where serves[index] {
-                    let key = layerKeys[index]
-                    guard isLast ? !taken.contains(key) : taken.insert(key).inserted, !entry.isWhiteoutDevice else { continue }
-                    list.append(names.name(entry), type: entry.type,
-                                inode: UInt64(numbers.number(ino_t(entry.inode), device: device)), layer: layer)
-                }
-                if !isLast { taken.formUnion(hidden) }
+                if !isLast { for name in hidden { taken.add(name) } }
                 return opaque
             }
             if opaque { break }

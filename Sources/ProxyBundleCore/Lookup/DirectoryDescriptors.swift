@@ -276,12 +276,12 @@ final class DirectoryDescriptors: Sendable {
         has(Int(placement.top)) && has(Int(placement.bottom))
     }
 
-    /// Where names fold: the entries of the directory in layer `index`, read for a listing,
-    /// are how that layer spells its names (its lookups need not read them again), unless the
-    /// layer merges several directories here (each learnt as it was read).
-    func learnSpellings(_ list: EntryList, keys: [FoldedName], in index: Int) {
+    /// Where names fold: the entries of the directory in layer `index`, read for a listing
+    /// (as `table`), are how that layer spells its names (its lookups need not read them
+    /// again), unless the layer merges several directories here (each learnt as it was read).
+    func learnSpellings(_ table: SpellingTable, in index: Int) {
         guard let dirs = directories(in: index), dirs.paths.count == 1 else { return }
-        layers[index].spellings?.learn(list, keys: keys, in: dirs.paths[0])
+        layers[index].spellings?.learn(table, in: dirs.paths[0])
     }
 
     /// The attributes of the directory in layer `index`; nil if it was not there when opened.

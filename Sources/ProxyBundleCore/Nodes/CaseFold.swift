@@ -21,15 +21,6 @@ public enum CaseFold {
         key(Array(name))
     }
 
-    /// The key of `name`, or nil when it is `name` itself (an ASCII name without capitals, or
-    /// one already folded): a cache then needs no second copy.
-    public static func keyIfDifferent(_ name: [UInt8]) -> [UInt8]? {
-        let plain = name.withUnsafeBufferPointer { bytes in !bytes.contains { $0 >= 0x80 || ($0 &- 0x41) < 26 } }
-        if plain { return nil }
-        let folded = key(name)
-        return folded == name ? nil : folded
-    }
-
     /// Whether `a` and `b` name the same entry; ASCII names compare without allocating.
     public static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         if a.count == b.count, let same = asciiEqual(a, b) { return same }
@@ -172,30 +163,5 @@ public enum CaseFold {
             }
         }
         return bytes
-    }
-}
-
-/// A name as a case-folding lookup sees it: its key (see `CaseFold.key`). Equal and hashed by
-/// the key, so a dictionary of them finds any spelling; hashed in one call (the synthesized
-/// hash of an array feeds it a byte at a time, several times slower for a listing's names).
-public struct FoldedName: Hashable, Sendable {
-    public let key: [UInt8]
-
-    public init(_ name: [UInt8]) {
-        key = CaseFold.key(name)
-    }
-
-    /// The name whose key is `key`, already computed.
-    init(key: [UInt8]) {
-        self.key = key
-    }
-
-    /// The key of `name`, sharing its array where the name is its own key.
-    init(of name: [UInt8]) {
-        key = CaseFold.keyIfDifferent(name) ?? name
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        key.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 }

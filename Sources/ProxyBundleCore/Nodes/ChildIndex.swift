@@ -37,6 +37,19 @@ struct ChildIndex {
         return nil
     }
 
+    /// The first node of hash `hash` that `accepts` takes, and its slot: for an index whose
+    /// nodes are told apart by another rule than their own name (see NodeTable+Spellings.swift).
+    func find(hash: UInt32, where accepts: (NodeID) -> Bool) -> (slot: Int, id: NodeID)? {
+        guard count > 0 else { return nil }
+        let mask = ids.count - 1
+        var slot = Int(hash) & mask
+        while ids[slot] != 0 {
+            if hashes[slot] == hash && accepts(ids[slot]) { return (slot, ids[slot]) }
+            slot = (slot + 1) & mask
+        }
+        return nil
+    }
+
     /// The slot of node `id`, found by the hash of its current parent and name.
     func slot(of id: NodeID, hash: UInt32) -> Int? {
         guard count > 0 else { return nil }

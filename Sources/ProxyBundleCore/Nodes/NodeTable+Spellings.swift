@@ -5,36 +5,80 @@
 /// any spelling of its directories, is one node with one more name each, as hard links are:
 /// one kernel inode, so one page cache and one set of attributes.
 extension NodeTable {
-    /// What the spellings of one name share: its directory's standing node and its folded name.
-    static func foldedKey(parent: NodeID, name: [UInt8], in s: State) -> ChildKey {
-        ChildKey(parent: s.canonical[parent] ?? parent, name: CaseFold.keyIfDifferent(name) ?? name)
+    /// What the spellings of one name share: its directory's standing node and its key (the
+    /// key of `name`), and their hash in `State.spellings`, which keeps no key: a node there
+    /// is found by its hash and told from others by its own name.
+    struct SpelledKey {
+        let parent: NodeID
+        let name: [UInt8]
+        let hash: UInt32
+    }
+
+    static func foldedKey(parent: NodeID, name: [UInt8], in s: State) -> SpelledKey {
+        let standing = s.canonical[parent] ?? parent
+        return SpelledKey(parent: standing, name: name, hash: name.withUnsafeBytes { spellingHash(standing, $0) })
+    }
+
+    /// The hash of the key of `name` in the directory whose standing node is `parent`: an
+    /// ASCII name's is taken lowered on the fly, any other's folded once.
+    private static func spellingHash(_ parent: NodeID, _ name: UnsafeRawBufferPointer) -> UInt32 {
+        let folded = FoldedKey.isASCII(name) ? FoldedKey.hash(name, lowering: true)
+            : CaseFold.key(Array(name)).withUnsafeBytes { FoldedKey.hash($0, lowering: false) }
+        return UInt32(truncatingIfNeeded: (folded ^ (UInt64(parent) &* 0x9E37_79B9_7F4A_7C15)) >> 17)
+    }
+
+    /// Whether node `id` is now a spelling of `key` (in the table, by its directory and name).
+    private static func spells(_ id: NodeID, _ key: SpelledKey, in s: State) -> Bool {
+        guard let node = s.nodes[id], node.parent != detachedParent, (s.canonical[node.parent] ?? node.parent) == key.parent
+        else { return false }
+        return node.name.withBytes { mine in
+            key.name.withUnsafeBytes { theirs in
+                if FoldedKey.isASCII(mine) && FoldedKey.isASCII(theirs) {
+                    return FoldedKey.equal(stored: mine, lowered: true, key: theirs, lowered: true)
+                }
+                return CaseFold.key(Array(mine)) == CaseFold.key(key.name)
+            }
+        }
+    }
+
+    /// Whether node `id` still has the hash `hash`: its directory and name did not change since
+    /// it came into `spellings` (nor its directory's standing node).
+    private static func hashes(_ id: NodeID, to hash: UInt32, in s: State) -> Bool {
+        guard let node = s.nodes[id], node.parent != detachedParent else { return false }
+        return node.name.withBytes { spellingHash(s.canonical[node.parent] ?? node.parent, $0) } == hash
     }
 
     /// The node that stands for the spellings `folded` of an entry of kind `kind`, if the
     /// table still has it there.
-    static func spelled(_ folded: ChildKey, kind: UInt8, isDirectory: Bool, in s: State) -> NodeID? {
-        guard let id = s.spellings[folded], let node = s.nodes[id], node.kind == kind,
-              node.placement.isDirectory == isDirectory, node.parent != detachedParent,
-              foldedKey(parent: node.parent, name: node.name.bytes, in: s) == folded else { return nil }
+    static func spelled(_ folded: SpelledKey, kind: UInt8, isDirectory: Bool, in s: State) -> NodeID? {
+        guard let (_, id) = s.spellings.find(hash: folded.hash, where: { spells($0, folded, in: s) }),
+              let node = s.nodes[id], node.kind == kind, node.placement.isDirectory == isDirectory else { return nil }
         return id
     }
 
-    /// A new node `id`, a spelling `key` of `folded`: it stands for them if none does yet;
-    /// a directory otherwise records the one that does.
-    static func recordSpelling(_ id: NodeID, _ folded: ChildKey, standing: NodeID?, in s: inout State) {
+    /// A new node `id`, a spelling of `folded`: it stands for them if none does yet (taking
+    /// the place of any node that stood for them, and of those of the same hash that moved or
+    /// left since); a directory otherwise records the one that does.
+    static func recordSpelling(_ id: NodeID, _ folded: SpelledKey, standing: NodeID?, in s: inout State) {
         if let standing {
             s.canonical[id] = s.canonical[standing] ?? standing
-        } else {
-            s.spellings[folded] = id
+            return
         }
+        while let (slot, _) = s.spellings.find(hash: folded.hash, where: { other in
+            spells(other, folded, in: s) || !hashes(other, to: folded.hash, in: s)
+        }) {
+            s.spellings.remove(at: slot)
+        }
+        s.spellings.insert(id, hash: folded.hash)
     }
 
     /// Node `id` (whose state is `node`) leaves the table.
     static func forgetSpelling(_ id: NodeID, _ node: Node, in s: inout State) {
-        guard !s.spellings.isEmpty else { return }
+        guard s.spellings.count > 0 || !s.canonical.isEmpty else { return }
         s.canonical[id] = nil
-        let folded = foldedKey(parent: node.parent, name: node.name.bytes, in: s)
-        if s.spellings[folded] == id { s.spellings[folded] = nil }
+        let standing = s.canonical[node.parent] ?? node.parent
+        let hash = node.name.withBytes { spellingHash(standing, $0) }
+        if let slot = s.spellings.slot(of: id, hash: hash) { s.spellings.remove(at: slot) }
     }
 
     /// The other spellings of directory node `id` that the kernel holds: their cached

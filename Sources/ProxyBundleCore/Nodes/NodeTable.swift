@@ -100,7 +100,7 @@ final class NodeTable: Sendable {
         /// Where names fold: the node that stands for the spellings of a name, by its
         /// directory's standing node and its folded name, and for another spelling of a
         /// directory, the node that stands for it (see NodeTable+Spellings.swift).
-        var spellings: [ChildKey: NodeID] = [:]
+        var spellings = ChildIndex()
         var canonical: [NodeID: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent = AbsentNames()

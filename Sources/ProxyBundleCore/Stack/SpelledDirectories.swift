@@ -112,24 +112,20 @@ extension Layer {
     /// of spellings is learnt on the way.
     func mergedEntries(of dirs: SpelledDirectories) throws(Errno) -> EntryList {
         var lists: [EntryList] = []
-        var keys: [[FoldedName]] = []
+        // every directory's names in one table, numbered directory by directory
+        var all = SpellingTable()
+        var starts: [Int] = []
+        var isWhiteoutFile: [Bool] = []
         for path in dirs.paths {
             let list = try absentAsNil { () throws(Errno) -> EntryList in try entries(spelled: path) } ?? EntryList()
-            keys.append(Overlay.foldedKeys(list))
-            spellings?.learn(list, keys: keys[keys.count - 1], in: path)
-            lists.append(list)
-        }
-        var serving: [FoldedName: (list: Int, index: Int, name: [UInt8])] = [:]
-        for (number, list) in lists.enumerated() {
+            let table = SpellingTable(list)
+            spellings?.learn(table, in: path)
+            starts.append(all.count)
+            for index in 0 ..< table.count { all.add(entry: index, of: table) }
             list.withNames { names in
-                for (index, entry) in list.entries.enumerated() {
-                    let name = names.name(entry)
-                    if !entry.isWhiteoutDevice && Whiteout.hasPrefix(name) { continue }
-                    let key = keys[number][index]
-                    if let known = serving[key], !name.lexicographicallyPrecedes(known.name) { continue }
-                    serving[key] = (number, index, Array(name))
-                }
+                for entry in list.entries { isWhiteoutFile.append(!entry.isWhiteoutDevice && Whiteout.hasPrefix(names.name(entry))) }
             }
+            lists.append(list)
         }
         var merged = EntryList()
         var whiteoutFiles = Set<[UInt8]>()
@@ -137,10 +133,11 @@ extension Layer {
             list.withNames { names in
                 for (index, entry) in list.entries.enumerated() {
                     let name = names.name(entry)
-                    if !entry.isWhiteoutDevice && Whiteout.hasPrefix(name) {
+                    let global = starts[number] + index
+                    if isWhiteoutFile[global] {
                         guard whiteoutFiles.insert(Array(name)).inserted else { continue }
                     } else {
-                        guard let first = serving[keys[number][index]], first.list == number, first.index == index else { continue }
+                        guard global < all.count, all.firstEntry(keyOf: global, skipping: { isWhiteoutFile[$0] }) == global else { continue }
                     }
                     merged.append(name, type: entry.type, inode: entry.inode)
                     if entry.isWhiteoutDevice { merged.update(merged.entries.count - 1) { $0.isWhiteoutDevice = true } }

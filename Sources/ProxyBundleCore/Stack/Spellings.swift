@@ -9,43 +9,17 @@ import CSyscalls
 /// `data/rock.dds` where that is what the layer holds. Of two spellings of one name in one
 /// directory, the first in byte order serves (see `FoldedMerge`).
 ///
-/// A directory is read once, into a table from each name's key to its spelling, kept until an
-/// invalidation (like every cached answer); the substitution's tables are forgotten at every
-/// change made through the mount too (see `Overlay.forgetOtherSpellings`).
+/// A directory is read once, into a `SpellingTable` (its names in one buffer, found by key),
+/// kept until an invalidation (like every cached answer); the substitution's tables are
+/// forgotten at every change made through the mount too (see `Overlay.forgetOtherSpellings`).
 public final class Spellings: Sendable {
-    /// How one real directory spells its names.
-    struct Table: Sendable {
-        /// Each key's first spelling in byte order.
-        var first: [FoldedName: [UInt8]] = [:]
-        /// Every spelling, in byte order, of the keys the directory spells more than once
-        /// (`Data/` beside `data/`): rare, so kept apart.
-        var all: [FoldedName: [[UInt8]]] = [:]
-
-        init(capacity: Int = 0) { first.reserveCapacity(capacity) }
-
-        /// Adds `spelling`, whose key is `key`.
-        mutating func add(_ spelling: [UInt8], key: FoldedName) {
-            guard let known = first.updateValue(spelling, forKey: key) else { return }
-            var spellings = all[key] ?? [known]
-            spellings.append(spelling)
-            spellings.sort { $0.lexicographicallyPrecedes($1) }
-            all[key] = spellings
-            first[key] = spellings[0]
-        }
-
-        /// Every spelling of `key`, in byte order.
-        func spellings(of key: FoldedName) -> [[UInt8]] {
-            all[key] ?? first[key].map { [$0] } ?? []
-        }
-    }
-
     private struct State {
-        var tables: [LayerPath: Table] = [:]
+        var tables: [LayerPath: SpellingTable] = [:]
         /// Bumped when the tables are forgotten: a table read before is not kept.
         var generation: UInt64 = 0
     }
     private let state = Locked(State())
-    /// Directories whose tables are kept before all are dropped: about 64 MB of names at most
+    /// Directories whose tables are kept before all are dropped: about 32 MB of names at most
     /// for directories of a thousand names.
     static let limit = 4096
 
@@ -53,7 +27,7 @@ public final class Spellings: Sendable {
 
     /// The table of the real directory `dir` (as the layer spells it), read through `open()`
     /// (an O_PATH descriptor the caller keeps, or -1) unless kept; nil when it cannot be read.
-    private func table(_ dir: LayerPath, _ open: () -> Int32) -> Table? {
+    private func table(_ dir: LayerPath, _ open: () -> Int32) -> SpellingTable? {
         let (known, generation) = state.withLock { ($0.tables[dir], $0.generation) }
         if let known { return known }
         let fd = open()
@@ -65,16 +39,16 @@ public final class Spellings: Sendable {
     /// The first spelling in byte order of `name` in the real directory `dir` (as the layer
     /// spells it), open as `open()` gives it; nil when the directory holds no spelling of it.
     func spelling(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [UInt8]? {
-        table(dir, open)?.first[FoldedName(of: name)]
+        table(dir, open)?.first(of: name)
     }
 
     /// Every spelling of `name` in the real directory `dir`, in byte order.
     func spellings(of name: [UInt8], in dir: LayerPath, _ open: () -> Int32) -> [[UInt8]] {
-        table(dir, open)?.spellings(of: FoldedName(of: name)) ?? []
+        table(dir, open)?.all(of: name) ?? []
     }
 
     /// Keeps `table` as `dir`'s, unless the tables were forgotten since it was read.
-    private func keep(_ table: Table, for dir: LayerPath, readIn generation: UInt64) {
+    private func keep(_ table: SpellingTable, for dir: LayerPath, readIn generation: UInt64) {
         state.withLock { s in
             guard s.generation == generation else { return }
             if s.tables.count >= Spellings.limit { s.tables.removeAll(keepingCapacity: true) }
@@ -82,21 +56,12 @@ public final class Spellings: Sendable {
         }
     }
 
-    /// Keeps the table of the real directory `dir` from its entries `list` and their `keys`,
-    /// read for a listing: its lookups then need not read the directory again. A name that is
-    /// its own key shares one array with it.
-    func learn(_ list: EntryList, keys: [FoldedName], in dir: LayerPath) {
+    /// Keeps `table`, made from the entries of the real directory `dir` read for a listing,
+    /// as that directory's: its lookups then need not read the directory again.
+    func learn(_ table: SpellingTable, in dir: LayerPath) {
         let (known, generation) = state.withLock { ($0.tables[dir] != nil, $0.generation) }
         guard !known else { return }
-        var table = Table(capacity: list.entries.count)
-        list.withNames { names in
-            for (index, entry) in list.entries.enumerated() {
-                let key = keys[index]
-                let name = names.name(entry)
-                table.add(name.elementsEqual(key.key) ? key.key : Array(name), key: key)
-            }
-        }
-        keep(table, for: dir, readIn: generation)
+        keep(table.compacted(), for: dir, readIn: generation)
     }
 
     /// Forgets every table read: the layer may have changed.
@@ -108,19 +73,18 @@ public final class Spellings: Sendable {
     }
 
     /// The table of the directory open as `fd`; nil when it cannot be read.
-    static func table(of fd: Int32) -> Table? {
+    static func table(of fd: Int32) -> SpellingTable? {
         let dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dir >= 0 else { return nil }
-        var table = Table()
+        var table = SpellingTable()
         let read: Void? = try? Sys.readDirectory(dir) { entry, _ in
             Sys.withName(entry) { name, length in
                 let bytes = UnsafeRawBufferPointer(start: name, count: length)
                 if length <= 2 && bytes.allSatisfy({ $0 == 0x2E }) { return }
-                let spelling = Array(bytes)
-                table.add(spelling, key: FoldedName(of: spelling))
+                table.add(bytes)
             }
         }
-        return read == nil ? nil : table
+        return read == nil ? nil : table.compacted()
     }
 }
 

@@ -1,0 +1,60 @@
+@testable import ProxyBundleCore
+import XCTest
+
+/// Which node stands for the spellings of a name in a table whose names fold (see
+/// NodeTable+Spellings.swift), found by the hash of its directory and key.
+final class NodeSpellingTests: XCTestCase {
+    private let root = Placement(top: 0, bottom: 1, isDirectory: true)
+
+    private func remember(_ table: NodeTable, _ parent: NodeID, _ name: String, directory: Bool = false) -> NodeID {
+        table.remember(parent: parent, name: Array(name.utf8), placement: directory ? Placement(top: 0, bottom: 0, isDirectory: true)
+                       : .file(in: 0), kind: directory ? 4 : 8, identity: 7, resolvedAt: nil, in: table.generation)
+    }
+
+    /// Every spelling of a file, through every spelling of its directory, is one node; each
+    /// spelling of a directory is a node of its own; names of another key are other nodes.
+    /// Thousands of names, so that the index grows several times.
+    func testSpellingsOfAFileAreOneNodeThroughEverySpellingOfItsDirectory() {
+        let table = NodeTable(root: root, foldsNames: true)
+        let data = remember(table, rootNodeID, "Data", directory: true)
+        let upper = remember(table, rootNodeID, "DATA", directory: true)
+        XCTAssertNotEqual(data, upper)
+        let files = (0 ..< 3000).map { remember(table, data, "Rock\($0).dds") }
+        for (index, id) in files.enumerated() {
+            XCTAssertEqual(remember(table, upper, "rock\(index).DDS"), id)
+        }
+        XCTAssertEqual(Set(files).count, files.count)
+        let street = remember(table, data, "Straße")
+        XCTAssertEqual(remember(table, upper, "STRASSE"), street)
+        XCTAssertNotEqual(remember(table, data, "Rock0.dd"), files[0])
+        XCTAssertNotEqual(remember(table, rootNodeID, "Rock0.dds"), files[0], "another directory")
+    }
+
+    /// A file renamed to another key no longer stands for its old one: a new file of the old
+    /// name is a node of its own, and the renamed one is found by its new key. Its slot, left
+    /// under the old hash, is taken out as the new one comes.
+    func testARenamedFileNoLongerStandsForItsOldName() {
+        let table = NodeTable(root: root, foldsNames: true)
+        let old = remember(table, rootNodeID, "Old.txt")
+        table.move(parent: rootNodeID, name: Array("Old.txt".utf8), to: rootNodeID, Array("New.txt".utf8))
+        let fresh = remember(table, rootNodeID, "OLD.TXT")
+        XCTAssertNotEqual(fresh, old)
+        XCTAssertEqual(remember(table, rootNodeID, "old.txt"), fresh)
+        XCTAssertEqual(table.state.withLock { $0.spellings.count }, 1, "the renamed file's old slot went")
+    }
+
+    /// A file removed, then forgotten, stands for its name no longer: a new file of that name
+    /// is a node of its own, and the slot of the one removed (left under the hash of the name
+    /// it had, as the dictionary before kept its key) goes as the new one comes.
+    func testARemovedFileNoLongerStandsForItsName() {
+        let table = NodeTable(root: root, foldsNames: true)
+        let id = remember(table, rootNodeID, "Gone.txt")
+        table.detach(parent: rootNodeID, name: Array("Gone.txt".utf8))
+        table.forget(id, count: 1)
+        XCTAssertNil(table.parent(of: id))
+        let fresh = remember(table, rootNodeID, "GONE.TXT")
+        XCTAssertNotEqual(fresh, id)
+        XCTAssertEqual(remember(table, rootNodeID, "gone.txt"), fresh)
+        XCTAssertEqual(table.state.withLock { $0.spellings.count }, 1)
+    }
+}
