@@ -17,8 +17,8 @@ import CSyscalls
 ///    changes writability. Requests never take it.
 /// 3. `Overlay.changes`: held shared by every change of the substitution through the mount
 ///    for its whole length, alone by a rename that materializes a directory; the daemon calls
-///    into the layers under it, and where names fold, tells the kernel to expire every name
-///    (a message that takes no lock).
+///    into the layers under it (what the kernel is to forget of other spellings, where names
+///    fold, is kept until the request's reply: see `spellingsChanged`).
 /// 4. `DirectoryCache`'s entries: may take (5) to check the table's version.
 /// 5. `NodeTable.state`: held for table changes only, never while calling into a layer or the
 ///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
@@ -30,7 +30,8 @@ import CSyscalls
 ///    `Overlay.currentView`, `recentViews`, `controlTime`, `longCopies`;
 ///    `Substitution`'s;
 ///    `LayerWatch`'s (adds inotify watches under it),
-///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
+///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two (never held
+///    while notifying),
 ///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
 ///    `extendedAttributeReads`, `ListingStore`'s, `ListingReaders`', `Passthrough`'s and
 ///    `Prefetcher`'s (its mutex; `mincore` under it); the command line's `WriterLock`; and
@@ -114,9 +115,10 @@ public final class Overlay: Sendable {
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
     /// Told, where names fold, of what the kernel may keep of other spellings after a change
-    /// through the mount, before its reply: directory nodes whose attributes and listings are
-    /// outdated, and names (a directory and a spelling) that now lead elsewhere or nowhere, or
-    /// exist where they were missing. The FUSE server makes the kernel drop them.
+    /// through the mount: directory nodes whose attributes and listings are outdated, and
+    /// names (a directory and a spelling) that now lead elsewhere or nowhere, or exist where
+    /// they were missing. Called with the change's locks held, it only keeps them: the FUSE
+    /// server makes the kernel drop them before the change's reply, with no lock held.
     public let spellingsChanged = Locked<(@Sendable (_ nodes: [NodeID], _ names: [(parent: NodeID, name: [UInt8])]) -> Void)?>(nil)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.

@@ -37,8 +37,11 @@ extension FuseServer {
             return
         }
         do {
-            server.send(try body(server), to: req, operation)
+            let reply = try body(server)
+            server.notifier.deliverBeforeReply()
+            server.send(reply, to: req, operation)
         } catch {
+            server.notifier.deliverBeforeReply()
             server.log(failure: error, in: operation, node: node, name: name)
             _ = fuse_reply_err(req, error.code)
         }
