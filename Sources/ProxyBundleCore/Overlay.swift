@@ -92,13 +92,6 @@ public final class Overlay: Sendable {
     func beginChange() { changes.lockShared() }
     func endChange() { changes.unlockShared() }
 
-    /// Runs `body` in one view (for callers outside a request, like the FUSE layer's
-    /// listings of the layers).
-    public func withPinnedView<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        pinView(); defer { unpinView() }
-        return try body()
-    }
-
     /// The descriptors of directories recently looked in, of this request's view.
     var directories: DirectoryCache { view.directories }
 
