@@ -231,6 +231,14 @@ public final class Overlay: Sendable {
         layers.substitution?.close()
     }
 
+    /// The layers whose descriptors the daemon holds open: the current view's, and those that
+    /// only the recent views still hold (see `publishView`), for `.stats`.
+    public var openLayerCount: Int {
+        var held = Set(layers.layers.map(ObjectIdentifier.init))
+        for view in recentViews.withLock({ $0 }) { held.formUnion(view.layers.layers.map(ObjectIdentifier.init)) }
+        return held.count
+    }
+
     /// The number of nodes the kernel currently holds references to (the root included).
     public var nodeCount: Int { nodes.count }
 
