@@ -86,7 +86,7 @@ public struct History {
     public func save() throws {
         let directory = String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)])
         guard mkdir(directory, 0o755) == 0 || errno == EEXIST else {
-            throw DeliveryError("cannot create \(directory): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot create \(directory)", errno: errno)
         }
         let head = JSON.object([("mountpoint", .string(String(decoding: mountpoint, as: UTF8.self)))])
         let text = ([head] + entries.map(\.json)).map(\.text).joined(separator: "\n") + "\n"
