@@ -17,8 +17,8 @@ import CSyscalls
 ///    changes writability. Requests never take it.
 /// 3. `Overlay.changes`: held shared by every change of the substitution through the mount
 ///    for its whole length, alone by a rename that materializes a directory; the daemon calls
-///    into the layers under it, and where names fold, tells the kernel to expire every name
-///    (a message that takes no lock).
+///    into the layers under it (what the kernel is to forget of other spellings, where names
+///    fold, is kept until the request's reply: see `spellingsChanged`).
 /// 4. `DirectoryCache`'s entries: may take (5) to check the table's version.
 /// 5. `NodeTable.state`: held for table changes only, never while calling into a layer or the
 ///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
@@ -30,7 +30,8 @@ import CSyscalls
 ///    `Overlay.currentView`, `recentViews`, `controlTime`, `longCopies`;
 ///    `Substitution`'s;
 ///    `LayerWatch`'s (adds inotify watches under it),
-///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two,
+///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two (never held
+///    while notifying),
 ///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
 ///    `extendedAttributeReads`, `ListingStore`'s, `ListingReaders`', `Passthrough`'s and
 ///    `Prefetcher`'s (its mutex; `mincore` under it); the command line's `WriterLock`; and
@@ -94,13 +95,6 @@ public final class Overlay: Sendable {
     func beginChange() { changes.lockShared() }
     func endChange() { changes.unlockShared() }
 
-    /// Runs `body` in one view (for callers outside a request, like the FUSE layer's
-    /// listings of the layers).
-    public func withPinnedView<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
-        pinView(); defer { unpinView() }
-        return try body()
-    }
-
     /// The descriptors of directories recently looked in, of this request's view.
     var directories: DirectoryCache { view.directories }
 
@@ -133,9 +127,10 @@ public final class Overlay: Sendable {
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
     /// Told, where names fold, of what the kernel may keep of other spellings after a change
-    /// through the mount, before its reply: directory nodes whose attributes and listings are
-    /// outdated, and names (a directory and a spelling) that now lead elsewhere or nowhere, or
-    /// exist where they were missing. The FUSE server makes the kernel drop them.
+    /// through the mount: directory nodes whose attributes and listings are outdated, and
+    /// names (a directory and a spelling) that now lead elsewhere or nowhere, or exist where
+    /// they were missing. Called with the change's locks held, it only keeps them: the FUSE
+    /// server makes the kernel drop them before the change's reply, with no lock held.
     public let spellingsChanged = Locked<(@Sendable (_ nodes: [NodeID], _ names: [(parent: NodeID, name: [UInt8])]) -> Void)?>(nil)
 
     /// What a lookup answers: the node and its attributes as the mount reports them.
@@ -254,6 +249,14 @@ public final class Overlay: Sendable {
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
     public func close() {
         layers.substitution?.close()
+    }
+
+    /// The layers whose descriptors the daemon holds open: the current view's, and those that
+    /// only the recent views still hold (see `publishView`), for `.stats`.
+    public var openLayerCount: Int {
+        var held = Set(layers.layers.map(ObjectIdentifier.init))
+        for view in recentViews.withLock({ $0 }) { held.formUnion(view.layers.layers.map(ObjectIdentifier.init)) }
+        return held.count
     }
 
     /// The number of nodes the kernel currently holds references to (the root included).

@@ -44,7 +44,7 @@ struct ChildProcess {
         guard result == 0 else {
             if captureOutput { close(outPipe[0]) }
             close(errPipe[0])
-            throw DeliveryError("cannot run \(program): \(String(cString: strerror(result)))"
+            throw DeliveryError("cannot run \(program): \(DeliveryError.text(of: result))"
                                     + (result == ENOENT ? " (install it: apt-get install \(program))" : ""))
         }
         self.pid = pid
@@ -54,7 +54,7 @@ struct ChildProcess {
     }
 
     private static func makePipe(_ ends: inout [Int32]) throws {
-        guard pipe(&ends) == 0 else { throw DeliveryError("cannot make a pipe: \(String(cString: strerror(errno)))") }
+        guard pipe(&ends) == 0 else { throw DeliveryError("cannot make a pipe", errno: errno) }
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
     }
 

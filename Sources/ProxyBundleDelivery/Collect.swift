@@ -33,7 +33,7 @@ public struct Collect {
         }
         var report = Report()
         let layers = open(store.layersDirectory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard layers >= 0 else { throw DeliveryError("cannot open \(store.layersDirectory): \(String(cString: strerror(errno)))") }
+        guard layers >= 0 else { throw DeliveryError("cannot open \(store.layersDirectory)", errno: errno) }
         defer { close(layers) }
         for name in try Tree.names(layers) {
             if kept.contains("sha256:" + String(decoding: name, as: UTF8.self)) { report.layersKept += 1; continue }
@@ -97,7 +97,7 @@ public struct Collect {
 
     private func names(_ path: String) throws -> [String] {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw DeliveryError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot open \(path)", errno: errno) }
         defer { close(fd) }
         return try Tree.names(fd).map { String(decoding: $0, as: UTF8.self) }
     }

@@ -55,7 +55,7 @@ public struct Export {
     private func writeLayer(_ source: String, into layout: ImageLayout) throws -> (diffID: String, descriptor: JSON) {
         let temporary = layout.path + "/blobs/sha256/.layer-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let blob = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard blob >= 0 else { throw DeliveryError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        guard blob >= 0 else { throw DeliveryError("cannot create \(temporary)", errno: errno) }
         defer { close(blob) }
         do {
             var ends: [Int32] = [-1, -1]
@@ -93,7 +93,7 @@ public struct Export {
             var blobHash = stream.hash, tarHash = writer.hash
             let digest = "sha256:" + blobHash.hex()
             guard fsync(blob) == 0, rename(temporary, try layout.blobPath(digest)) == 0 else {
-                throw DeliveryError("cannot store the layer blob: \(String(cString: strerror(errno)))")
+                throw DeliveryError("cannot store the layer blob", errno: errno)
             }
             progress.finish("\(source): layer of \(Progress.size(writer.total)), \(writer.entries) entries, "
                                 + "\(Progress.size(stream.total)) compressed, in \(Pull.seconds(Progress.now() - started)) "
@@ -109,7 +109,7 @@ public struct Export {
     static func prepare(_ path: String) throws {
         for dir in [path, path + "/blobs", path + "/blobs/sha256"] {
             guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
-                throw DeliveryError("cannot create \(dir): \(String(cString: strerror(errno)))")
+                throw DeliveryError("cannot create \(dir)", errno: errno)
             }
         }
         if access(path + "/oci-layout", F_OK) != 0 {
@@ -130,7 +130,7 @@ public struct Export {
 
     static func size(_ path: String) throws -> Int {
         var st = stat()
-        guard stat(path, &st) == 0 else { throw DeliveryError("cannot stat \(path): \(String(cString: strerror(errno)))") }
+        guard stat(path, &st) == 0 else { throw DeliveryError("cannot stat \(path)", errno: errno) }
         return Int(st.st_size)
     }
 

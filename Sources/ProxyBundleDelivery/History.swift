@@ -86,7 +86,7 @@ public struct History {
     public func save() throws {
         let directory = String(file[..<(file.lastIndex(of: "/") ?? file.endIndex)])
         guard mkdir(directory, 0o755) == 0 || errno == EEXIST else {
-            throw DeliveryError("cannot create \(directory): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot create \(directory)", errno: errno)
         }
         let head = JSON.object([("mountpoint", .string(String(decoding: mountpoint, as: UTF8.self)))])
         let text = ([head] + entries.map(\.json)).map(\.text).joined(separator: "\n") + "\n"
@@ -98,8 +98,10 @@ public struct History {
         var seconds = time_t(time)
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        var buffer = [CChar](repeating: 0, count: 32)
-        strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%SZ", &parts)
-        return String(cString: buffer)
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { strftime($0.baseAddress, $0.count, "%Y-%m-%dT%H:%M:%SZ", &parts) }
+        }
+        return String(decoding: buffer[..<count], as: UTF8.self)
     }
 }

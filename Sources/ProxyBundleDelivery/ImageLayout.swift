@@ -107,14 +107,14 @@ public struct ImageLayout {
 
     static func read(_ file: String, limit: Int) throws -> [UInt8] {
         let fd = open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw DeliveryError("cannot open \(file): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot open \(file)", errno: errno) }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
             let n = Glibc.read(fd, &buffer, buffer.count)
             if n < 0 && errno == EINTR { continue }
-            guard n >= 0 else { throw DeliveryError("cannot read \(file): \(String(cString: strerror(errno)))") }
+            guard n >= 0 else { throw DeliveryError("cannot read \(file)", errno: errno) }
             if n == 0 { return bytes }
             bytes.append(contentsOf: buffer[0..<n])
             if bytes.count > limit { throw DeliveryError("\(file) is larger than \(limit) bytes") }

@@ -37,7 +37,7 @@ public enum LayerExtraction {
                                label: String = "") throws -> Result {
         let compression = try compression(of: layer.mediaType)
         let fd = open(blob, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw DeliveryError("cannot open blob \(layer.digest): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot open blob \(layer.digest)", errno: errno) }
         defer { close(fd) }
         var st = stat()
         let blobSize = fstat(fd, &st) == 0 ? UInt64(st.st_size) : 0
@@ -45,12 +45,12 @@ public enum LayerExtraction {
         try verify(fd, digest: layer.digest)
         let name = "layer-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let temporary = work + "/" + name
-        guard mkdir(temporary, 0o755) == 0 else { throw DeliveryError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        guard mkdir(temporary, 0o755) == 0 else { throw DeliveryError("cannot create \(temporary)", errno: errno) }
         do {
             let shown = Shown(progress: progress, label: label, blob: fd, blobSize: blobSize)
             let result = try unpack(fd, compression: compression, into: temporary, layer: layer, limits: limits, shown: shown)
             guard rename(temporary, target) == 0 else {
-                throw DeliveryError("cannot rename the layer into \(target): \(String(cString: strerror(errno)))")
+                throw DeliveryError("cannot rename the layer into \(target)", errno: errno)
             }
             try syncDirectory(parentOf: target)
             return result
@@ -89,7 +89,7 @@ public enum LayerExtraction {
     private static func unpack(_ blob: Int32, compression: Compression, into directory: String, layer: ImageLayout.Layer,
                                limits: ExtractLimits, shown: Shown) throws -> Result {
         let root = open(directory, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
-        guard root >= 0 else { throw DeliveryError("cannot open \(directory): \(String(cString: strerror(errno)))") }
+        guard root >= 0 else { throw DeliveryError("cannot open \(directory)", errno: errno) }
         defer { close(root) }
         lseek(blob, 0, SEEK_SET)
         let child: ChildProcess? = compression == .none ? nil
@@ -132,7 +132,7 @@ public enum LayerExtraction {
         case ByteStream.Failure.tooLarge:
             return DeliveryError("layer \(layer.digest) is larger than \(limits.maxBytes) bytes uncompressed (--max-size)")
         case ByteStream.Failure.readError(let code):
-            return DeliveryError("cannot read layer \(layer.digest): \(String(cString: strerror(code)))")
+            return DeliveryError("cannot read layer \(layer.digest)", errno: code)
         case let refusal as LayerRefusal: return DeliveryError("layer \(layer.digest) refused: \(refusal)")
         default: return error
         }
@@ -149,8 +149,8 @@ public enum LayerExtraction {
     static func syncDirectory(parentOf path: String) throws {
         let parent = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
         let fd = open(parent.isEmpty ? "/" : parent, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
-        guard fd >= 0 else { throw DeliveryError("cannot open \(parent): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot open \(parent)", errno: errno) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw DeliveryError("cannot sync \(parent): \(String(cString: strerror(errno)))") }
+        guard fsync(fd) == 0 else { throw DeliveryError("cannot sync \(parent)", errno: errno) }
     }
 }

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Why a layer was not extracted: the entry (as the archive names it) and the rule it broke.
 public struct LayerRefusal: Error, CustomStringConvertible {
     public let entry: [UInt8]
@@ -18,4 +22,15 @@ public struct LayerRefusal: Error, CustomStringConvertible {
 public struct DeliveryError: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }
+
+    /// `what` failed with error number `code`: "what: the error's text".
+    init(_ what: String, errno code: Int32) {
+        self.init("\(what): \(DeliveryError.text(of: code))")
+    }
+
+    /// The text of error number `code` (strerror), the one place Delivery turns one into text.
+    static func text(of code: Int32) -> String {
+        guard let text = strerror(code) else { return "errno \(code)" }
+        return String(cString: text)
+    }
 }

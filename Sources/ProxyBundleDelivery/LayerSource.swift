@@ -24,7 +24,7 @@ struct LayerSource {
 
     mutating func write(_ directory: String, to writer: TarWriter) throws {
         let root = open(directory, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
-        guard root >= 0 else { throw DeliveryError("cannot open \(directory): \(String(cString: strerror(errno)))") }
+        guard root >= 0 else { throw DeliveryError("cannot open \(directory)", errno: errno) }
         defer { close(root) }
         var st = stat()
         guard fstat(root, &st) == 0 else { throw DeliveryError("cannot stat \(directory)") }
@@ -118,7 +118,7 @@ struct LayerSource {
     }
 
     private func failure(_ path: [UInt8], _ what: String) -> DeliveryError {
-        DeliveryError("\(String(decoding: path, as: UTF8.self)): \(what): \(String(cString: strerror(errno)))")
+        DeliveryError("\(String(decoding: path, as: UTF8.self)): \(what)", errno: errno)
     }
 
     /// The `user.*` attributes of an open file, but overlay metadata.

@@ -116,7 +116,7 @@ final class LayerWriter {
             defer { close(fd) }
             try setAttributes(fd, entry)
         }
-        guard pb_syncfs(root) == 0 else { throw DeliveryError("cannot sync the layer: \(String(cString: strerror(errno)))") }
+        guard pb_syncfs(root) == 0 else { throw DeliveryError("cannot sync the layer", errno: errno) }
     }
 
     private func record(directory path: [UInt8], _ entry: TarEntry) {
@@ -191,7 +191,7 @@ final class LayerWriter {
                 case ENOTDIR: throw LayerRefusal(entry: entry, rule: "a parent in its \(linking ? "link target" : "name") is not a directory")
                 case ENOENT where linking: throw LayerRefusal(entry: entry, rule: "a hard link to a name not in the layer is refused")
                 case EXDEV: throw LayerRefusal(entry: entry, rule: "its \(linking ? "link target" : "name") leaves the layer")
-                default: throw DeliveryError("cannot open a parent of \(LayerRefusal(entry: entry, rule: String(cString: strerror(error))))")
+                default: throw DeliveryError("cannot open a parent of \(LayerRefusal(entry: entry, rule: DeliveryError.text(of: error)))")
                 }
             }
             fd = next
@@ -213,7 +213,7 @@ final class LayerWriter {
     }
 
     private func failure(_ entry: TarEntry, _ what: String, _ error: Int32) -> DeliveryError {
-        DeliveryError("\(LayerRefusal(entry: entry.name, rule: what + ": " + String(cString: strerror(error))))")
+        DeliveryError("\(LayerRefusal(entry: entry.name, rule: what + ": " + DeliveryError.text(of: error)))")
     }
 }
 

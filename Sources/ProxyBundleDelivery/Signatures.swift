@@ -45,11 +45,11 @@ public struct Signatures {
     /// into a new directory of the store, `signature-1`...; returns it and its files.
     func fetch(_ locations: [String], tlsVerify: Bool) throws -> (directory: String, files: [String]) {
         guard mkdir(directory, 0o755) == 0 || errno == EEXIST else {
-            throw DeliveryError("cannot create \(directory): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot create \(directory)", errno: errno)
         }
         let temporary = directory + "/.fetch-\(getpid())"
         try? Tree.remove(path: temporary)
-        guard mkdir(temporary, 0o755) == 0 else { throw DeliveryError("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        guard mkdir(temporary, 0o755) == 0 else { throw DeliveryError("cannot create \(temporary)", errno: errno) }
         do {
             var files: [String] = [], urls: [String] = []
             for (index, location) in locations.enumerated() {
@@ -80,7 +80,7 @@ public struct Signatures {
         let path = directory + "/" + hex
         try? Tree.remove(path: path)
         guard rename(fetched, path) == 0 else {
-            throw DeliveryError("cannot keep the signatures in \(path): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot keep the signatures in \(path)", errno: errno)
         }
         try LayerExtraction.syncDirectory(parentOf: path)
     }

@@ -42,7 +42,7 @@ public struct Store: Sendable {
         }
         for dir in [root, root + "/oci", root + "/layers", layersDirectory, work, images] {
             guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
-                throw DeliveryError("cannot create the store directory \(dir): \(String(cString: strerror(errno)))")
+                throw DeliveryError("cannot create the store directory \(dir)", errno: errno)
             }
         }
         let inUse = open(inUseLockPath, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)  // so a mount finds it to wait on
@@ -52,7 +52,7 @@ public struct Store: Sendable {
     /// Holds the store's lock (exclusive) until the returned descriptor is closed.
     public func lock() throws -> Int32 {
         let fd = open(root + "/lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw DeliveryError("cannot open \(root)/lock: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot open \(root)/lock", errno: errno) }
         while flock(fd, LOCK_EX) != 0 {
             guard errno == EINTR else { close(fd); throw DeliveryError("cannot lock the store \(root)") }
         }
@@ -68,7 +68,7 @@ public struct Store: Sendable {
     /// Holds `in-use.lock` exclusive until the returned descriptor is closed (gc).
     public func lockInUse() throws -> Int32 {
         let fd = open(inUseLockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw DeliveryError("cannot open \(inUseLockPath): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot open \(inUseLockPath)", errno: errno) }
         while flock(fd, LOCK_EX) != 0 {
             guard errno == EINTR else { close(fd); throw DeliveryError("cannot lock \(inUseLockPath)") }
         }
@@ -149,13 +149,13 @@ public struct Store: Sendable {
     static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws {
         let temporary = path + ".tmp-\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw DeliveryError("cannot write \(temporary): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw DeliveryError("cannot write \(temporary)", errno: errno) }
         let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
         let synced = fsync(fd) == 0
         close(fd)
         guard written == bytes.count, synced, rename(temporary, path) == 0 else {
             unlink(temporary)
-            throw DeliveryError("cannot write \(path): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot write \(path)", errno: errno)
         }
         try LayerExtraction.syncDirectory(parentOf: path)
     }

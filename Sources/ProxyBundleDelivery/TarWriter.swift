@@ -65,7 +65,7 @@ final class TarWriter {
             while at < raw.count {
                 let n = Glibc.write(fd, raw.baseAddress! + at, raw.count - at)
                 if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { throw DeliveryError("cannot write the layer: \(String(cString: strerror(errno)))") }
+                guard n > 0 else { throw DeliveryError("cannot write the layer", errno: errno) }
                 at += n
             }
         }

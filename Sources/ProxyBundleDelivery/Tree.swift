@@ -10,20 +10,20 @@ public enum Tree {
         var st = stat()
         guard name.withCStringCopy({ fstatat(parent, $0, &st, pb_AT_SYMLINK_NOFOLLOW) }) == 0 else {
             if errno == ENOENT { return }
-            throw DeliveryError("cannot remove \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot remove \(String(decoding: name, as: UTF8.self))", errno: errno)
         }
         if st.st_mode & S_IFMT == S_IFDIR {
             let fd = name.withCStringCopy {
                 openat(parent, $0, O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC)
             }
-            guard fd >= 0 else { throw DeliveryError("cannot open \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))") }
+            guard fd >= 0 else { throw DeliveryError("cannot open \(String(decoding: name, as: UTF8.self))", errno: errno) }
             fchmod(fd, 0o700)  // a layer's read-only directory, as its owner
             for child in try names(fd) { try remove(fd, child) }
             close(fd)
         }
         let flags = st.st_mode & S_IFMT == S_IFDIR ? AT_REMOVEDIR : 0
         guard name.withCStringCopy({ unlinkat(parent, $0, flags) }) == 0 || errno == ENOENT else {
-            throw DeliveryError("cannot remove \(String(decoding: name, as: UTF8.self)): \(String(cString: strerror(errno)))")
+            throw DeliveryError("cannot remove \(String(decoding: name, as: UTF8.self))", errno: errno)
         }
     }
 
@@ -41,7 +41,7 @@ public enum Tree {
     /// The names in an open directory (not `.` and `..`); `fd` stays open.
     static func names(_ fd: Int32) throws -> [[UInt8]] {
         let copy = dup(fd)
-        guard let dir = fdopendir(copy) else { close(copy); throw DeliveryError("cannot list a directory: \(String(cString: strerror(errno)))") }
+        guard let dir = fdopendir(copy) else { close(copy); throw DeliveryError("cannot list a directory", errno: errno) }
         defer { closedir(dir) }
         rewinddir(dir)
         var names: [[UInt8]] = []

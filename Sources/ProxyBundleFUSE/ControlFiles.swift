@@ -89,7 +89,7 @@ extension FuseServer {
         let timeouts = self.timeouts
         let lines = [
             "layers: \(stack.count)",
-            "layers_open: \(stack.count)",
+            "layers_open: \(overlay.openLayerCount)",
             "read_only: \(overlay.isWritable ? "no" : "yes")",
             "casefold: \(stack.foldsNames ? "on" : "off")",
             "entry_timeout: \(timeouts.entry.secondsText)",

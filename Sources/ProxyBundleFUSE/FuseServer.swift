@@ -88,13 +88,11 @@ public final class FuseServer: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         started = now.tv_sec
-        // where names fold, what the kernel keeps of other spellings of what changed goes
+        // where names fold, what the kernel keeps of other spellings of what changed goes,
+        // once the change let go of the overlay's locks, before its reply
         let notifier = self.notifier
         overlay.spellingsChanged.withLock {
-            $0 = { nodes, names in
-                nodes.forEach(notifier.invalidateNode)
-                FuseServer.forget(names, notifier)
-            }
+            $0 = { nodes, names in notifier.deferUntilReply(nodes: nodes, names: names) }
         }
     }
 
@@ -138,20 +136,6 @@ public final class FuseServer: Sendable {
             var negative = fuse_entry_param()
             negative.entry_timeout = timeouts.negative
             return .entry(negative)
-        }
-    }
-
-    /// Makes the kernel forget `names` (directories and spellings in them) before the reply
-    /// of the change they follow from: it is told to look every name up again (one message,
-    /// FUSE_NOTIFY_INC_EPOCH, which takes no lock, so that no later request of the caller
-    /// finds an outdated one); rarely needed, only where other spellings were looked up. A
-    /// kernel that does not know that message is told of each name from another thread, once
-    /// the reply lets go of the directory's lock (a short while in which an old answer may
-    /// still be found).
-    static func forget(_ names: [(parent: NodeID, name: [UInt8])], _ notifier: KernelNotifier) {
-        guard !names.isEmpty, !notifier.expireAllNames() else { return }
-        DetachedThread.start {
-            for key in names { notifier.invalidateName(key.name, in: key.parent) }
         }
     }
 

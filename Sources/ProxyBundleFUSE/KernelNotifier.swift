@@ -7,46 +7,184 @@ import ProxyBundleCore
 
 /// Tells the kernel to drop what it cached about names and nodes. It holds the session once
 /// the session exists; before that (and after it ends) notifications are skipped.
-final class KernelNotifier: Sendable {
-    private let session = Locked<OpaquePointer?>(nil)
+///
+/// No lock is held while the kernel is notified (a notification may wait for a lock of the
+/// kernel's that a request in flight holds): each notification counts itself as using the
+/// session, and `attach(nil)`, which the session calls before it is destroyed, waits until
+/// none does. Notifications that must wait until a reply lets go of the kernel's locks go to
+/// one worker thread (`later`), started when there is work and ended when there is none.
+final class KernelNotifier: @unchecked Sendable {
+    private struct State {
+        var session: OpaquePointer?
+        /// Notifications using the session now.
+        var users = 0
+        /// Names for the worker, in order, and whether it runs.
+        var queued: [(parent: NodeID, name: [UInt8])] = []
+        var working = false
+    }
+
+    private var mutex = pthread_mutex_t()
+    /// Signalled when the last user of the session is done.
+    private var idle = pthread_cond_t()
+    private var state = State()
     /// Whether this kernel accepts FUSE_NOTIFY_INC_EPOCH on this connection (nil: not tried).
     let acceptsEpoch: Locked<Bool?>
+    /// What a request found for the kernel to forget before its reply (see `deferUntilReply`).
+    private let beforeReply = DeferredNotifications()
 
     /// `usesEpoch: false` never tries FUSE_NOTIFY_INC_EPOCH (to test the per-name fallback).
     init(usesEpoch: Bool = true) {
         acceptsEpoch = Locked(usesEpoch ? nil : false)
+        pthread_mutex_init(&mutex, nil)
+        pthread_cond_init(&idle, nil)
     }
 
+    deinit {
+        pthread_cond_destroy(&idle)
+        pthread_mutex_destroy(&mutex)
+    }
+
+    private func locked<T>(_ body: (inout State) -> T) -> T {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return body(&state)
+    }
+
+    /// Gives the notifier its session, or (nil) takes it away, waiting until no notification
+    /// uses it any more: the session may be destroyed when this returns.
     func attach(_ session: OpaquePointer?) {
-        self.session.withLock { $0 = session }
+        pthread_mutex_lock(&mutex)
+        state.session = session
+        while session == nil && state.users > 0 { pthread_cond_wait(&idle, &mutex) }
+        pthread_mutex_unlock(&mutex)
+    }
+
+    /// Runs `body` with the session, counted as a user of it; false without a session.
+    @discardableResult
+    private func withSession(_ body: (OpaquePointer) -> Void) -> Bool {
+        guard let se = locked({ s -> OpaquePointer? in
+            if s.session != nil { s.users += 1 }
+            return s.session
+        }) else { return false }
+        body(se)
+        pthread_mutex_lock(&mutex)
+        state.users -= 1
+        if state.users == 0 { pthread_cond_broadcast(&idle) }
+        pthread_mutex_unlock(&mutex)
+        return true
     }
 
     /// Marks every name the kernel cached (positive or negative) as needing a new lookup, in
     /// one message. False when the kernel does not know the message (before Linux 6.16).
     func expireAllNames() -> Bool {
-        guard let se = session.withLock({ $0 }) else { return false }
         if acceptsEpoch.withLock({ $0 }) == false { return false }
-        let accepted = pb_notify_bare(se, 8 /* FUSE_NOTIFY_INC_EPOCH */) == 0
+        var accepted = false
+        guard withSession({ accepted = pb_notify_bare($0, 8 /* FUSE_NOTIFY_INC_EPOCH */) == 0 }) else { return false }
         acceptsEpoch.withLock { $0 = accepted }
         return accepted
     }
 
     /// Drops the kernel's entry for `name` in `parent` (not cached: nothing to do).
     func invalidateName(_ name: [UInt8], in parent: NodeID) {
-        guard let se = session.withLock({ $0 }) else { return }
-        _ = name.withCStringCopy { fuse_lowlevel_notify_inval_entry(se, parent, $0, name.count) }
+        withSession { se in _ = name.withCStringCopy { fuse_lowlevel_notify_inval_entry(se, parent, $0, name.count) } }
     }
 
     /// Drops the kernel's attributes of `node` only (its pages stay).
     func invalidateAttributes(of node: NodeID) {
-        guard let se = session.withLock({ $0 }) else { return }
-        _ = fuse_lowlevel_notify_inval_inode(se, node, -1, 0)
+        withSession { _ = fuse_lowlevel_notify_inval_inode($0, node, -1, 0) }
     }
 
     /// Drops the kernel's attributes of `node` and every cached page (file data, symlink
     /// target, directory listing).
     func invalidateNode(_ node: NodeID) {
-        guard let se = session.withLock({ $0 }) else { return }
-        _ = fuse_lowlevel_notify_inval_inode(se, node, 0, 0)
+        withSession { _ = fuse_lowlevel_notify_inval_inode($0, node, 0, 0) }
+    }
+
+    /// Drops the kernel's entries for `names` from the worker thread, once the reply of the
+    /// request that asks lets go of the directories' locks (an entry's invalidation waits for
+    /// its directory's lock).
+    func invalidateNamesLater(_ names: [(parent: NodeID, name: [UInt8])]) {
+        guard !names.isEmpty else { return }
+        let starts = locked { s -> Bool in
+            s.queued += names
+            defer { s.working = true }
+            return !s.working
+        }
+        guard starts else { return }
+        if !DetachedThread.start({ self.work() }) {
+            // no thread to be had: the names stay cached until an invalidation
+            locked { s in
+                s.queued = []
+                s.working = false
+            }
+        }
+    }
+
+    /// The worker: notifies what is queued until nothing is, then ends.
+    private func work() {
+        while true {
+            let batch = locked { s -> [(parent: NodeID, name: [UInt8])] in
+                defer { s.queued = [] }
+                if s.queued.isEmpty { s.working = false }
+                return s.queued
+            }
+            if batch.isEmpty { return }
+            for key in batch { invalidateName(key.name, in: key.parent) }
+        }
+    }
+
+    /// Keeps what a change found for the kernel to forget (other spellings, where names fold)
+    /// until `deliverBeforeReply` on the same thread: the change holds locks of the daemon's,
+    /// and the kernel is notified with none held.
+    func deferUntilReply(nodes: [NodeID], names: [(parent: NodeID, name: [UInt8])]) {
+        beforeReply.add(nodes: nodes, names: names)
+    }
+
+    /// Tells the kernel what this thread's request deferred, before its reply: the nodes'
+    /// attributes and pages at once; the names by telling it to look every name up again
+    /// (one message, FUSE_NOTIFY_INC_EPOCH, which takes no lock, so that no later request of
+    /// the caller finds an outdated one). A kernel that does not know that message (before
+    /// 6.16) is told of each name by the worker, once the reply lets go of the directory's
+    /// lock: a short while in which an old answer may still be found.
+    @inline(__always)
+    func deliverBeforeReply() {
+        guard let deferred = beforeReply.take() else { return }
+        deferred.nodes.forEach(invalidateNode)
+        if deferred.names.isEmpty || expireAllNames() { return }
+        invalidateNamesLater(deferred.names)
+    }
+}
+
+/// What a request left for the kernel to forget, kept for the thread serving it until its
+/// reply (a pthread key: the request's own value will carry it once there is one).
+private final class DeferredNotifications: @unchecked Sendable {
+    final class Batch {
+        var nodes: [NodeID] = []
+        var names: [(parent: NodeID, name: [UInt8])] = []
+    }
+
+    private var key = pthread_key_t()
+
+    init() { pthread_key_create(&key, nil) }
+    deinit { pthread_key_delete(key) }
+
+    func add(nodes: [NodeID], names: [(parent: NodeID, name: [UInt8])]) {
+        let batch: Batch
+        if let raw = pthread_getspecific(key) {
+            batch = Unmanaged<Batch>.fromOpaque(raw).takeUnretainedValue()
+        } else {
+            batch = Batch()
+            pthread_setspecific(key, Unmanaged.passRetained(batch).toOpaque())
+        }
+        batch.nodes += nodes
+        batch.names += names
+    }
+
+    /// This thread's batch, now taken away; nil (one pthread_getspecific) when there is none.
+    @inline(__always)
+    func take() -> Batch? {
+        guard let raw = pthread_getspecific(key) else { return nil }
+        pthread_setspecific(key, nil)
+        return Unmanaged<Batch>.fromOpaque(raw).takeRetainedValue()
     }
 }

@@ -62,7 +62,7 @@ enum Operations {
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     try server.openControl(control, info)
-                    return .opened(info)
+                    return .opened(info, .control)
                 }
                 let flags = info.pointee.flags
                 // opening for writing may copy a large file up: the caller's signal stops it (an
@@ -84,7 +84,7 @@ enum Operations {
                 if info.pointee.flags & O_ACCMODE == O_RDONLY, let parent = server.overlay.parent(of: node) {
                     server.prefetcher.noteOpen(thread: Operations.thread(req), parent: parent, node: node, fd: opened.fd)
                 }
-                return .opened(info)
+                return .opened(info, .file(node))
             }
         }
         ops.read = { req, node, size, offset, info in
@@ -105,11 +105,7 @@ enum Operations {
         }
         ops.release = { req, node, info in
             FuseServer.handle(req, "release", node: node) { server in
-                if let info, ControlFile(node: node) == nil {
-                    let fd = Int32(truncatingIfNeeded: info.pointee.fh)
-                    server.passthrough.release(fd: fd)  // before the descriptor's number can be reused
-                    server.overlay.release(node, fd: fd)
-                }
+                if let info { server.release(ControlFile(node: node) == nil ? .file(node) : .control, info.pointee) }
                 return .ok
             }
         }
@@ -122,12 +118,12 @@ enum Operations {
                 try server.overlay.checkDirectory(node)
                 // its own listing, which interleaved readers of the directory do not share
                 info.pointee.fh = server.listings.newHandle()
-                return .opened(info)
+                return .opened(info, .listing)
             }
         }
         ops.releasedir = { req, node, info in
             FuseServer.handle(req, "releasedir", node: node) { server in
-                if let info { server.listings.closed(handle: info.pointee.fh) }
+                if let info { server.release(.listing, info.pointee) }
                 return .ok
             }
         }

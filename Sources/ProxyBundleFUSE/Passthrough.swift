@@ -63,46 +63,71 @@ final class Passthrough: Sendable {
     }
 
     /// How the open of `node`, as the daemon's descriptor `fd` of the layer's file `identity`
-    /// (taken from `fd` when not given), is served.
+    /// (taken from `fd` when not given), is served. The kernel is asked for a backing id
+    /// outside the lock; an open of the same node that registered one meanwhile wins.
     func open(_ node: NodeID, fd: Int32, identity given: (device: UInt64, inode: UInt64)?) -> Mode {
         var st = stat()
         let identity = given ?? (fstat(fd, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil)
-        return state.withLock { s in
-            let mode = Passthrough.mode(of: node, fd, identity, &s)
-            switch mode {
-            case .passthrough:
-                s.served.passthrough += 1
-                s.opens[fd] = (node, true)
-            case .stale:
-                s.served.stale += 1
-            case .cached:
-                s.served.cached += 1
-                s.cachedOpens[node, default: 0] += 1
-                s.opens[fd] = (node, false)
+        var choice = state.withLock { s in Passthrough.choose(node, fd, identity, opened: nil, &s) }
+        if case .needsBacking(let device) = choice, let identity {
+            let id = pb_backing_open(device, fd)
+            var unused: Int32? = nil
+            choice = state.withLock { s in
+                if id <= 0 {
+                    // refused for every file (no passthrough in this kernel, no privilege), or
+                    // for this one (a layer stacked too deep, out of memory or descriptors)
+                    if [-EPERM, -ENOTTY, -EOPNOTSUPP, -EINVAL].contains(id) { s.usable = false }
+                    return Passthrough.choose(node, fd, nil, opened: nil, &s)
+                }
+                let chosen = Passthrough.choose(node, fd, identity, opened: id, &s)
+                if case .mode(.passthrough(let used)) = chosen, used == id {} else { unused = id }
+                return chosen
             }
-            return mode
+            if let unused { _ = pb_backing_close(device, unused) }
         }
+        guard case .mode(let mode) = choice else { return .cached }
+        return mode
     }
 
-    /// Chooses, registering or counting the node's backing file for a passthrough open.
-    private static func mode(of node: NodeID, _ fd: Int32, _ identity: (device: UInt64, inode: UInt64)?,
-                             _ s: inout State) -> Mode {
-        guard s.usable, let identity, s.cachedOpens[node] == nil else { return .cached }
-        if var backing = s.backings[node] {
-            guard backing.device == identity.device && backing.inode == identity.inode else { return .stale }
-            backing.opens += 1
-            s.backings[node] = backing
-            return .passthrough(backing: backing.id)
+    private enum Choice {
+        case mode(Mode)
+        /// No backing yet for the node: one is to be opened through the FUSE device.
+        case needsBacking(device: Int32)
+    }
+
+    /// Chooses how the open is served and counts it, registering `opened` (a backing id just
+    /// given for `fd`) where the node has none; without one, a node without a backing needs one.
+    private static func choose(_ node: NodeID, _ fd: Int32, _ identity: (device: UInt64, inode: UInt64)?,
+                               opened: Int32?, _ s: inout State) -> Choice {
+        let mode: Mode
+        if !s.usable || identity == nil || s.cachedOpens[node] != nil {
+            mode = .cached
+        } else if var backing = s.backings[node], let identity {
+            if backing.device == identity.device && backing.inode == identity.inode {
+                backing.opens += 1
+                s.backings[node] = backing
+                mode = .passthrough(backing: backing.id)
+            } else {
+                mode = .stale
+            }
+        } else if let opened, let identity {
+            s.backings[node] = Backing(id: opened, device: identity.device, inode: identity.inode, opens: 1)
+            mode = .passthrough(backing: opened)
+        } else {
+            return .needsBacking(device: s.fuseDevice)
         }
-        let id = pb_backing_open(s.fuseDevice, fd)
-        guard id > 0 else {
-            // refused for every file (no passthrough in this kernel, no privilege), or for
-            // this one (a layer stacked too deep, out of memory or descriptors)
-            if [-EPERM, -ENOTTY, -EOPNOTSUPP, -EINVAL].contains(id) { s.usable = false }
-            return .cached
+        switch mode {
+        case .passthrough:
+            s.served.passthrough += 1
+            s.opens[fd] = (node, true)
+        case .stale:
+            s.served.stale += 1
+        case .cached:
+            s.served.cached += 1
+            s.cachedOpens[node, default: 0] += 1
+            s.opens[fd] = (node, false)
         }
-        s.backings[node] = Backing(id: id, device: identity.device, inode: identity.inode, opens: 1)
-        return .passthrough(backing: id)
+        return .mode(mode)
     }
 
     /// The open served by the daemon's descriptor `fd` was released (or its reply was not

@@ -14,8 +14,9 @@ enum Reply {
     case entry(fuse_entry_param)
     case attributes(stat, timeout: Double)
     case link([UInt8])
-    case opened(UnsafeMutablePointer<fuse_file_info>)
-    case created(fuse_entry_param, UnsafeMutablePointer<fuse_file_info>)
+    /// an open file or directory, and what its handle holds
+    case opened(UnsafeMutablePointer<fuse_file_info>, Opened)
+    case created(fuse_entry_param, UnsafeMutablePointer<fuse_file_info>, Opened)
     case written(Int)
     /// file contents streamed from a descriptor (spliced when the kernel allows)
     case fileData(fd: Int32, size: Int, offset: off_t)
@@ -36,8 +37,11 @@ extension FuseServer {
             return
         }
         do {
-            server.send(try body(server), to: req, operation)
+            let reply = try body(server)
+            server.notifier.deliverBeforeReply()
+            server.send(reply, to: req, operation)
         } catch {
+            server.notifier.deliverBeforeReply()
             server.log(failure: error, in: operation, node: node, name: name)
             _ = fuse_reply_err(req, error.code)
         }
@@ -63,9 +67,9 @@ extension FuseServer {
             result = fuse_reply_attr(req, &st, timeout)
         case .link(let target):
             result = target.withCStringCopy { fuse_reply_readlink(req, $0) }
-        case .opened(let info):
+        case .opened(let info, _):
             result = fuse_reply_open(req, info)
-        case .created(var entry, let info):
+        case .created(var entry, let info, _):
             result = fuse_reply_create(req, &entry, info)
         case .written(let count):
             result = fuse_reply_write(req, count)
@@ -85,8 +89,53 @@ extension FuseServer {
             result = fuse_reply_xattr(req, count)
         }
         if result != 0 {
-            // the request was interrupted or the connection is gone: nothing else to do
+            // the connection is gone (aborted, or a request timed out): what the reply gave the
+            // kernel never reached it, and no FORGET or RELEASE will come for it
             logger.debug("\(operation): reply not delivered (\(Errno(-result).name))")
+            undo(reply)
+        }
+    }
+
+    /// Lets go of what an undelivered reply handed the kernel, as libfuse's high-level layer
+    /// does: the lookup an entry counts, the file or listing an open holds.
+    private func undo(_ reply: Reply) {
+        switch reply {
+        case .entry(let entry) where entry.ino != 0:
+            overlay.forget(entry.ino, count: 1)
+        case .opened(let info, let opened):
+            release(opened, info.pointee)
+        case .created(let entry, let info, let opened):
+            release(opened, info.pointee)
+            overlay.forget(entry.ino, count: 1)
+        default:
+            break
+        }
+    }
+}
+
+/// What the handle of an open file or directory holds, given back at its release.
+enum Opened {
+    /// the daemon's descriptor of `node`'s file (and its passthrough backing, if any)
+    case file(NodeID)
+    /// a listing of the directory (ListingStore)
+    case listing
+    /// nothing: a control file
+    case control
+}
+
+extension FuseServer {
+    /// Lets go of what the handle `info` holds: at RELEASE or RELEASEDIR, or when the reply
+    /// to the open never reached the kernel.
+    func release(_ opened: Opened, _ info: fuse_file_info) {
+        switch opened {
+        case .file(let node):
+            let fd = Int32(truncatingIfNeeded: info.fh)
+            passthrough.release(fd: fd)  // before the descriptor's number can be reused
+            overlay.release(node, fd: fd)
+        case .listing:
+            listings.closed(handle: info.fh)
+        case .control:
+            break
         }
     }
 }

@@ -19,17 +19,17 @@ enum WriteOperations {
                                                                 owner: server.owner(req))
                     info.pointee.fh = UInt64(made.fd)
                     try server.serve(made.entry.node, openAs: made.fd, identity: nil, info)
-                    return .created(server.entryParameters(made.entry), info)
+                    return .created(server.entryParameters(made.entry), info, .file(made.entry.node))
                 }
                 if let control = ControlFile(name: bytes(name), in: parent) {
                     try server.openControl(control, info, creating: true)
-                    return .created(server.entryParameters(try server.overlay.lookup(parent: parent, name: bytes(name))), info)
+                    return .created(server.entryParameters(try server.overlay.lookup(parent: parent, name: bytes(name))), info, .control)
                 }
                 let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
                                                      in: parent, owner: server.owner(req))
                 info.pointee.fh = UInt64(made.fd ?? -1)
                 if let fd = made.fd { try server.serve(made.entry.node, openAs: fd, identity: nil, info) }
-                return .created(server.entryParameters(made.entry), info)
+                return .created(server.entryParameters(made.entry), info, .file(made.entry.node))
             }
         }
         ops.mkdir = { req, parent, name, mode in

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import CSyscalls
+import ProxyBundleCore
 
 /// What an entry of a tree is, after following symlinks: only a regular file is a resource.
 public enum ResourceKind: Equatable, Sendable {
@@ -93,7 +94,7 @@ public struct ResourceError: Error, CustomStringConvertible, Sendable {
     public var path: String
 
     public var description: String {
-        "\(path): \(String(cString: strerror(code)))"
+        "\(path): \(Errno(code))"
     }
 }
 

@@ -116,12 +116,12 @@ struct CheckCommand: ParsableCommand {
                     // read byte for byte: the check folds names itself where the mount does
                     layers.append(try WhichCommand.layer(layer.path, of: mount, foldsNames: false))
                 } catch {
-                    throw Failure("cannot open the \(layer.role) \(layer.path): \(Paths.describe(error.code))")
+                    throw Failure("cannot open the \(layer.role) \(layer.path): \(Errno(error.code).description)")
                 }
             }
             tree = try LayeredTree(layers: layers)
         } catch let error as ResourceError {
-            throw Failure("cannot merge the layers of \(mountpoint): \(Paths.describe(error.code))")
+            throw Failure("cannot merge the layers of \(mountpoint): \(Errno(error.code).description)")
         }
         let devices = try devices(madeFor: ResourceBundle(tree: tree).madeFor)
         let findings = PatchCheck(tree: tree, devices: devices, foldsCase: casefold || mount.foldsNames).findings()

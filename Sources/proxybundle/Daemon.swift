@@ -143,7 +143,7 @@ extension Daemon {
 
     static func startDetached(_ arguments: [String], patches: DaemonImage.PatchList?, mountpoint: RawPath) throws(Failure) {
         var pipeEnds: [Int32] = [0, 0]
-        guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }
+        guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Errno(errno).description)") }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         defer { close(pipeEnds[0]) }
         // the daemon's stderr until it is ready: why fusermount3 refused a mount is written there
@@ -221,7 +221,7 @@ extension Daemon {
         // the sources above every descriptor the child is given, so no dup2 overwrites another's source
         let sources = ([readyWriteEnd] + (patches.map { [$0] } ?? [])).map { fcntl($0, F_DUPFD_CLOEXEC, 10) }
         defer { sources.forEach { if $0 >= 0 { close($0) } } }
-        guard !sources.contains(where: { $0 < 0 }) else { throw Failure("cannot start the daemon: \(Paths.describe(errno))") }
+        guard !sources.contains(where: { $0 < 0 }) else { throw Failure("cannot start the daemon: \(Errno(errno).description)") }
         posix_spawn_file_actions_adddup2(&actions, sources[0], childFD)
         if patches != nil { posix_spawn_file_actions_adddup2(&actions, sources[1], childPatchesFD) }
         var attributes = posix_spawnattr_t()
@@ -237,7 +237,7 @@ extension Daemon {
         defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
         let result = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
-        guard result == 0 else { throw Failure("cannot start the daemon: \(Paths.describe(result))") }
+        guard result == 0 else { throw Failure("cannot start the daemon: \(Errno(result).description)") }
         return pid
     }
 

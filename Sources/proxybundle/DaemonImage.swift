@@ -40,14 +40,14 @@ enum DaemonImage {
         init?(_ patches: [RawPath]) throws(Failure) {
             guard !patches.isEmpty else { return nil }
             fd = pb_memfd_create("proxybundle-patches")
-            guard fd >= 0 else { throw Failure("cannot hand the patches to the daemon: \(Paths.describe(errno))") }
+            guard fd >= 0 else { throw Failure("cannot hand the patches to the daemon: \(Errno(errno).description)") }
             var bytes: [UInt8] = []
             for patch in patches { bytes += patch.bytes + [0] }
             var written = 0
             while written < bytes.count {
                 let count = bytes[written...].withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(written)) }
                 if count < 0 && errno == EINTR { continue }
-                guard count > 0 else { throw Failure("cannot hand the patches to the daemon: \(Paths.describe(errno))") }
+                guard count > 0 else { throw Failure("cannot hand the patches to the daemon: \(Errno(errno).description)") }
                 written += count
             }
         }
@@ -66,7 +66,7 @@ enum DaemonImage {
             while true {
                 let count = Glibc.read(fd, &chunk, chunk.count)
                 if count < 0 && errno == EINTR { continue }
-                if count < 0 { throw Failure("cannot read the patches handed to the daemon: \(Paths.describe(errno))") }
+                if count < 0 { throw Failure("cannot read the patches handed to the daemon: \(Errno(errno).description)") }
                 if count == 0 { break }
                 bytes += chunk[..<count]
             }
@@ -87,7 +87,7 @@ enum DaemonImage {
         execv("/proc/self/exe", argv)
         let error = errno
         argv.forEach { free($0) }
-        throw Failure("cannot start the daemon: \(Paths.describe(error))")
+        throw Failure("cannot start the daemon: \(Errno(error).description)")
     }
 
     /// The fresh image: checks the arguments again (nothing has been mounted meanwhile),

@@ -51,7 +51,7 @@ struct InvalidateCommand: ParsableCommand {
         case ETIMEDOUT:
             throw Failure("the daemon of \(mountpoint) did not finish the invalidation within \(Int(InvalidateCommand.patience)) s; "
                           + "if it does not answer, clear the mount with: proxybundle unmount \(mountpoint)")
-        default: throw Failure("invalidation failed: \(Paths.describe(error))")
+        default: throw Failure("invalidation failed: \(Errno(error).description)")
         }
     }
 

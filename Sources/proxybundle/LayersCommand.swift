@@ -72,7 +72,7 @@ struct LayersCommand: ParsableCommand {
         if rollback { try rollBack(mount) }
         let answer = RunningMount.read(absolute.appending(".layers"), seconds: RunningMount.patience)
         guard let bytes = answer.bytes else {
-            throw Failure("cannot read the layers of \(mountpoint): \(Paths.describe(answer.error))")
+            throw Failure("cannot read the layers of \(mountpoint): \(Errno(answer.error).description)")
         }
         // the paths as the bytes they are
         ByteText(bytes: bytes).write()
@@ -105,7 +105,7 @@ struct LayersCommand: ParsableCommand {
         case ETIMEDOUT:
             throw Failure("the daemon of \(mount.mountpoint) did not answer within 30 s; "
                               + "clear the mount with: proxybundle unmount \(mount.mountpoint)")
-        default: throw Failure("cannot set the patches of \(mount.mountpoint): \(Paths.describe(error))")
+        default: throw Failure("cannot set the patches of \(mount.mountpoint): \(Errno(error).description)")
         }
     }
 }

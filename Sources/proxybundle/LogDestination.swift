@@ -43,7 +43,7 @@ enum LogDestination {
 
     /// Why syslog cannot take the log, as the fallback file's first line and `status` say.
     static func unreachableText(_ reason: Int32) -> String {
-        "syslog is not reachable (/dev/log: \(Paths.describe(reason)))"
+        "syslog is not reachable (/dev/log: \(Errno(reason).description))"
     }
 
     /// 0 when a syslog daemon listens on /dev/log (a datagram can be sent there), else why not.
@@ -94,7 +94,7 @@ enum LogDestination {
     /// Checks that a log file can be written before anything is mounted.
     static func checkWritable(_ path: RawPath) throws(Failure) {
         let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644) }
-        guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
+        guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Errno(errno).description)") }
         close(fd)
     }
 
@@ -106,7 +106,7 @@ enum LogDestination {
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: sink) }
         case .file(let path), .fallback(let path):
             let fd = path.withCString { open($0, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644) }
-            guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Paths.describe(errno))") }
+            guard fd >= 0 else { throw Failure("log file \(path) cannot be written: \(Errno(errno).description)") }
             LoggingSystem.bootstrap { label in LineLogHandler(level: level, label: label, sink: .file(fd)) }
             if case .fallback = self {
                 let reason = LogDestination.unreachableText(LogDestination.syslogUnreachable())

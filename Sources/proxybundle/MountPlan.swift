@@ -44,7 +44,7 @@ struct MountPlan {
         let kind = Paths.kind(wanted)
         if !kind.exists {
             if kind.error != ENOENT {
-                throw Failure("substitution directory \(wanted) cannot be used: \(Paths.describe(kind.error))")
+                throw Failure("substitution directory \(wanted) cannot be used: \(Errno(kind.error).description)")
             }
             try Paths.makeDirectories(Paths.absolute(wanted))
         }
@@ -100,7 +100,7 @@ struct MountPlan {
     static func readableDirectory(_ argument: RawPath, role: String) throws(Failure) -> RawPath {
         let path = try directory(argument, role: role)
         if path.withCString({ access($0, R_OK | X_OK) }) != 0 {
-            throw Failure("\(role) \(argument) cannot be read: \(Paths.describe(errno))")
+            throw Failure("\(role) \(argument) cannot be read: \(Errno(errno).description)")
         }
         return path
     }
@@ -157,12 +157,12 @@ struct MountPlan {
             case ENOENT: throw Failure("\(role) \(argument) does not exist")
             case ENOTDIR: throw Failure("\(role) \(argument) does not exist (a part of its path is not a directory)")
             // a directory on the way that the user cannot search: it may well exist
-            default: throw Failure("\(role) \(argument) cannot be reached: \(Paths.describe(kind.error))")
+            default: throw Failure("\(role) \(argument) cannot be reached: \(Errno(kind.error).description)")
             }
         }
         guard kind.isDirectory else { throw Failure("\(role) \(argument) is not a directory") }
         guard let path = Paths.canonical(argument) else {
-            throw Failure("\(role) \(argument) cannot be resolved: \(Paths.describe(errno))")
+            throw Failure("\(role) \(argument) cannot be resolved: \(Errno(errno).description)")
         }
         return path
     }

@@ -8,7 +8,7 @@ enum PatchList {
     static func read(_ source: RawPath) throws(Failure) -> [RawPath] {
         var error: Int32 = 0
         let bytes = source == "-" ? readAll(0, error: &error) : readBytes(source, error: &error)
-        guard let bytes else { throw Failure("cannot read the patch list \(source): \(Paths.describe(error))") }
+        guard let bytes else { throw Failure("cannot read the patch list \(source): \(Errno(error).description)") }
         return bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true).map { line in
             RawPath(bytes: Array(line.last == UInt8(ascii: "\r") ? line.dropLast() : line))
         }.filter { !$0.isEmpty }

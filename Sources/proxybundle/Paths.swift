@@ -53,7 +53,7 @@ enum Paths {
         for part in path.bytes.split(separator: UInt8(ascii: "/")) {
             current = current.appending(Array(part))
             if current.withCString({ mkdir($0, 0o755) }) != 0 && errno != EEXIST {
-                throw Failure("cannot create \(role) \(path): \(describe(errno))")
+                throw Failure("cannot create \(role) \(path): \(Errno.current)")
             }
         }
     }
@@ -68,11 +68,6 @@ enum Paths {
             if name != "." && name != ".." { count += 1 }
         }
         return count
-    }
-
-    static func describe(_ code: Int32) -> String {
-        guard let text = strerror(code) else { return "errno \(code)" }
-        return String(cString: text)
     }
 
     static func home() -> RawPath {

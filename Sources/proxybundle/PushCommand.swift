@@ -39,7 +39,7 @@ struct PushCommand: ParsableCommand {
     func run() throws {
         let temporary = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
         var template = Array((temporary + "/proxybundle-push-XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw Failure(text: "cannot make a temporary directory: \(Paths.describe(errno))") }
+        guard let made = mkdtemp(&template) else { throw Failure(text: "cannot make a temporary directory: \(Errno(errno).description)") }
         let layout = String(cString: made)
         defer { try? Tree.remove(path: layout) }
         let digest = try image.export(source, layout: layout, tag: "push")

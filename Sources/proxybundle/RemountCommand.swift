@@ -81,7 +81,7 @@ enum Remount {
         case ETIMEDOUT:
             throw mount.unreachable
         default:
-            throw Failure("cannot change the flags of \(mountpoint): \(Paths.describe(error)); nothing changed")
+            throw Failure("cannot change the flags of \(mountpoint): \(Errno(error).description); nothing changed")
         }
     }
 
@@ -105,7 +105,7 @@ enum Remount {
             throw Failure("the daemon of \(mountpoint) did not answer within \(Int(InvalidateCommand.patience)) s; "
                           + "if it does not answer, clear the mount with: proxybundle unmount \(mountpoint)")
         default:
-            throw Failure("cannot remount \(mountpoint): \(Paths.describe(error))")
+            throw Failure("cannot remount \(mountpoint): \(Errno(error).description)")
         }
     }
 }

@@ -36,10 +36,10 @@ struct BundlePlace {
             let directory = try DirectoryTree(path: String(decoding: top.bytes, as: UTF8.self))
             tree = foldsCase ? CaseFoldedTree(directory) : directory
         } catch {
-            throw Failure("\(given): \(Paths.describe(error.code))")
+            throw Failure("\(given): \(Errno(error.code).description)")
         }
         if !prefix.isEmpty, tree.kind(of: prefix) != .directory {
-            throw Failure("\(given): \(Paths.describe(tree.kind(of: prefix) == nil ? ENOENT : ENOTDIR))")
+            throw Failure("\(given): \(Errno(tree.kind(of: prefix) == nil ? ENOENT : ENOTDIR).description)")
         }
         // each bundle on the way decides whose process loads ROOT (an extension's, or the app's)
         bundle = ResourceBundle(tree: tree).bundle(at: prefix)

@@ -123,7 +123,7 @@ struct RunningMount {
         case EACCES, EPERM:
             return Failure("\(mountpoint) is another user's mount (mounted without allow_other): not yours to use")
         default:
-            return Failure("cannot reach the daemon of \(mountpoint): \(Paths.describe(error))")
+            return Failure("cannot reach the daemon of \(mountpoint): \(Errno(error).description)")
         }
     }
 

@@ -48,7 +48,7 @@ struct StatusCommand: ParsableCommand {
         case ENOTCONN, ECONNABORTED: "not connected"
         case ETIMEDOUT: "not answering (no answer within \(Int(RunningMount.patience)) s)"
         case EACCES, EPERM: "another user's mount (without allow_other): not yours to ask"
-        default: "not answering (\(Paths.describe(mount.error)))"
+        default: "not answering (\(Errno(mount.error).description))"
         }
     }
 

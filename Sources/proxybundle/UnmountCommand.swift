@@ -51,7 +51,7 @@ struct UnmountCommand: ParsableCommand {
                 if code == EBUSY { throw Failure("\(mountpoint) is busy (a process is using it)") }
                 // a dead daemon's mount that will not go normally is detached
                 if path.withCString({ umount2($0, Int32(MNT_DETACH)) }) != 0 {
-                    throw Failure("cannot unmount \(mountpoint): \(Paths.describe(code))")
+                    throw Failure("cannot unmount \(mountpoint): \(Errno(code).description)")
                 }
             }
             return
@@ -77,7 +77,7 @@ struct UnmountCommand: ParsableCommand {
             }
         }
         if path.withCString({ umount2($0, Int32(MNT_DETACH)) }) != 0 {
-            throw Failure("cannot unmount \(mountpoint): \(Paths.describe(errno))")
+            throw Failure("cannot unmount \(mountpoint): \(Errno(errno).description)")
         }
     }
 

@@ -88,7 +88,7 @@ struct WhichCommand: ParsableCommand {
         do {
             serving = try overlay.serving(LayerPath(bytes: relative))
         } catch {
-            throw Failure("\(path) cannot be resolved: \(Paths.describe(error.code))")
+            throw Failure("\(path) cannot be resolved: \(Errno(error.code).description)")
         }
         if serving.source == .missing { throw Failure("\(path) is in no layer") }
         // each backing path as its layer spells it, where the mount folds names

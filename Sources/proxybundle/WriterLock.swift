@@ -19,7 +19,7 @@ enum WriterLock {
     static func acquire(_ substitution: RawPath, patience: Double = 2) throws(Failure) -> Int32 {
         let fd = substitution.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard fd >= 0 else {
-            throw Failure("substitution directory \(substitution) cannot be opened: \(Paths.describe(errno))")
+            throw Failure("substitution directory \(substitution) cannot be opened: \(Errno(errno).description)")
         }
         var waits = Int(patience * 100)
         let exitDeadline = time(nil) + Int(ExitingWriter.patience)
@@ -28,7 +28,7 @@ enum WriterLock {
             if error == EINTR { continue }
             guard error == EWOULDBLOCK else {
                 close(fd)
-                throw Failure("substitution directory \(substitution) cannot be locked: \(Paths.describe(error))")
+                throw Failure("substitution directory \(substitution) cannot be locked: \(Errno(error).description)")
             }
             guard patience > 0, writer(of: substitution) == nil else {
                 close(fd)

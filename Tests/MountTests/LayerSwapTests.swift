@@ -148,7 +148,10 @@ final class LayerSwapReadTests: XCTestCase {
         let before = try descriptors()
         for _ in 0..<8 { try Disk.write(fx.inMount(".layers"), list) }
         XCTAssertLessThanOrEqual(try descriptors(), before + 8, "eight swaps to the same 50 patches")
+        XCTAssertEqual(try fx.figure("layers_open"), 52, "the same 50 patches, the substitution and the main bundle")
         try Disk.write(fx.inMount(".layers"), patches.dropFirst(25).map { $0 + "\n" }.joined())
         XCTAssertLessThanOrEqual(try descriptors(), before + 8, "half of them")
+        XCTAssertEqual(try fx.figure("layers"), 27, "25 patches, the substitution and the main bundle")
+        XCTAssertEqual(try fx.figure("layers_open"), 52, "the 25 patches left out stay open for the views kept")
     }
 }

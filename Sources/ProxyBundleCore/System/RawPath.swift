@@ -57,11 +57,6 @@ public struct RawPath: Hashable, Sendable, ExpressibleByStringLiteral, CustomStr
         self == ancestor || ancestor == .root || bytes.starts(with: ancestor.bytes + [RawPath.slash])
     }
 
-    /// Whether this path lies strictly beneath `ancestor` (both canonical).
-    public func isBelow(_ ancestor: RawPath) -> Bool {
-        self != ancestor && isInside(ancestor)
-    }
-
     /// Runs `body` with the path as a NUL-terminated C string.
     public func withCString<T, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> T) throws(E) -> T {
         try bytes.withCStringCopy(body)

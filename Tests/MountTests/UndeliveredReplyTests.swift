@@ -1,0 +1,90 @@
+import Foundation
+import ProxyBundleCore
+import XCTest
+
+/// A reply to an open or a create that never reaches the kernel leaves nothing open in the
+/// daemon, as libfuse's high-level layer releases the file then. On this kernel a signal does
+/// not make such a reply fail (the caller waits for a request the daemon has read, even when
+/// killed); the connection ending does: an abort (fusectl, or a request that outlived the
+/// kernel's request timeout) while the daemon serves the request.
+final class UndeliveredReplyTests: XCTestCase {
+    var fx: MountFixture!
+
+    override func setUpWithError() throws { fx = try MountFixture(name) }
+    override func tearDown() { fx?.tearDown() }
+
+    /// An open held by a lease on the main-bundle file, and a create held behind a rename that
+    /// materializes a directory (which holds every change off until its copy is done, itself
+    /// held by a lease); the connection is aborted, then both go on and their replies fail. A
+    /// third open, still held, keeps the daemon alive meanwhile (its loop waits for every
+    /// request in hand before it ends), so that its descriptors can be counted: the layers'
+    /// files it holds are those it held before. Over /dev/fuse: over io_uring the reply is
+    /// given to the ring once the handler has returned (see Uring.c).
+    func testRepliesThatNeverReachTheKernelLeaveNoDescriptor() throws {
+        try Disk.write(fx.inMain("opened"), "opened")
+        try Disk.write(fx.inMain("kept"), "kept")
+        for index in 0..<4 { try Disk.write(fx.inMain("big/f\(index)"), "f\(index)") }
+        try Disk.mkdir(fx.inMain("other"))
+        try fx.start(["--log-level", "debug", "-o", "transport=device"])
+        for name in ["opened", "kept", "big", "other"] { XCTAssertNotNil(Disk.lstat(fx.inMount(name))) }
+        // the kernel then remembers the name missing, and creating it sends CREATE alone
+        XCTAssertEqual(Disk.lstatError(fx.inMount("other/new")), ENOENT)
+        let before = try regularFiles()
+
+        let opened = try Lease(fx.inMain("opened"))
+        defer { opened.release() }
+        let reader = try held(opened, "/bin/cat", [fx.inMount("opened")])
+        let copied = try Lease(fx.inMain("big/f2"))
+        defer { copied.release() }
+        let mover = try copied.moveHeld(fx.inMount("big"), to: fx.inMount("moved"))
+        let creator = try Spawn.start("/bin/sh", ["-c", "echo new > \(fx.inMount("other/new"))"])
+        try eventually("the create waits for the daemon's answer") { blockedInOpen(creator) }
+        let kept = try Lease(fx.inMain("kept"))
+        defer { kept.release() }
+        let keeper = try held(kept, "/bin/cat", [fx.inMount("kept")])
+
+        guard let mount = MountTable.current().mount(at: fx.mountpoint) else { return XCTFail("not mounted") }
+        Unmounter.abortConnection(device: mount.device)
+        opened.release()
+        try eventually("the open's reply failed") { fx.log.contains("open: reply not delivered") }
+        try eventually("the open's descriptor is closed") { try regularFiles() == before }
+        copied.release()
+        try eventually("the create's reply failed") { fx.log.contains("create: reply not delivered") }
+        XCTAssertNotNil(Disk.lstat(fx.inSubstitution("other/new")), "the create was served")
+        try eventually("the create's descriptor is closed") { try regularFiles() == before }
+
+        kept.release()
+        for pid in [reader, mover, creator, keeper] { XCTAssertNotNil(Spawn.wait(pid, seconds: 20)) }
+        XCTAssertNotNil(fx.waitForExit(seconds: 20), "the daemon ends once its requests are done")
+    }
+
+    /// Starts `program` and returns once its open of the leased file waits in the daemon.
+    private func held(_ lease: Lease, _ program: String, _ arguments: [String]) throws -> pid_t {
+        let pid = try Spawn.start(program, arguments)
+        try eventually("\(program) waits for the lease") { lease.isWanted || Spawn.exited(pid) != nil }
+        guard lease.isWanted else { throw TestFailure("\(program) ended before its open reached the lease") }
+        return pid
+    }
+
+    /// The daemon's descriptors of regular files (its log among them), by number.
+    private func regularFiles() throws -> [String: UInt64] {
+        let directory = "/proc/\(fx.daemon)/fd"
+        var found: [String: UInt64] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) {
+            var st = stat()
+            if stat(directory + "/" + name, &st) == 0, st.st_mode & S_IFMT == S_IFREG { found[name] = UInt64(st.st_ino) }
+        }
+        return found
+    }
+
+    /// Whether process `pid` waits in openat(2) (/proc/PID/syscall: the call's number first,
+    /// 257 on x86-64, 56 on arm64).
+    private func blockedInOpen(_ pid: pid_t) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/syscall", encoding: .utf8) else { return false }
+        #if arch(arm64)
+        return text.hasPrefix("56 ")
+        #else
+        return text.hasPrefix("257 ")
+        #endif
+    }
+}
