@@ -8,7 +8,7 @@ packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar 
           lintian  # the package test
           python3  # its plistlib writes the property lists PropertyListTests read
           unicode-data  # CaseFolding.txt, NormalizationTest.txt: CaseFoldTests; Scripts/casefold-table.py
-          docker-registry skopeo zstd gzip openssl apache2-utils)  # delivery: registry, client, codecs; test CA, htpasswd
+          docker-registry skopeo zstd gzip openssl apache2-utils curl)  # delivery: registry, client, codecs; test CA, htpasswd, its API
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,7 +8,9 @@
 // name only blobs after it). The image asked for is tagged `latest`.
 // Checks: whatever is read is refused with an error or gives an image whose layers are as
 // many as the config's diff-ids, each with sha256 digests, and whose blobs include the
-// manifest and the config.
+// manifest and the config. The first document is also read as `pull` reads the registry's
+// manifest before fetching anything (`RemoteManifest.contents`): an image's layers as many as
+// its `layers` lists, or an index's chosen entry a sha256 digest.
 import FuzzSupport
 #if canImport(Glibc)
 import Glibc
@@ -56,6 +58,13 @@ func substitute(_ document: [UInt8], _ digests: [Int: [UInt8]]) -> [UInt8] {
 Fuzzing.run { data in
     let parts = documents(data)
     guard parts.count <= 10 else { return }
+    switch try? RemoteManifest.contents(of: parts[0]) {
+    case .index(let chosen)?:
+        guard ImageLayout.hex(of: chosen) != nil else { Fuzzing.fail("an index's entry chosen without a sha256 digest: \(chosen)") }
+    case .image(let layers)?:
+        guard layers >= 0 else { Fuzzing.fail("a negative number of layers") }
+    case nil: break
+    }
     Fuzzing.remove(layout)
     mkdir(layout, 0o755)
     mkdir(layout + "/blobs", 0o755)

@@ -21,6 +21,7 @@ public struct Pull {
         defer { if lock >= 0 { close(lock) } }
         store.clearWork()
         let tag = Store.tag(for: reference)
+        try RemoteManifest.check(Skopeo.source(reference), skopeo: skopeo)
         try skopeo.copy(from: Skopeo.source(reference), to: "oci:\(store.layout.path):\(tag)")
         let image = try store.layout.image(tag: tag)
         defer { progress.clear() }  // a status line left by a failure, before its error line
