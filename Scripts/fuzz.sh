@@ -11,9 +11,11 @@
 # made from the tests' fixtures) and from what earlier runs found
 # (.build-fuzz/corpus/TARGET, which grows). One line per target: its name, executions,
 # coverage (cov: edges, ft: features), the corpus size and its state. A crash, a failed
-# check, a hang (over 10 s), a leak or an out-of-memory (over 2 GB) is a finding: its input
+# check, a hang, a leak or an out-of-memory (over 2 GB) is a finding: its input
 # is kept in .build-fuzz/findings/TARGET/ (the line names it; running the target with that
 # file as its argument replays it), and the script exits 1.
+# A hang is an input still running after 60 s of wall time: the targets run at the lowest
+# priority on shared machines, where an input of 30 ms has waited over 10 s for a core.
 # FUZZ_FLAGS adds libFuzzer flags (e.g. FUZZ_FLAGS=-jobs=2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +43,7 @@ status=0
 for target in "${targets[@]}"; do
   corpus=$build/corpus/$target findings=$build/findings/$target
   mkdir -p "$corpus" "$findings" "$scratch/$target"
-  flags=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536
+  flags=(-max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len=65536
          -print_final_stats=1 -artifact_prefix="$findings/")
   [ -f "Fuzz/$target/dictionary" ] && flags+=(-dict="Fuzz/$target/dictionary")
   log=$scratch/$target.log
