@@ -40,7 +40,8 @@ public struct RemountRequest: Equatable, Sendable {
         let text = String(decoding: data, as: UTF8.self)
         let options = text.split(whereSeparator: { $0 == "," || $0 == "\n" }).map { $0.trimmingSpaces }
         for option in options where !option.isEmpty {
-            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+            // "=" is two empty parts, not none (found by fuzzing: it crashed the daemon)
+            let parts = option.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             let value = parts.count == 2 ? RemountRequest.seconds(parts[1]) : nil
             switch (parts[0], parts.count, value) {
             case ("ro", 1, _): readOnly = true
