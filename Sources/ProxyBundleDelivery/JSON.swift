@@ -144,9 +144,13 @@ public enum JSON: Equatable, Sendable {
                 case UInt8(ascii: "f"): out.append(0x0c)
                 case UInt8(ascii: "u"):
                     var code = try hex4()
-                    if (0xd800..<0xdc00).contains(code), at + 6 <= bytes.count, bytes[at] == UInt8(ascii: "\\") {
+                    if (0xd800..<0xdc00).contains(code), at + 6 <= bytes.count, bytes[at] == UInt8(ascii: "\\"),
+                       bytes[at + 1] == UInt8(ascii: "u") {
                         at += 2
                         let low = try hex4()
+                        // a high surrogate escaped before anything but a low one is not JSON (fuzzing
+                        // found `\ud83d\uaaca`, whose difference overflowed and ended the process)
+                        guard (0xdc00..<0xe000).contains(low) else { throw fail() }
                         code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00)
                     }
                     out.append(contentsOf: String(Unicode.Scalar(code).map(Character.init) ?? "\u{fffd}").utf8)
