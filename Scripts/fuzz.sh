@@ -48,8 +48,10 @@ for target in "${targets[@]}"; do
   [ -f "Fuzz/$target/dictionary" ] && flags+=(-dict="Fuzz/$target/dictionary")
   log=$scratch/$target.log
   run_status=0
+  # Swift's own backtracer is off: libFuzzer reports a crash itself, and the backtracer of a
+  # process that AddressSanitizer ends is left waiting for it forever
   # shellcheck disable=SC2086
-  FUZZ_SCRATCH=$scratch/$target nice -n 19 "$bin/fuzz-$target" "${flags[@]}" ${FUZZ_FLAGS:-} \
+  SWIFT_BACKTRACE=enable=no FUZZ_SCRATCH=$scratch/$target nice -n 19 "$bin/fuzz-$target" "${flags[@]}" ${FUZZ_FLAGS:-} \
     "$corpus" "Fuzz/$target/corpus" >"$log" 2>&1 || run_status=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   last=$(grep -E '^#[0-9]+' "$log" | tail -n 1 || true)

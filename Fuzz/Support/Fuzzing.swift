@@ -27,6 +27,7 @@ public enum Fuzzing {
     public static func scratch(_ name: String) -> String {
         if let given = getenv("FUZZ_SCRATCH") {
             let path = String(cString: given) + "/" + name
+            mkdir(String(cString: given), 0o755)
             mkdir(path, 0o755)
             return path
         }
