@@ -8,7 +8,9 @@ packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar 
           lintian dpkg-dev debootstrap  # the package tests: lintian, dpkg-shlibdeps, a clean Debian root
           python3  # its plistlib writes the property lists PropertyListTests read
           unicode-data  # CaseFolding.txt, NormalizationTest.txt: CaseFoldTests; Scripts/casefold-table.py
-          docker-registry skopeo zstd gzip openssl apache2-utils curl)  # delivery: registry, client, codecs; test CA, htpasswd, its API
+          libext2fs2  # e2fsprogs' copy of the kernel's casefold tables: CaseFoldOracleTests
+          docker-registry skopeo zstd gzip openssl apache2-utils  # delivery: registry, client, codecs; test CA, htpasswd
+          gnupg gpgv curl nginx-light)  # signed patches: keys and signing, checks, signature fetches; a signature store
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

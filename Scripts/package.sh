@@ -140,7 +140,7 @@ control() { # DIR PACKAGE: DEBIAN/control (from stdin, after the common fields) 
 }
 control "$stage" proxybundle <<CONTROL
 Depends: $depends, fuse3
-Recommends: skopeo, zstd
+Recommends: skopeo, zstd, gpgv, curl
 Section: admin
 Priority: optional
 Homepage: https://github.com/proxybundle/proxybundle

@@ -1,7 +1,8 @@
 #!/usr/bin/perl
 # Generates the bundle `Scripts/bench/resources.sh` times resolve and check on: an iOS app's
-# resources of about 13,000 entries (58 localizations, images at three scales, nested bundles)
-# and a 700-file patch that touches images, localized strings and plain files.
+# resources of about 13,700 entries (58 localizations, images at three scales, bundles inside
+# it: resource bundles two levels deep, a framework, an extension) and a 790-file patch that
+# touches images, localized strings and plain files, in the main bundle and the nested ones.
 #   bundle.pl OUTDIR
 # Deterministic (a fixed-seed LCG); only core Perl. Writes OUTDIR/main and OUTDIR/patch.
 use strict;
@@ -39,7 +40,34 @@ for my $n (1 .. 2950) {
     put("$main/$dir/image$n\@3x.png", "");
 }
 put("$main/Data/record$_.json", "{}") for 1 .. 500;
-put("$main/Kit$_.bundle/en.lproj/Kit.strings", "") for 1 .. 7;
+# bundles inside the app, as apps carry their libraries' resources: seven resource bundles, each
+# with one inside it, a framework and an app extension, each localized in 12 of the app's
+# languages (the extension in 12 others too), with device twins and images
+my @kit_languages = @languages[1 .. 12];
+sub plist { "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\"><dict>\n$_[0]</dict></plist>\n" }
+for my $k (1 .. 7) {
+    my $kit = "$main/Kit$k.bundle";
+    for my $language (@kit_languages) {
+        put("$kit/$language.lproj/Kit.strings", "");
+        put("$kit/Inner.bundle/$language.lproj/Inner.strings", "");
+    }
+    put("$kit/$_", "") for qw(layout.json layout~ipad.json Inner.bundle/View.storyboardc/Info.plist
+        Inner.bundle/View~ipad.storyboardc/Info.plist);
+}
+my $framework = "$main/Frameworks/Kit.framework";
+put("$framework/Info.plist", plist("<key>CFBundleDevelopmentRegion</key><string>en</string>\n"));
+for my $language (@kit_languages) {
+    put("$framework/$language.lproj/Framework$_.strings", "") for 1 .. 10;
+}
+for my $n (1 .. 20) {
+    put("$framework/Images/art$n$_.png", "") for ("", "\@2x", "\@3x");
+}
+my $appex = "$main/PlugIns/Share.appex";
+put("$appex/Info.plist", plist("<key>CFBundleDevelopmentRegion</key><string>en</string>\n"
+    . "<key>NSExtension</key><dict><key>NSExtensionPointIdentifier</key><string>com.apple.share-services</string></dict>\n"));
+for my $language (@kit_languages, @languages[30 .. 41]) {
+    put("$appex/$language.lproj/Share$_.strings", "") for 1 .. 3;
+}
 
 my $patch = "$out/patch";
 # 700 distinct files: the strides are prime to the counts, so no pick repeats
@@ -53,3 +81,13 @@ for my $n (0 .. 199) {
         "\"s\" = \"patched\";\n");
 }
 put("$patch/Data/record" . (1 + ($_ * 3) % 500) . ".json", "{\"patched\":true}") for 1 .. 200;
+# and 100 in the bundles inside the app: global files over localized ones, localized strings,
+# a compiled storyboard whose ~ipad twin the main bundle has, images at one scale
+put("$patch/Kit$_.bundle/Kit.strings", "\"k\" = \"patched\";\n") for 1 .. 3;
+put("$patch/Kit$_.bundle/Inner.bundle/fr.lproj/Inner.strings", "\"i\" = \"patched\";\n") for 1 .. 7;
+put("$patch/Kit1.bundle/Inner.bundle/View.storyboardc/Info.plist", "patched");
+for my $language (@kit_languages) {
+    put("$patch/Frameworks/Kit.framework/$language.lproj/Framework$_.strings", "\"f\" = \"patched\";\n") for 1 .. 3;
+    put("$patch/PlugIns/Share.appex/$language.lproj/Share$_.strings", "\"s\" = \"patched\";\n") for 1 .. 2;
+}
+put("$patch/Frameworks/Kit.framework/Images/art$_\@2x.png", "patched") for 1 .. 20;

@@ -11,17 +11,25 @@
 #     readers loop over the mount: every read must give the old or the new content; prints the
 #     time from the command's start until a reader first sees v2 and until the command returns
 #     (after which every open sees v2: checked at once on every changed file).
-# PB_PROFILE=DIR also profiles one pull (see below). Run as root (the mount, syncfs).
+#  4. verification (issue 48): v1 and v2 signed with a GPG key (simple signing, signatures
+#     served by nginx as the lookaside store): `pull` of v1 under a policy that demands the
+#     signature beside one that accepts anything (same registries.d), ROUNDS rounds from an
+#     empty store, the order alternating; then `layers --set-image` between v1 and v2, both in
+#     the store, 2 x ROUNDS switches under each policy: the median command time of each.
+# PB_PROFILE=DIR also profiles one pull (see below); PB_ONLY=verify runs the fourth part only.
+# Run as root (the mount, syncfs).
 #   Scripts/bench/pull.sh [BINARY] [ROUNDS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 binary=${1:-$here/../../.build/release/proxybundle}
 rounds=${2:-3}
 scratch=$(mktemp -d /var/tmp/pb-pull-bench.XXXXXX)
-registry_pid=""
+registry_pid="" nginx_pid="" gnupg=""
 cleanup() {
   umount -l "$scratch/mnt" 2>/dev/null || true
   [ -n "$registry_pid" ] && kill "$registry_pid" 2>/dev/null && wait "$registry_pid" 2>/dev/null || true
+  [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null || true
+  [ -n "$gnupg" ] && { GNUPGHOME=$gnupg gpgconf --kill all 2>/dev/null; rm -rf "$gnupg"; }
   rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -91,6 +99,9 @@ files=$(find "$scratch/src/base"* "$scratch/src/hotfix-one" -type f | wc -l)
 bytes=$(du -sb "$scratch/src/base"* "$scratch/src/hotfix-one" | awk '{ s += $1 } END { print s }')
 echo "image v1: $files files, $((bytes / 1000000)) MB in 5 layers"
 
+timed() { /usr/bin/time -f "%e %U %S" -o "$scratch/time" "$@" > "$scratch/timed.out"; cat "$scratch/time"; }
+ratio() { echo "$1 / $2" | bc -l; }
+if [ "${PB_ONLY:-}" != verify ]; then
 # 1. pull + extract, side by side
 skopeo_tar() {  # skopeo copy, then tar -x of each layer (bottom first) into its own directory
   skopeo copy --quiet --src-tls-verify=false "docker://$host/app:v1" "oci:$1/oci:v1"
@@ -103,9 +114,7 @@ skopeo_tar() {  # skopeo copy, then tar -x of each layer (bottom first) into its
   sync -f "$1/layers"
 }
 # wall, user and system seconds of a command (children included), as "WALL USER SYSTEM"
-timed() { /usr/bin/time -f "%e %U %S" -o "$scratch/time" "$@" > "$scratch/timed.out"; cat "$scratch/time"; }
 export -f skopeo_tar; export host
-ratio() { echo "$1 / $2" | bc -l; }
 echo "round  pull: wall  user  sys   skopeo+tar: wall  user  sys   ratios: wall  user  sys"
 for round in $(seq "$rounds"); do
   rm -rf "$scratch/store" "$scratch/pair"; mkdir -p "$scratch/pair"; sync
@@ -167,4 +176,64 @@ for i in $(seq "$rounds"); do
   switch v1 one "v1 (in the store)"
   switch v2 two "v2 (in the store)"
 done
+"$binary" unmount "$scratch/mnt"
+fi
+
+# 4. verification: nginx serves the signatures skopeo writes when it signs v1 and v2 in place
+nginx_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$scratch/sigs" "$scratch/nginx" "$scratch/registries.d"
+cat > "$scratch/nginx/nginx.conf" <<EOF
+daemon off; master_process off; pid $scratch/nginx/pid; error_log $scratch/nginx/error.log;
+events { worker_connections 64; }
+http { access_log off; client_body_temp_path $scratch/nginx; proxy_temp_path $scratch/nginx;
+       fastcgi_temp_path $scratch/nginx; uwsgi_temp_path $scratch/nginx; scgi_temp_path $scratch/nginx;
+       server { listen 127.0.0.1:$nginx_port; root $scratch/sigs; } }
+EOF
+nginx -c "$scratch/nginx/nginx.conf" -p "$scratch/nginx" 2>/dev/null & nginx_pid=$!
+printf 'docker:\n  %s:\n    lookaside: http://127.0.0.1:%s\n    lookaside-staging: file://%s\n' \
+  "$host" "$nginx_port" "$scratch/sigs" > "$scratch/registries.d/bench.yaml"
+gnupg=$(mktemp -d /tmp/pb-bench-gpg.XXXXXX)
+export GNUPGHOME=$gnupg
+gpg --batch --passphrase '' --quick-gen-key 'Bench <bench@proxybundle.invalid>' ed25519 sign never 2>/dev/null
+gpg --check-trustdb 2>/dev/null
+fingerprint=$(gpg --with-colons --list-keys bench@proxybundle.invalid 2>/dev/null | awk -F: '$1 == "fpr" { print $10; exit }')
+gpg --export "$fingerprint" > "$scratch/bench.gpg"
+for tag in v1 v2; do
+  skopeo --registries.d "$scratch/registries.d" copy --quiet --src-tls-verify=false --dest-tls-verify=false \
+    --sign-by "$fingerprint" "docker://$host/app:$tag" "docker://$host/app:$tag"
+done
+echo '{"default":[{"type":"insecureAcceptAnything"}]}' > "$scratch/anything.json"
+printf '{"default":[{"type":"reject"}],"transports":{"docker":{"%s":[{"type":"signedBy","keyType":"GPGKeys","keyPath":"%s"}]}}}\n' \
+  "$host" "$scratch/bench.gpg" > "$scratch/signed.json"
+trusted() {  # POLICY COMMAND...: a command of the binary under that policy and registries.d
+  local policy=$1; shift
+  "$binary" "$@" --tls-verify=false --policy "$scratch/$policy.json" --registries.d "$scratch/registries.d"
+}
+echo "verification  round  unverified pull: wall  user  sys   signed pull: wall  user  sys   ratios: wall  user  sys"
+for round in $(seq "$rounds"); do
+  for side in $([ $((round % 2)) = 1 ] && echo "anything signed" || echo "signed anything"); do
+    rm -rf "$scratch/store-$side"; sync
+    read -r wall user sys < <(timed "$binary" pull "$host/app:v1" --store "$scratch/store-$side" --tls-verify=false \
+                                --policy "$scratch/$side.json" --registries.d "$scratch/registries.d")
+    eval "${side}_wall=$wall ${side}_user=$user ${side}_sys=$sys"
+  done
+  printf "%18d  %21.2f %5.2f %5.2f  %17.2f %5.2f %5.2f  %13.2f %5.2f %5.2f\n" "$round" \
+    "$anything_wall" "$anything_user" "$anything_sys" "$signed_wall" "$signed_user" "$signed_sys" \
+    "$(ratio "$signed_wall" "$anything_wall")" "$(ratio "$signed_user" "$anything_user")" "$(ratio "$signed_sys" "$anything_sys")"
+done
+grep -q "$fingerprint" "$scratch/store-signed/images/"* || echo "warning: the signed pull recorded no signer" >&2
+mkdir -p "$scratch/main" "$scratch/mnt"
+"$binary" mount "$scratch/main" "$scratch/mnt" --no-substitution
+for tag in v1 v2; do trusted signed layers "$scratch/mnt" --set-image "$host/app:$tag" --store "$scratch/store-signed" > /dev/null; done
+milliseconds() {  # POLICY: each --set-image's time, v1 and v2 in turn, in ms
+  for _ in $(seq "$rounds"); do for tag in v1 v2; do
+    local start end; start=$(now)
+    trusted "$1" layers "$scratch/mnt" --set-image "$host/app:$tag" --store "$scratch/store-signed" > /dev/null 2>&1
+    end=$(now); echo "($end - $start) * 1000" | bc -l
+  done; done
+}
+median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+unverified_ms=$(milliseconds anything | median) signed_ms=$(milliseconds signed | median)
+printf "set-image of an image in the store, median of %d: unverified %.1f ms, signed %.1f ms (%+.1f ms)\n" \
+  "$((2 * rounds))" "$unverified_ms" "$signed_ms" "$(echo "$signed_ms - $unverified_ms" | bc -l)"
 "$binary" unmount "$scratch/mnt"

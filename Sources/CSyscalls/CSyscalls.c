@@ -39,6 +39,7 @@ const unsigned long long pb_RESOLVE_NO_XDEV = RESOLVE_NO_XDEV;
 const uint64_t pb_MOUNT_ATTR_RDONLY = MOUNT_ATTR_RDONLY;
 const uint64_t pb_MOUNT_ATTR_NOATIME = MOUNT_ATTR_NOATIME;
 const uint64_t pb_MOUNT_ATTR_NODIRATIME = MOUNT_ATTR_NODIRATIME;
+const uint64_t pb_MOUNT_ATTR__ATIME = MOUNT_ATTR__ATIME;
 
 int pb_clone_mount(int dirfd, uint64_t set) {
     int fd = (int)syscall(SYS_open_tree, dirfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
@@ -53,6 +54,19 @@ int pb_clone_mount(int dirfd, uint64_t set) {
         return -error;
     }
     return fd;
+}
+
+int pb_set_mount_attributes(const char *path, uint64_t set, uint64_t clear) {
+    int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    struct mount_attr attr;
+    memset(&attr, 0, sizeof(attr));
+    attr.attr_set = set;
+    attr.attr_clr = clear;
+    int result = (int)syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr));
+    int error = errno;
+    close(fd);
+    return result == 0 ? 0 : -error;
 }
 
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve) {
@@ -132,6 +146,10 @@ int pb_use_one_malloc_arena(void) {
 
 int pb_set_process_name(const char *name) {
     return prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+int pb_memfd_create(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, 1 /* MFD_CLOEXEC */);
 }
 
 void pb_write_stderr(const char *text, size_t length) {

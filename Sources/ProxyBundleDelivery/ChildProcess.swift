@@ -61,23 +61,66 @@ struct ChildProcess {
     /// Waits for the end; returns the exit status (128 + signal) and the last line of its
     /// standard error. Closes the pipes.
     func wait() -> (status: Int32, message: String) {
+        let (status, lines) = waitForLines()
+        return (status, lines.last ?? "")
+    }
+
+    /// Waits for the end; returns the exit status (128 + signal) and the lines of its standard
+    /// error (the last `keep` bytes of it), blank ones left out. Closes the pipes.
+    func waitForLines(keep: Int = 65536) -> (status: Int32, lines: [String]) {
         if output >= 0 { close(output) }  // a child still writing gets EPIPE rather than blocking us
+        let (_, lines) = drain(outputLimit: 0, keep: keep)
+        return (reap(), lines)
+    }
+
+    /// Reads its standard output (`captureOutput`; nil once longer than `limit`, and the child
+    /// is then killed) and its standard error together, so that neither pipe fills up and
+    /// stalls it while the other is read; waits for the end. Closes the pipes.
+    func collect(outputLimit limit: Int, keep: Int = 65536) -> (status: Int32, output: [UInt8]?, lines: [String]) {
+        let (bytes, lines) = drain(outputLimit: limit, keep: keep)
+        return (reap(), bytes, lines)
+    }
+
+    private func drain(outputLimit: Int, keep: Int) -> (output: [UInt8]?, lines: [String]) {
+        var out: [UInt8]? = output >= 0 && outputLimit > 0 ? [] : nil
         var text: [UInt8] = []
+        var fds = [pollfd(fd: errors, events: Int16(POLLIN), revents: 0)]
+        if out != nil { fds.append(pollfd(fd: output, events: Int16(POLLIN), revents: 0)) }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(errors, &buffer, buffer.count)
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            text.append(contentsOf: buffer[0..<n])
-            if text.count > 65536 { text.removeFirst(text.count - 65536) }
+        while fds.contains(where: { $0.fd >= 0 }) {
+            if poll(&fds, nfds_t(fds.count), -1) < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            for index in fds.indices where fds[index].fd >= 0 && fds[index].revents != 0 {
+                let n = read(fds[index].fd, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { close(fds[index].fd); fds[index].fd = -1; continue }
+                if fds[index].fd == errors {
+                    text.append(contentsOf: buffer[0..<n])
+                    if text.count > 2 * keep { text.removeFirst(text.count - keep) }
+                } else if out != nil {
+                    out?.append(contentsOf: buffer[0..<n])
+                    if let count = out?.count, count > outputLimit {
+                        out = nil
+                        kill(pid, SIGKILL)
+                        close(fds[index].fd)
+                        fds[index].fd = -1
+                    }
+                }
+            }
         }
-        close(errors)
+        if text.count > keep { text.removeFirst(text.count - keep) }
+        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n").map { $0.trimmingSpaces }.filter { !$0.isEmpty }
+        return (out, lines.map(String.init))
+    }
+
+    /// Waits for the end: the exit status, 128 + the signal for one that was killed.
+    private func reap() -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let signal = status & 0x7f
-        let code = signal == 0 ? (status >> 8) & 0xff : 128 + signal
-        let lines = String(decoding: text, as: UTF8.self).split(separator: "\n").map { $0.trimmingSpaces }.filter { !$0.isEmpty }
-        return (code, lines.last.map(String.init) ?? "")
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
     }
 
     /// Ends it (the caller no longer reads what it writes) and waits.

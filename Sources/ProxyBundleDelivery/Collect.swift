@@ -41,7 +41,19 @@ public struct Collect {
             report.layersRemoved += 1
         }
         try collectImages(kept: kept, report: &report)
+        collectSignatures()
         return report
+    }
+
+    /// Drops the signatures of manifests no record and no history entry names any more.
+    private func collectSignatures() {
+        var named: Set<String> = []
+        for image in store.records() { named.insert(image.signatureDigest) }
+        for history in histories() { named.formUnion(history.entries.map(\.image.signatureDigest)) }
+        let directory = Signatures(store: store).directory
+        for name in (try? names(directory)) ?? [] where !named.contains("sha256:" + name) {
+            try? Tree.remove(path: directory + "/" + name)
+        }
     }
 
     /// Drops the index entries and records of images that lost a layer, then the blobs no kept

@@ -12,9 +12,7 @@ public struct History {
         public var rolledBack = false
 
         var json: JSON {
-            .object([("time", .number(Double(time))), ("reference", .string(image.reference)),
-                     ("manifest", .string(image.manifestDigest)), ("layers", .array(image.diffIDs.map { .string($0) })),
-                     ("rolledBack", .bool(rolledBack))])
+            .object([("time", .number(Double(time)))] + image.fields + [("rolledBack", .bool(rolledBack))])
         }
 
         init(time: Int, image: PulledImage, rolledBack: Bool = false) {
@@ -56,14 +54,32 @@ public struct History {
         entries.append(Entry(time: now.tv_sec, image: image))
     }
 
-    /// Marks the current entry rolled back; returns the entry before it, now current.
-    public mutating func rollBack() throws -> Entry {
+    /// Marks the current entry rolled back; returns the index of the entry before it, now current.
+    public mutating func rollBack() throws -> Int {
         guard let current else { throw DeliveryError("no image was set on this mountpoint with layers --set-image") }
         guard let previous = entries[..<current].lastIndex(where: { !$0.rolledBack }) else {
             throw DeliveryError("there is no earlier image to roll back to (see layers --history)")
         }
         entries[current].rolledBack = true
-        return entries[previous]
+        return previous
+    }
+
+    /// Makes `image` current: a new entry, unless the current entry has the same manifest (a
+    /// tag that has not moved), whose record of who signed it is then brought up to date.
+    /// Returns whether anything changed (to save).
+    public mutating func setCurrent(_ image: PulledImage) -> Bool {
+        guard let current, entries[current].image.manifestDigest == image.manifestDigest else {
+            append(image)
+            return true
+        }
+        guard entries[current].image.signers != image.signers else { return false }
+        verified(current, by: image.signers)
+        return true
+    }
+
+    /// Records who verified entry `index` when it was checked again.
+    public mutating func verified(_ index: Int, by signers: [String]) {
+        entries[index].image.signers = signers
     }
 
     /// Writes the history (the store's lock held); the first line names the mountpoint.

@@ -161,26 +161,50 @@ public struct Store: Sendable {
     }
 }
 
-/// A reference as pulled: the manifest it resolved to and its layers' diff-ids, bottom first.
+/// A reference as pulled: the manifest it resolved to and its layers' diff-ids, bottom first;
+/// the keys whose signatures the policy accepted it by (none: accepted without a signature),
+/// and the manifest digest those signatures are for where it is not the layout's (skopeo writes
+/// a Docker manifest into the layout as an OCI one).
 public struct PulledImage: Sendable {
     public let reference: String
     public let manifestDigest: String
     public let diffIDs: [String]
+    public var signers: [String] = []
+    public var signedDigest: String?
+    /// The digest of the manifest as the registry serves it, when that is the one pulled.
+    public var registryDigest: String?
 
-    var json: JSON {
-        .object([("reference", .string(reference)), ("manifest", .string(manifestDigest)),
-                 ("layers", .array(diffIDs.map { .string($0) }))])
+    /// The manifest digest its signatures are for.
+    public var signatureDigest: String { signedDigest ?? manifestDigest }
+
+    /// `signed by KEY` (each key that verified it), or `unverified`.
+    public var verification: String { PulledImage.verification(signers) }
+
+    public static func verification(_ signers: [String]) -> String {
+        signers.isEmpty ? "unverified" : "signed by " + signers.joined(separator: ", ")
     }
 
-    init(reference: String, manifestDigest: String, diffIDs: [String]) {
+    var fields: [(String, JSON)] {
+        [("reference", .string(reference)), ("manifest", .string(manifestDigest)), ("layers", .array(diffIDs.map { .string($0) })),
+         ("signedBy", .array(signers.map { .string($0) }))] + (signedDigest.map { [("signedManifest", .string($0))] } ?? [])
+            + (registryDigest.map { [("registryManifest", .string($0))] } ?? [])
+    }
+
+    var json: JSON { .object(fields) }
+
+    init(reference: String, manifestDigest: String, diffIDs: [String], signers: [String] = [], signedDigest: String? = nil) {
         self.reference = reference
         self.manifestDigest = manifestDigest
         self.diffIDs = diffIDs
+        self.signers = signers
+        self.signedDigest = signedDigest
     }
 
     init?(json: JSON) {
         guard let reference = json["reference"]?.string, let manifest = json["manifest"]?.string,
               let layers = json["layers"]?.array?.compactMap(\.string) else { return nil }
-        self.init(reference: reference, manifestDigest: manifest, diffIDs: layers)
+        self.init(reference: reference, manifestDigest: manifest, diffIDs: layers,
+                  signers: json["signedBy"]?.array?.compactMap(\.string) ?? [], signedDigest: json["signedManifest"]?.string)
+        registryDigest = json["registryManifest"]?.string
     }
 }

@@ -95,6 +95,8 @@ extension FuseServer {
             "entry_timeout: \(timeouts.entry.secondsText)",
             "attr_timeout: \(timeouts.attribute.secondsText)",
             "negative_timeout: \(timeouts.negative.secondsText)",
+            "max_threads: \(workers.withLock { $0.threads })",
+            "spin: \(workers.withLock { $0.spin })",
             "pid: \(getpid())",
             "started: \(started)",
             "version: \(Version.number)",

@@ -51,6 +51,8 @@ public final class FuseServer: Sendable {
     let invalidations = Locked(InvalidationRecord())
     /// Whether changes in the layers are invalidated as they settle (`-o watch`).
     let watching = Locked(false)
+    /// The worker loop's `max_threads` and `spin` (microseconds), as `Session.run` set them (for `.stats`).
+    let workers = Locked((threads: UInt32(0), spin: UInt32(0)))
     /// Where the mount is (a patch given to `.layers` must not lie inside it).
     let mountpoint: RawPath
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.

@@ -64,6 +64,7 @@ public final class Session {
     /// polls for the next one up to `spinMicroseconds` before it sleeps.
     public func run(maxThreads: UInt32 = 16, spinMicroseconds: UInt32 = 20) -> Int32 {
         pb_spin_set_limit(spinMicroseconds)
+        userdata.takeUnretainedValue().workers.withLock { $0 = (maxThreads, spinMicroseconds) }
         // the rings (where used) start once INIT is answered, with threads of their own
         pb_uring_configure(session, transport.code, maxThreads)
         let handlers = fuse_set_signal_handlers(session)

@@ -46,12 +46,13 @@ public struct AssetCatalog: Sendable {
     /// The first rendition that serves `name` on a device of `scale` (1, 2, 3) and `idiom`: one
     /// of that scale or a vector one (scale 0, drawn at every scale), of that idiom or a universal
     /// one (idiom 0); an exact scale is preferred over a vector one, then the idiom's over a
-    /// universal one. Nil when none.
-    public func rendition(named name: String, scale: Int, idiom: Device.Idiom) -> Rendition? {
-        let idiomValue = Self.value(of: idiom)
+    /// universal one. A device without an idiom (`nil`, a Mac) takes universal ones only. Nil
+    /// when none.
+    public func rendition(named name: String, scale: Int, idiom: Device.Idiom?) -> Rendition? {
+        let idioms = (idiom.map { [Self.value(of: $0)] } ?? []) + [0]
         let candidates = renditions(named: name)
         for wantedScale in [scale, 0] {
-            for wantedIdiom in [idiomValue, 0] {
+            for wantedIdiom in idioms {
                 if let found = candidates.first(where: { $0.scale == wantedScale && $0.idiom == wantedIdiom }) {
                     return found
                 }

@@ -42,13 +42,16 @@ public struct Finding: Equatable, Sendable {
     public var languages: [String] = []
     /// More words: what moves where, what the catalog holds, what the compiled form is.
     public var detail: String?
+    /// The bundle inside the app whose rules it was found by (its path in the tree), nil for
+    /// the main bundle; paths in `detail` are relative to its resources directory.
+    public var bundle: String?
 
     /// The finding in words, `role(layer)` naming a layer; `checked` are the devices `check`
-    /// looked at (all of them: "every device").
+    /// looked at (all of them: "every device"). A finding in a bundle inside the app names it.
     public func text(checked: [Device] = Device.checked, _ role: (Int) -> String) -> String {
-        let place = "\(path) (\(role(layer)))"
+        let place = "\(path) (\(role(layer))\(bundle.map { ", bundle " + $0 } ?? ""))"
         let other = "\(self.other ?? "?") from \(otherLayer.map(role) ?? "?")"
-        let which = Set(devices) == Set(checked) ? "every device" : Finding.describe(devices, tallChecked: checked.contains(where: \.tall)) + " devices"
+        let which = Set(devices) == Set(checked) ? "every device" : Finding.describe(devices, checked: checked) + " devices"
         switch kind {
         case .image:
             return "\(place): on \(which), \(other) loads instead"
@@ -82,24 +85,21 @@ public struct Finding: Equatable, Sendable {
         languages.isEmpty ? "every language" : languages.joined(separator: ", ")
     }
 
-    /// `scale 3`, `scale 1 phone tall`, `scale 2 pad`... for a set of devices; tall or not is
-    /// said only when tall devices were checked.
-    static func describe(_ devices: [Device], tallChecked: Bool) -> String {
+    /// `scale 3`, `scale 2 tall-phone`, `scale 2 pad, scale 3 pad`... for a set of devices of
+    /// those `checked`: a scale alone when every kind of device checked at that scale is in it.
+    static func describe(_ devices: [Device], checked: [Device]) -> String {
+        let order = ["phone", "tall-phone", "pad", "none"]
+        func kinds(_ list: [Device], _ scale: Int) -> [String] {
+            Set(list.filter { $0.scale == scale }.map(\.kind)).sorted { (order.firstIndex(of: $0) ?? 9, $0) < (order.firstIndex(of: $1) ?? 9, $1) }
+        }
         var words: [String] = []
-        for scale in 1...3 {
-            func talls(_ idiom: Device.Idiom) -> Set<Bool> {
-                Set(devices.filter { $0.scale == scale && $0.idiom == idiom }.map(\.tall))
+        for scale in Set(devices.map(\.scale)).sorted() {
+            let found = kinds(devices, scale)
+            if Set(found) == Set(kinds(checked, scale)) {
+                words.append("scale \(scale)")
+            } else {
+                words += found.map { "scale \(scale) " + ($0 == "none" ? "(no idiom)" : $0) }
             }
-            func suffix(_ talls: Set<Bool>) -> String {
-                !tallChecked || talls.count == 2 ? "" : talls.contains(true) ? " tall" : " not tall"
-            }
-            let phone = talls(.phone), pad = talls(.pad)
-            if phone == pad {
-                if !phone.isEmpty { words.append("scale \(scale)\(suffix(phone))") }
-                continue
-            }
-            if !phone.isEmpty { words.append("scale \(scale) phone\(suffix(phone))") }
-            if !pad.isEmpty { words.append("scale \(scale) pad\(suffix(pad))") }
         }
         return words.joined(separator: ", ")
     }

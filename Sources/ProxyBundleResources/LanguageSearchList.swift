@@ -37,9 +37,9 @@ extension ResourceBundle {
     /// bundle has); an empty list is `en`.
     public func searchList(preferred: [String], main: ResourceBundle?) -> LanguageSearchList {
         let localizations = self.localizations
-        let mainLanguages = main.flatMap { main -> [String]? in
-            guard main.path != path, !main.info.allowsMixedLocalizations, !main.info.followsParent else { return nil }
-            return main.searchList(preferred: preferred, main: nil).languages
+        let mainLanguages = followed(main).map { main in
+            // its own choice (kept by it when it is a main bundle)
+            (main.main == nil ? main.searchList(preferred: preferred) : main.searchList(preferred: preferred, main: nil)).languages
         }
         func inList(developmentRegion: String?) -> ([String], LanguageSearchList.Preferences) {
             if let mainLanguages {
@@ -67,6 +67,15 @@ extension ResourceBundle {
         if languages.isEmpty { languages = ["en"] }
         return LanguageSearchList(languages: languages.uniqued(), localizations: localizations, developmentRegion: development,
                                   matchedAgainst: against)
+    }
+
+    /// `main`, when this bundle follows its language choice: when it is another bundle than
+    /// this one, and its Info.plist (the process's) neither sets `CFBundleAllowMixedLocalizations`
+    /// nor `CFBundleFollowParentLocalization`, nor is an extension's
+    /// (`_CFBundleCopyPreferredLanguagesInList`).
+    func followed(_ main: ResourceBundle?) -> ResourceBundle? {
+        guard let main, main.path != path, !main.info.allowsMixedLocalizations, !main.info.followsParent else { return nil }
+        return main
     }
 
     /// The bundle's localizations, as `CFBundleCopyBundleLocalizations` lists them

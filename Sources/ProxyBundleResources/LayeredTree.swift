@@ -75,6 +75,12 @@ public final class LayeredTree: ResourceTree {
         entries(in: path).map(\.name)
     }
 
+    /// The path of the entry `path` leads to, symlinks followed: a macOS framework's
+    /// `Resources` is `Versions/A/Resources`. `path` itself when it leads nowhere or out of the tree.
+    public func realPath(_ path: String) -> String {
+        walk(path, follow: true)?.names?.joined(separator: "/") ?? path
+    }
+
     /// An entry of a merged directory: its name, the layer that serves it (the top one of a
     /// merged directory), and its kind there (a symlink's own: `.other`).
     public struct Listed: Equatable, Sendable {

@@ -39,7 +39,9 @@ extension PatchCheck {
         for served in FoldedMerge([FoldedMerge.Part(directories: directories)]).listing {
             let shown = served.places.map { (directory: $0.directory, name: $0.name) }
             for other in byKey[CaseFold.key(served.name)] ?? [] where !shown.contains(where: { $0 == other }) {
-                found.append(Finding(kind: .spelling, layer: index, path: text(other), other: text(shown[0]), otherLayer: index))
+                let path = text(other)
+                found.append(Finding(kind: .spelling, layer: index, path: path, other: text(shown[0]), otherLayer: index,
+                                     bundle: ResourceBundle.nestedBundle(holding: path)))
             }
             if served.isDirectory { spellings(index, shown.map(text), into: &found) }
         }

@@ -9,16 +9,22 @@ import ProxyBundleCore
 /// spelling of the language beats, global files over localized ones, whiteouts that hide nothing
 /// or move languages to another localization, loose images the asset catalog serves, source
 /// files the app never loads, and names that differ from one below only in letter case (or,
-/// when the mount folds case, names of one layer that differ only in case).
+/// when the mount folds case, names of one layer that differ only in case). Each bundle inside
+/// the app (`Kit.bundle` at any depth, `Frameworks/X.framework`, `PlugIns/X.appex`) is checked
+/// by its own rules: its resources directory, its Info.plist, its languages as its process
+/// chooses them (see `ResourceBundle.nested(at:)`).
 ///
 ///     let tree = try LayeredTree(paths: ["/srv/hotfix", "/opt/MyApp/Resources"])
 ///     for finding in PatchCheck(tree: tree).findings() { print(finding.text { "layer \($0)" }) }
 public final class PatchCheck {
     public let tree: LayeredTree
-    /// The devices whose lookups are checked (`Device.checked` unless told otherwise).
+    /// The devices whose lookups are checked: those the app is made for unless told
+    /// (`Device.checked(madeFor:)`).
     public let devices: [Device]
     /// The main bundle, over the merged layers.
     let bundle: ResourceBundle
+    /// The bundles of the app looked at so far, over the merged layers, by path.
+    private var bundles: [String: ResourceBundle] = [:]
     /// The layers below the patch being checked, merged, and the main bundle over them.
     var below: (tree: LayeredTree, bundle: ResourceBundle)?
     /// The layers below the patch being checked, merged as a mount that folds case merges
@@ -33,20 +39,23 @@ public final class PatchCheck {
     /// case are one entry (see `spellingFindings`).
     public let foldsCase: Bool
 
-    public init(tree: LayeredTree, devices: [Device] = Device.checked, foldsCase: Bool = false) {
+    /// `devices` nil: those the main bundle is made for (`ResourceBundle.madeFor`).
+    public init(tree: LayeredTree, devices: [Device]? = nil, foldsCase: Bool = false) {
         self.tree = tree
-        self.devices = devices
         self.foldsCase = foldsCase
         bundle = ResourceBundle(tree: tree)
+        self.devices = devices ?? Device.checked(madeFor: bundle.madeFor)
+        bundles[""] = bundle
     }
 
     /// The findings of every layer but the last (the main bundle), top first, in path order;
-    /// first, an asset catalog this reader does not understand; when case folds, last, the
-    /// main bundle's names that differ only in case.
+    /// first, the asset catalogs this reader does not understand (the main bundle's, then
+    /// those of the bundles inside it the layers touch); when case folds, last, the main
+    /// bundle's names that differ only in case.
     public func findings() -> [Finding] {
         let main = foldsCase && !tree.layers.isEmpty ? spellingFindings(in: tree.layers.count - 1) : []
-        return [unreadableCatalog()].compactMap { $0 } + (0 ..< max(0, tree.layers.count - 1)).flatMap { findings(in: $0) }
-            + main
+        let layers = (0 ..< max(0, tree.layers.count - 1)).flatMap { findings(in: $0) }
+        return unreadableCatalogs(in: Array(bundles.values)) + layers + main
     }
 
     /// The findings of layer `index`, in byte order of their paths.
@@ -56,15 +65,24 @@ public final class PatchCheck {
         } : nil
         foldedBelow = foldsCase && below != nil ? FoldedLayers(layers: Array(tree.layers[(index + 1)...])) : nil
         var found: [Finding] = []
-        walk(index, "", into: &found)
+        walk(index, "", in: CheckedBundle(merged: bundle, below: below?.bundle), into: &found)
         if foldsCase { found += spellingFindings(in: index) }
         return found.enumerated().sorted { a, b in
             a.element.path == b.element.path ? a.offset < b.offset : ResourcePath.byteOrder(a.element.path, b.element.path)
         }.map(\.element)
     }
 
-    /// Checks directory `path` of layer `index` and those in it.
-    private func walk(_ index: Int, _ path: String, into found: inout [Finding]) {
+    /// The bundle at directory `path`, inside `parent`: the same over the merged layers for
+    /// every layer checked; over the layers below, when they have it.
+    private func nested(at path: String, in parent: CheckedBundle) -> CheckedBundle {
+        let merged = bundles[path] ?? parent.merged.nested(at: path)
+        bundles[path] = merged
+        let below = self.below.flatMap { $0.tree.kind(of: path) == .directory ? parent.below?.nested(at: path) : nil }
+        return CheckedBundle(merged: merged, below: below)
+    }
+
+    /// Checks directory `path` of layer `index` and those in it, by the rules of `bundle`.
+    private func walk(_ index: Int, _ path: String, in bundle: CheckedBundle, into found: inout [Finding]) {
         let layer = tree.layers[index]
         guard let list = try? layer.entries(LayerPath(path)) else { return }
         var images: [String: [String]] = [:]  // base.type: the variants this layer shows
@@ -74,8 +92,10 @@ public final class PatchCheck {
             let full = ResourcePath.join(path, name)
             if let hidden = hiddenNames(name, bytes: bytes, entry: entry, in: path, layer: layer) {
                 if hidden.isEmpty {
-                    if !name.hasPrefix(".wh..wh.") || bytes == Whiteout.opaqueMarker { found.append(Finding(kind: .whiteout, layer: index, path: full)) }
-                } else if let moved = movedLanguages(by: full, hiding: hidden, in: path, layer: index) {
+                    if !name.hasPrefix(".wh..wh.") || bytes == Whiteout.opaqueMarker {
+                        found.append(Finding(kind: .whiteout, layer: index, path: full, bundle: bundle.name))
+                    }
+                } else if let moved = movedLanguages(by: full, hiding: hidden, in: path, layer: index, bundle: bundle) {
                     found.append(moved)
                 }
                 continue
@@ -85,17 +105,21 @@ public final class PatchCheck {
                 guard let listed, listed.kind == .directory,
                       listed.layer == index || tree.layers(at: full).contains(index) else { continue }  // hidden from above
                 if listed.layer == index { names.append(name) }
-                if let source = sourceOnly(full, layer: index) {
+                if let source = sourceOnly(full, layer: index, bundle: bundle) {
                     found.append(source)
                     continue
                 }
-                if let moved = newLocalization(full, layer: index) { found.append(moved) }
-                walk(index, full, into: &found)
+                if let moved = newLocalization(full, layer: index, bundle: bundle) { found.append(moved) }
+                if name.dropFirst().contains("."), !name.hasSuffix(".lproj") {  // a resource that is a directory (.storyboardc)
+                    found += deviceTwins(full, layer: index, bundle: bundle)
+                }
+                // a bundle inside the app has rules of its own
+                walk(index, full, in: ResourceBundle.isBundle(named: name) ? nested(at: full, in: bundle) : bundle, into: &found)
                 continue
             }
             guard listed?.layer == index else { continue }  // a layer above replaces it
             names.append(name)
-            if let source = sourceOnly(full, layer: index) {
+            if let source = sourceOnly(full, layer: index, bundle: bundle) {
                 found.append(source)
                 continue
             }
@@ -103,12 +127,12 @@ public final class PatchCheck {
             if ImageName.types.contains(image.type.lowercased()) && name.contains(".") {
                 images[image.base + "." + image.type, default: []].append(full)
             } else {
-                found += fileFindings(full, layer: index)
+                found += fileFindings(full, layer: index, bundle: bundle)
             }
         }
-        if let below, !foldsCase { found += differentCase(names, in: path, layer: index, below: below.tree) }
+        if let below, !foldsCase { found += differentCase(names, in: path, layer: index, below: below.tree, bundle: bundle) }
         for (family, variants) in images.sorted(by: { $0.key < $1.key }) {
-            found += imageFindings(ImageName(family), in: path, variants: variants.sorted(), layer: index)
+            found += imageFindings(ImageName(family), in: path, variants: variants.sorted(), layer: index, bundle: bundle)
         }
     }
 
@@ -130,10 +154,10 @@ public final class PatchCheck {
     }
 
     /// The findings of a non-image file this layer shows at `path`.
-    private func fileFindings(_ path: String, layer: Int) -> [Finding] {
-        if let beaten = localized(path, layer: layer) { return [beaten] }
-        return [unreachable(path, layer: layer), overridesLocalized(path, layer: layer)].compactMap { $0 }
-            + deviceTwins(path, layer: layer)
+    private func fileFindings(_ path: String, layer: Int, bundle: CheckedBundle) -> [Finding] {
+        if let beaten = localized(path, layer: layer, bundle: bundle) { return [beaten] }
+        return [unreachable(path, layer: layer, bundle: bundle), overridesLocalized(path, layer: layer, bundle: bundle)]
+            .compactMap { $0 } + deviceTwins(path, layer: layer, bundle: bundle)
     }
 
     /// The merged listing of `directory`, by name.
@@ -145,16 +169,10 @@ public final class PatchCheck {
         return byName
     }
 
-    /// `path` relative to the main bundle's resources directory; nil when it is outside it.
-    func resourcePath(_ path: String) -> String? {
-        let resources = bundle.resources
-        if resources.isEmpty { return path }
-        return path.hasPrefix(resources + "/") ? String(path.dropFirst(resources.count + 1)) : nil
-    }
-
     /// Names of this layer in `directory` that differ only in letter case from one the layers
     /// below show there, which still shows.
-    private func differentCase(_ names: [String], in directory: String, layer: Int, below: LayeredTree) -> [Finding] {
+    private func differentCase(_ names: [String], in directory: String, layer: Int, below: LayeredTree,
+                               bundle: CheckedBundle) -> [Finding] {
         var lower: [String: [String]] = [:]
         for name in below.names(in: directory) { lower[name.lowercased(), default: []].append(name) }
         var found: [Finding] = []
@@ -164,9 +182,26 @@ public final class PatchCheck {
                 let path = ResourcePath.join(directory, other)
                 guard let from = listing[other]?.layer, from > layer else { continue }
                 found.append(Finding(kind: .letterCase, layer: layer, path: ResourcePath.join(directory, name),
-                                     other: path, otherLayer: from))
+                                     other: path, otherLayer: from, bundle: bundle.name))
             }
         }
         return found
+    }
+}
+
+/// A bundle of the app as the check of one layer sees it: by its rules over the merged layers,
+/// and over the layers below the one checked (nil when they do not have it).
+struct CheckedBundle {
+    let merged: ResourceBundle
+    let below: ResourceBundle?
+
+    /// How findings name it: nil for the main bundle, else its path.
+    var name: String? { merged.path.isEmpty ? nil : merged.path }
+
+    /// `path` relative to the bundle's resources directory; nil when it is outside it.
+    func resourcePath(_ path: String) -> String? {
+        let resources = merged.resources
+        if resources.isEmpty { return path }
+        return path.hasPrefix(resources + "/") ? String(path.dropFirst(resources.count + 1)) : nil
     }
 }

@@ -4,19 +4,22 @@
 ///
 ///     let tree = try DirectoryTree(path: "/mnt/myapp")          // or a LayeredTree
 ///     let bundle = ResourceBundle(tree: tree)
-///     let query = ResourceQuery(name: "Images/icon", type: "png", image: Device(scale: 3))
+///     let query = ResourceQuery(name: "Images/icon", type: "png", scale: 3)
 ///     bundle.resolve(query)                                      // "Images/icon@3x.png"
 public final class ResourceBundle {
     public let tree: ResourceTree
     /// Where the bundle is in the tree (`""`: the tree is the bundle).
     public let path: String
-    /// Its resources directory: `Contents/Resources` (macOS), else `Resources` (OPENSTEP and
-    /// GNUstep), else the bundle itself (iOS).
+    /// Its resources directory, with any symlink on the way resolved (see `init`).
     public let resources: String
-    /// What its Info.plist says of languages.
+    /// Whether its resources are in `Contents/Resources`: a macOS bundle.
+    public let isMacOS: Bool
+    /// What its Info.plist says.
     public let info: BundleInfo
-    /// The app's main bundle when this is another bundle inside it (a resource bundle, a
-    /// framework): its language choice is followed (see `searchList(preferred:main:)`).
+    /// The main bundle of the process that loads this one, when this is another bundle inside
+    /// it: the app for a resource bundle or a framework, the extension for what an extension
+    /// holds. Its language choice is followed (see `searchList(preferred:main:)`), and it says
+    /// which device the bundle runs on (`madeFor`).
     public let main: ResourceBundle?
     private var searchLists: [[String]: LanguageSearchList] = [:]
     /// `localizations`, once read (`check` asks for them per file).
@@ -25,22 +28,34 @@ public final class ResourceBundle {
     private var catalogResult: Result<AssetCatalog, AssetCatalog.Unreadable>? = nil
     private var directories: [DirectoryKey: ResourceDirectory] = [:]
 
+    /// The bundle at `path` of `tree`, inside the app whose main bundle is `main` (nil: it is
+    /// the main bundle). Its layout as `_CFBundleGetBundleVersionForURL` tells it: with a
+    /// `Contents` directory, `Contents/Resources` (macOS), else with a `Resources` directory,
+    /// that (OPENSTEP, GNUstep), else the bundle itself (iOS); for a `.framework`, `Resources`
+    /// comes before `Contents` (a macOS framework's `Resources` is a symlink to
+    /// `Versions/Current/Resources`: the tree's own path of it is kept, so that the check of a
+    /// layer, which walks real directories, finds it).
     public init(tree: ResourceTree, path: String = "", main: ResourceBundle? = nil) {
         self.tree = tree
         self.path = path
         self.main = main
-        let macOS = ResourcePath.join(path, "Contents/Resources")
+        let contents = ResourcePath.join(path, "Contents")
         let openStep = ResourcePath.join(path, "Resources")
+        let hasContents = tree.kind(of: contents) == .directory
+        let hasResources = tree.kind(of: openStep) == .directory
         let infoFiles: [String]
-        if tree.kind(of: macOS) == .directory {
-            resources = macOS
-            infoFiles = [ResourcePath.join(path, "Contents/Info.plist")]
-        } else if tree.kind(of: openStep) == .directory {
-            resources = openStep
+        if hasContents && !(hasResources && path.hasSuffix(".framework")) {
+            resources = tree.realPath(ResourcePath.join(contents, "Resources"))
+            isMacOS = true
+            infoFiles = [ResourcePath.join(contents, "Info.plist")]
+        } else if hasResources {
+            resources = tree.realPath(openStep)
+            isMacOS = false
             infoFiles = [ResourcePath.join(openStep, "Info-gnustep.plist"), ResourcePath.join(openStep, "Info.plist"),
                          ResourcePath.join(path, "Info.plist")]
         } else {
             resources = path
+            isMacOS = false
             infoFiles = [ResourcePath.join(path, "Info.plist")]
         }
         let plist = infoFiles.first { tree.kind(of: $0) == .file }.flatMap { tree.contents(of: $0, limit: 1 << 20) }
@@ -64,7 +79,9 @@ public final class ResourceBundle {
     /// `UIImage(named:)` looks there before any loose file. A name that names a variant
     /// (`icon@2x`) or a type other than an image's is not looked for there.
     public func catalogRendition(for query: ResourceQuery) -> AssetCatalog.Rendition? {
-        guard let device = query.image, case .success(let catalog)? = catalog else { return nil }
+        guard let device = query.device(idiom: idiom(for: query.idiom)), case .success(let catalog)? = catalog else {
+            return nil
+        }
         let (subdirectory, fileName) = query.place
         let image = ImageName(fileName)
         guard !image.hasVariant, ImageName.types.contains(image.type.lowercased()) else { return nil }
@@ -113,14 +130,15 @@ public final class ResourceBundle {
     /// locations outside, the names inside.
     public func candidates(for query: ResourceQuery) -> [Candidate] {
         let (subdirectory, _) = query.place
-        let names = query.fileNames
+        let idiom = idiom(for: query.idiom)
+        let names = query.fileNames(idiom: idiom)
         var first: [Candidate] = []
-        if query.image != nil, catalog != nil {
+        if query.scale != nil, catalog != nil {
             first = [Candidate(path: ResourcePath.join(resources, "Assets.car"), exists: catalogRendition(for: query) != nil)]
         }
         return first + locations(subdirectory: subdirectory, languages: searchList(preferred: query.preferred).languages)
             .flatMap { location in
-                let directory = self.directory(location, idiom: query.product)
+                let directory = self.directory(location, idiom: idiom)
                 return names.map { name in
                     let found = directory.entry(name)
                     let path = ResourcePath.join(location, found ?? name)
@@ -141,7 +159,8 @@ public final class ResourceBundle {
     /// `_CFBundleAddValueForType`): all of the global ones, those of the first language and of
     /// `Base.lproj`, and those of the other languages only when neither of those two has any.
     public func resources(ofType type: String, subdirectory: String = "", preferred: [String],
-                          idiom: Device.Idiom? = nil) -> [String] {
+                          idiom: IdiomChoice = .bundle) -> [String] {
+        let idiom = self.idiom(for: idiom)
         let subdirectory = ResourcePath.names(subdirectory).joined(separator: "/")
         guard !ResourcePath.names(subdirectory).contains("..") else { return [] }
         let languages = searchList(preferred: preferred).languages
@@ -163,7 +182,7 @@ public final class ResourceBundle {
         tree.names(in: resources)
             .filter { $0.hasSuffix(".bundle") && tree.kind(of: ResourcePath.join(resources, $0)) == .directory }
             .sorted(by: ResourcePath.byteOrder)
-            .map { ResourceBundle(tree: tree, path: ResourcePath.join(resources, $0), main: main ?? self) }
+            .map { nested(at: ResourcePath.join(resources, $0)) }
     }
 
     /// This bundle and, with `nested`, its resource bundles after it: the order `resolve(_:nested:)`
@@ -181,11 +200,14 @@ public final class ResourceBundle {
         return nil
     }
 
-    /// The resources of directory `path` for a device of `idiom` (read once).
+    /// The resources of directory `path` for a device of `idiom` (read once for every idiom).
     func directory(_ path: String, idiom: Device.Idiom?) -> ResourceDirectory {
         let key = DirectoryKey(path: path, idiom: idiom)
         if let known = directories[key] { return known }
-        let directory = ResourceDirectory(names: tree.names(in: path), idiom: idiom, foldsCase: tree.foldsCase)
+        let idioms: [Device.Idiom?] = [nil] + Device.Idiom.allCases
+        let known = idioms.lazy.compactMap { self.directories[DirectoryKey(path: path, idiom: $0)] }.first
+        let names = known?.names ?? tree.names(in: path)
+        let directory = ResourceDirectory(names: names, idiom: idiom, foldsCase: tree.foldsCase)
         directories[key] = directory
         return directory
     }

@@ -25,11 +25,15 @@ public protocol ResourceTree {
     var foldsCase: Bool { get }
     /// The real spelling of `path`, an entry of the tree.
     func spelling(of path: String) -> String
+    /// `path` with the symlinks on the way that stay in the tree resolved, where the tree
+    /// tells them (a `LayeredTree`); else `path` itself.
+    func realPath(_ path: String) -> String
 }
 
 extension ResourceTree {
     public var foldsCase: Bool { false }
     public func spelling(of path: String) -> String { path }
+    public func realPath(_ path: String) -> String { path }
 }
 
 /// A directory on disk: a bundle laid out in a plain directory, or a proxybundle mount, whose

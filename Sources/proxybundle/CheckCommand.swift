@@ -22,24 +22,37 @@ struct CheckCommand: ParsableCommand {
             loads; a name that differs only in letter case from one below it (both show); with \
             --casefold, instead, names of one layer that differ only in letter case (of a.txt \
             and A.txt, a.txt never shows). \
-            Devices checked: scale 2 and 3, phone and pad (what current iOS versions run on), \
-            unless --scales and --idioms say otherwise; languages: every localization of the \
-            bundle. Exit status 1 when something is found, 0 when nothing is. The layers are \
-            read as they are on disk (what the mount shows after an invalidation).
+            Every bundle inside the app (Kit.bundle at any depth, Frameworks/X.framework, \
+            PlugIns/X.appex) is checked by its own rules, its resources directory, Info.plist \
+            and languages (following the app's choice unless the app allows mixed \
+            localizations; an extension choosing its own), and its findings name it. \
+            Devices checked: those the app is made for (Info.plist's UIDeviceFamily, or \
+            LSRequiresIPhoneOS: phones; phone and pad when it does not say), at scale 2 and 3 \
+            (what current iOS versions run on); a macOS app (Contents/): scale 1 and 2 without \
+            an idiom; --scales and --idioms choose, --tall adds the 4-inch phone. Languages: \
+            every localization of each bundle (and of the app, for a bundle that follows it). \
+            Exit status 1 when something is found, 0 when nothing is. The layers are read as \
+            they are on disk (what the mount shows after an invalidation).
             Examples:
               proxybundle check /mnt/myapp
               proxybundle check /mnt/myapp --scales 1,2,3 --idioms pad
+              proxybundle check /mnt/myapp --tall
             """
     )
 
     @Argument(help: "The mountpoint of a proxybundle mount.")
     var mountpoint: String
 
-    @Option(help: "The device scales to check, separated by commas (1, 2, 3); default 2,3.")
-    var scales: String = "2,3"
+    @Option(help: "The device scales to check, separated by commas (1, 2, 3); default 2,3 (1,2 for a macOS app).")
+    var scales: String?
 
-    @Option(help: "The device idioms to check, separated by commas (phone, pad); default phone,pad.")
-    var idioms: String = "phone,pad"
+    @Option(help: ArgumentHelp("The devices to check, separated by commas: phone, pad, tall-phone (a 4-inch phone, scale 2), none (no idiom, a Mac); default: those the app is made for.",
+                               valueName: "idioms"),
+            completion: .list(["phone", "pad", "tall-phone", "none"]))
+    var idioms: String?
+
+    @Flag(help: "Check the 4-inch phone too (tall-phone): a NAME-568h@2x image comes first there.")
+    var tall = false
 
     @Flag(help: "Match names ignoring letter case and Unicode normalization: a case-only difference from a name below replaces it (no finding); names of one layer that differ only in case are reported, all but the first in byte order never show.")
     var casefold = false
@@ -48,25 +61,45 @@ struct CheckCommand: ParsableCommand {
     var json = false
 
     func validate() throws {
-        _ = try devices()
+        _ = try devices(madeFor: nil)
     }
 
-    /// The devices of --scales and --idioms.
-    func devices() throws -> [Device] {
-        let scales = try scales.split(separator: ",", omittingEmptySubsequences: false).map { word in
-            guard let scale = Int(String(word).trimmedOfSpaces), (1...3).contains(scale) else {
-                throw ValidationError("--scales takes 1, 2 or 3 separated by commas, not '\(word)'")
+    /// The devices of --scales, --idioms and --tall, for an app made for `madeFor`
+    /// (`ResourceBundle.madeFor`) where they do not say.
+    func devices(madeFor: [Device.Idiom]?) throws -> [Device] {
+        let scales = try scales.map { list in
+            try list.split(separator: ",", omittingEmptySubsequences: false).map { word in
+                guard let scale = Int(String(word).trimmedOfSpaces), (1...3).contains(scale) else {
+                    throw ValidationError("--scales takes 1, 2 or 3 separated by commas, not '\(word)'")
+                }
+                return scale
             }
-            return scale
         }
-        let idioms = try idioms.split(separator: ",", omittingEmptySubsequences: false).map { word in
-            guard let idiom = Device.Idiom(rawValue: String(word).trimmedOfSpaces) else {
-                throw ValidationError("--idioms takes phone or pad separated by commas, not '\(word)'")
+        let kinds = try idioms.map { list in
+            try list.split(separator: ",", omittingEmptySubsequences: false).map { word in
+                let kind = String(word).trimmedOfSpaces
+                guard ["phone", "pad", "tall-phone", "none"].contains(kind) else {
+                    throw ValidationError("--idioms takes phone, pad, tall-phone or none separated by commas, not '\(word)'")
+                }
+                return kind
             }
-            return idiom
         }
-        let devices = scales.flatMap { scale in idioms.map { Device(scale: scale, idiom: $0) } }
-        return devices.enumerated().filter { !devices.prefix($0.offset).contains($0.element) }.map(\.element)
+        // what is not given is what the app is made for
+        let defaults = Device.checked(madeFor: madeFor)
+        var devices: [Device] = []
+        for scale in scales ?? defaults.map(\.scale) {
+            for kind in kinds ?? defaults.map(\.kind) where kind != "tall-phone" {
+                let device = Device(scale: scale, idiom: Device.Idiom(rawValue: kind))
+                if !devices.contains(device) { devices.append(device) }
+            }
+        }
+        if tall || kinds?.contains("tall-phone") == true {
+            guard scales?.contains(2) ?? true else {
+                throw ValidationError("tall-phone is a scale 2 device (every 4-inch phone is): --scales leaves out 2")
+            }
+            devices.append(Device.tallPhone)
+        }
+        return devices
     }
 
     func run() throws {
@@ -90,7 +123,7 @@ struct CheckCommand: ParsableCommand {
         } catch let error as ResourceError {
             throw Failure("cannot merge the layers of \(mountpoint): \(Paths.describe(error.code))")
         }
-        let devices = try devices()
+        let devices = try devices(madeFor: ResourceBundle(tree: tree).madeFor)
         let findings = PatchCheck(tree: tree, devices: devices, foldsCase: casefold || mount.foldsNames).findings()
         // a patch is named with its path (there may be several); the substitution and the
         // main bundle by their role
@@ -107,6 +140,7 @@ struct CheckCommand: ParsableCommand {
                     ("devices", "[" + finding.devices.map { JSON.string($0.description) }.joined(separator: ",") + "]"),
                     ("languages", "[" + finding.languages.map(JSON.string).joined(separator: ",") + "]"),
                     ("detail", finding.detail.map(JSON.string) ?? "null"),
+                    ("bundle", finding.bundle.map(JSON.string) ?? "null"),
                     ("text", JSON.string(finding.text(checked: devices, name))),
                 ])
             }.joined(separator: ",") + "]")

@@ -41,6 +41,13 @@ enum Daemon {
             defer { inUse.forEach { close($0) } }  // when the mount failed
             let session = try open(plan, claim: claim, logger: logger)
             do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
+            // libfuse 3.14 refuses relatime and nodiratime: they are set on the mount itself
+            if plan.options.fuse.contains(where: MountOptions.setOnTheMount.contains) {
+                let relatime = plan.options.fuse.last { ["atime", "noatime", "relatime"].contains($0) } == "relatime"
+                let set = plan.options.fuse.contains("nodiratime") ? pb_MOUNT_ATTR_NODIRATIME : 0
+                let error = plan.mountpoint.withCString { pb_set_mount_attributes($0, set, relatime ? pb_MOUNT_ATTR__ATIME : 0) }
+                if error != 0 { logger.warning("relatime or nodiratime not set on the mount: \(Errno(-error).name)") }
+            }
             inUse.forEach { close($0) }
             inUse = []
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
@@ -100,7 +107,8 @@ enum Daemon {
                                 usesACL: plan.options.acl,
                                 // asked in a request: no waiting there
                                 claimsSubstitution: { claim.map { (try? $0.take(patience: 0)) != nil } ?? false })
-        var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse).map(RawArguments.bytes(of:))
+        var options = (["subtype=proxybundle", "default_permissions"] + plan.options.fuse.filter { !MountOptions.setOnTheMount.contains($0) })
+            .map(RawArguments.bytes(of:))
         if !options.contains(where: { $0.starts(with: "fsname=".utf8) }) { options.append(Array("fsname=".utf8) + plan.main.bytes) }
         do {
             let transport = plan.options.transport.with(autoUnmount: plan.options.fuse.contains("auto_unmount"))
@@ -130,7 +138,10 @@ extension Daemon {
     /// Starts `arguments` (the daemon image's, see `DaemonImage`) as a detached copy of this
     /// program in its own session, and returns once it reports that it has mounted and the
     /// mount answers.
-    static func startDetached(_ arguments: [String], mountpoint: RawPath) throws(Failure) {
+    /// The descriptor a detached daemon image reads its patches from (see `DaemonImage.PatchList`).
+    static let childPatchesFD: Int32 = 4
+
+    static func startDetached(_ arguments: [String], patches: DaemonImage.PatchList?, mountpoint: RawPath) throws(Failure) {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Paths.describe(errno))") }
         for end in pipeEnds { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
@@ -143,12 +154,14 @@ extension Daemon {
         let childReadyFD: Int32 = 3
         let pid: pid_t
         do throws(Failure) {
-            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD, stderr: errors)
+            pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD, stderr: errors, patches: patches?.fd)
         } catch {
             close(pipeEnds[1])
+            if let patches { close(patches.fd) }
             throw error
         }
         close(pipeEnds[1])
+        if let patches { close(patches.fd) }
         let message = readLine(pipeEnds[0], timeoutSeconds: 30)
         if message == Array("ready".utf8) {
             if Daemon.answers(mountpoint) { return }
@@ -194,7 +207,7 @@ extension Daemon {
     }
 
     private static func spawn(_ arguments: [String], readyWriteEnd: Int32, as childFD: Int32,
-                              stderr: Int32) throws(Failure) -> pid_t {
+                              stderr: Int32, patches: Int32?) throws(Failure) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -205,7 +218,12 @@ extension Daemon {
         } else {
             posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         }
-        posix_spawn_file_actions_adddup2(&actions, readyWriteEnd, childFD)
+        // the sources above every descriptor the child is given, so no dup2 overwrites another's source
+        let sources = ([readyWriteEnd] + (patches.map { [$0] } ?? [])).map { fcntl($0, F_DUPFD_CLOEXEC, 10) }
+        defer { sources.forEach { if $0 >= 0 { close($0) } } }
+        guard !sources.contains(where: { $0 < 0 }) else { throw Failure("cannot start the daemon: \(Paths.describe(errno))") }
+        posix_spawn_file_actions_adddup2(&actions, sources[0], childFD)
+        if patches != nil { posix_spawn_file_actions_adddup2(&actions, sources[1], childPatchesFD) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

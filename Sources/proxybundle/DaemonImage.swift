@@ -12,19 +12,66 @@ import Glibc
 enum DaemonImage {
     /// The first argument of the fresh image; not a command anyone types.
     static let marker = "--serve-checked-mount"
-    /// Before each patch's path among the fresh image's arguments.
-    static let patchPrefix = "--patch="
+    /// The argument naming the descriptor the image reads its patches from (see `PatchList`).
+    static let patchesPrefix = "--patches-fd="
 
-    /// The arguments (after the program's name) that start the daemon image serving `plan`
-    /// with the `-o` lists `options`, as lossless text (see `RawArguments`): the image gets
-    /// the very bytes of each path.
-    static func arguments(_ plan: MountPlan, options: [String], level: Logger.Level,
-                          destination: LogDestination) -> [String] {
-        // the patches as checked (canonical), in place of any the options named; no
-        // substitution is an empty argument and the option that says so
-        [marker, plan.main.argument, plan.mountpoint.argument, plan.substitution?.argument ?? "", level.rawValue,
-         destination.argument] + plan.patches.map { patchPrefix + $0.argument } + options
-            + (plan.substitution == nil ? ["nosubstitution"] : [])
+    /// The arguments (after the program's name) that start the daemon image serving `plan`,
+    /// as lossless text (see `RawArguments`): the image gets the very bytes of each path. The
+    /// patches are not among them but in the file open as `patchesFD` in the image (see
+    /// `PatchList`), so `ps` and `/proc/PID/cmdline` show a short line whatever their number;
+    /// the options are the words `mount` parsed, in one argument.
+    static func arguments(_ plan: MountPlan, level: Logger.Level, destination: LogDestination,
+                          patchesFD: Int32?) -> [String] {
+        let words = plan.options.daemonWords
+        return [marker, plan.main.argument, plan.mountpoint.argument, plan.substitution?.argument ?? "", level.rawValue,
+                destination.argument] + (patchesFD.map { ["\(patchesPrefix)\($0)"] } ?? [])
+            + (words.isEmpty ? [] : [words.joined(separator: ",")])
+    }
+
+    /// The checked patches, handed to the daemon image in an anonymous file (`memfd`) rather
+    /// than on its command line: each path's bytes followed by a NUL. The image reads it once
+    /// at start and closes it. At 1,000 patches the command line was 70 KB, every path in it.
+    struct PatchList {
+        /// Closed on exec: a spawned image gets a copy at `Daemon.childPatchesFD`, and
+        /// `inheritable` lets the image exec'd in this process keep it.
+        let fd: Int32
+
+        /// nil when there are no patches (no file, no argument).
+        init?(_ patches: [RawPath]) throws(Failure) {
+            guard !patches.isEmpty else { return nil }
+            fd = pb_memfd_create("proxybundle-patches")
+            guard fd >= 0 else { throw Failure("cannot hand the patches to the daemon: \(Paths.describe(errno))") }
+            var bytes: [UInt8] = []
+            for patch in patches { bytes += patch.bytes + [0] }
+            var written = 0
+            while written < bytes.count {
+                let count = bytes[written...].withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(written)) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { throw Failure("cannot hand the patches to the daemon: \(Paths.describe(errno))") }
+                written += count
+            }
+        }
+
+        /// `fd`, kept open across an exec of this process.
+        var inheritable: Int32 {
+            _ = fcntl(fd, F_SETFD, 0)
+            return fd
+        }
+
+        /// The patches in the file open as `fd`, which is closed.
+        static func read(_ fd: Int32) throws(Failure) -> [RawPath] {
+            defer { close(fd) }
+            var bytes: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
+            while true {
+                let count = Glibc.read(fd, &chunk, chunk.count)
+                if count < 0 && errno == EINTR { continue }
+                if count < 0 { throw Failure("cannot read the patches handed to the daemon: \(Paths.describe(errno))") }
+                if count == 0 { break }
+                bytes += chunk[..<count]
+            }
+            return bytes.split(separator: 0).map { RawPath(bytes: Array($0)) }
+        }
     }
 
     /// `arguments` (lossless text) as the C strings of a new process's `argv`, after the
@@ -52,9 +99,14 @@ enum DaemonImage {
                   let destination = LogDestination(argument: arguments[4]) else {
                 throw Failure("\(marker) is for proxybundle mount only")
             }
-            let rest = arguments.dropFirst(5)
-            let patches = rest.filter { $0.hasPrefix(patchPrefix) }.map { RawPath(argument: String($0.dropFirst(patchPrefix.count))) }
-            let options = try MountOptions(rest.filter { !$0.hasPrefix(patchPrefix) })
+            var rest = Array(arguments.dropFirst(5))
+            var patches: [RawPath] = []
+            if let first = rest.first, first.hasPrefix(patchesPrefix) {
+                guard let fd = Int32(first.dropFirst(patchesPrefix.count)) else { throw Failure("\(marker) is for proxybundle mount only") }
+                patches = try PatchList.read(fd)
+                rest.removeFirst()
+            }
+            let options = try MountOptions(rest)
             let plan = try MountPlan(main: RawPath(argument: arguments[0]), mountpoint: RawPath(argument: arguments[1]),
                                      substitution: arguments[2].isEmpty ? nil : RawPath(argument: arguments[2]),
                                      patches: patches, options: options)

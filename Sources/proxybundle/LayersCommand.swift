@@ -17,6 +17,9 @@ struct LayersCommand: ParsableCommand {
             the mount sees the new layers. Files already open keep reading what they opened.
             An updater installs a patch version by unpacking it into a new directory, setting \
             the layers, then removing the old directory.
+            --set-image and --rollback switch only to an image the trust policy accepts (see \
+            pull): --rollback checks the signatures kept in the store against the policy in \
+            force, without the registry; a refusal is one line and changes nothing.
             Example:
               proxybundle layers /mnt/myapp --set /srv/patches/v2 /srv/patches/base
             """

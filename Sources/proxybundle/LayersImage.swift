@@ -10,28 +10,28 @@ import Glibc
 extension LayersCommand {
     func switchTo(_ reference: String, _ mount: RunningMount) throws(Failure) {
         try store.locked { () throws(Failure) in
-            let pulled = try store.pull(reference, registry: registry, limits: limits, lockHeld: true)
+            let pulled = try store.pull(reference, registry: registry, limits: limits, lockHeld: true, unlessUnchanged: true)
             let patches = patches(of: pulled)
             // a timer that follows a tag that has not moved changes nothing
             if mount.patches.map(Paths.absolute) != patches { try setPatches(mount, patches) }
             var history = History(store: store.store, mountpoint: mount.mountpoint.bytes)
-            if history.current.map({ history.entries[$0].image.manifestDigest }) != pulled.manifestDigest {
-                history.append(pulled)
-                try save(history)
-            }
+            if history.setCurrent(pulled) { try save(history) }
         }
     }
 
     func rollBack(_ mount: RunningMount) throws(Failure) {
         try store.locked { () throws(Failure) in
             var history = History(store: store.store, mountpoint: mount.mountpoint.bytes)
-            let entry: History.Entry
-            do { entry = try history.rollBack() } catch { throw Failure("\(mount.mountpoint): \(error)") }
-            if let missing = entry.image.diffIDs.first(where: { !store.store.layerExists($0) }) {
-                throw Failure("\(mount.mountpoint): layer \(missing) of \(entry.image.reference) is no longer in the store; "
-                                  + "set it with --set-image \(entry.image.reference)")
+            let previous: Int
+            do { previous = try history.rollBack() } catch { throw Failure("\(mount.mountpoint): \(error)") }
+            let image = history.entries[previous].image
+            if let missing = image.diffIDs.first(where: { !store.store.layerExists($0) }) {
+                throw Failure("\(mount.mountpoint): layer \(missing) of \(image.reference) is no longer in the store; "
+                                  + "set it with --set-image \(image.reference)")
             }
-            try setPatches(mount, patches(of: entry.image))
+            // the policy in force now, against the signatures kept when it was pulled
+            history.verified(previous, by: try store.verify(image, registry: registry))
+            try setPatches(mount, patches(of: image))
             try save(history)
         }
     }
@@ -42,7 +42,7 @@ extension LayersCommand {
         for (index, entry) in history.entries.enumerated() {
             let mark = entry.rolledBack ? "  (rolled back)" : index == current ? "  (current)" : ""
             print("\(History.format(entry.time))  \(entry.image.reference)  \(entry.image.manifestDigest)  "
-                  + "\(entry.image.diffIDs.count) layers\(mark)")
+                  + "\(entry.image.diffIDs.count) layers  \(entry.image.verification)\(mark)")
         }
     }
 

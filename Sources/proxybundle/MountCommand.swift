@@ -74,6 +74,22 @@ struct MountCommand: ParsableCommand {
     @Flag(name: .long, help: "Log to syslog (the default when detached without --log-file).")
     var syslog = false
 
+    /// The flags that set a mount option, each with the `-o` word it stands for: `run` parses
+    /// the `-o` options with these words added, and the daemon image is started with those
+    /// words (`MountOptions.daemonWords`), so a flag cannot be checked here and lost there. The
+    /// flags that name layers or the log (`--substitution`, `--patch`, `--patches-from`,
+    /// `--log-level`, `--log-file`, `--syslog`, `--foreground`) reach the plan or the image's
+    /// own arguments instead; `MountFlagTests` mounts with every flag of this command.
+    static var optionFlags: [(flag: String, word: String, isSet: (MountCommand) -> Bool)] { [
+        ("--casefold", "casefold", { $0.casefold }),
+        ("--no-substitution", "nosubstitution", { $0.noSubstitution }),
+    ] }
+
+    /// The `-o` lists given, then the words of the flags given.
+    var optionWords: [String] {
+        options + MountCommand.optionFlags.filter { $0.isSet(self) }.map(\.word)
+    }
+
     func validate() throws {
         if logFile != nil && syslog { throw ValidationError("give --log-file or --syslog, not both") }
     }
@@ -86,10 +102,8 @@ struct MountCommand: ParsableCommand {
             return try Remount.run(mountpoint: mountpoint, options: options + given, helper: true)
         }
         // every path is the bytes given (UTF-8 or not: see RawArguments)
-        var parsed = try MountOptions(options)
+        let parsed = try MountOptions(optionWords)
         let substitution = substitution.map(RawPath.init(argument:))
-        parsed.noSubstitution = parsed.noSubstitution || noSubstitution
-        parsed.casefold = parsed.casefold || casefold
         if parsed.noSubstitution, let given = substitution ?? parsed.substitution {
             throw Failure("--no-substitution and a substitution directory (\(given)) disagree; give one")
         }
@@ -117,16 +131,19 @@ struct MountCommand: ParsableCommand {
         if logFile == nil && (syslog || !foreground) {
             (destination, notice) = LogDestination.syslogOrFallback(mountpoint: plan.mountpoint)
         }
-        let daemon = DaemonImage.arguments(plan, options: options, level: level, destination: destination)
+        let patchList = try DaemonImage.PatchList(plan.patches)
         if plan.mountpoint != plan.main, let count = Paths.entryCount(plan.mountpoint), count > 0 {
             Failure("warning: mountpoint \(plan.mountpoint) is not empty: its \(count) "
                     + "\(count == 1 ? "entry is" : "entries are") hidden while it is mounted").report()
         }
         if foreground {
             notice?.report()
-            try DaemonImage.exec(daemon)
+            try DaemonImage.exec(DaemonImage.arguments(plan, level: level, destination: destination,
+                                                       patchesFD: patchList?.inheritable))
         }
-        try Daemon.startDetached(daemon, mountpoint: plan.mountpoint)
+        try Daemon.startDetached(DaemonImage.arguments(plan, level: level, destination: destination,
+                                                       patchesFD: patchList.map { _ in Daemon.childPatchesFD }),
+                                 patches: patchList, mountpoint: plan.mountpoint)
         notice?.report()
     }
 }

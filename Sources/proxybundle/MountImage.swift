@@ -17,14 +17,15 @@ enum MountImage {
         let store = options.store
         return try options.locked { () throws(Failure) in
             var image: PulledImage
-            if let recorded = store.recorded(reference), recorded.diffIDs.allSatisfy(store.layerExists) {
+            if var recorded = store.recorded(reference), recorded.diffIDs.allSatisfy(store.layerExists) {
+                // offline (at boot): the policy in force, against the signatures kept at the pull
+                recorded.signers = try options.verify(recorded, registry: RegistryOptions.standard)
                 image = recorded
             } else {
                 image = try options.pull(reference, registry: RegistryOptions.standard, limits: ExtractOptions.standard, lockHeld: true)
             }
             var history = History(store: store, mountpoint: Paths.resolved(mountpoint).bytes)
-            if history.current.map({ history.entries[$0].image.manifestDigest }) != image.manifestDigest {
-                history.append(image)
+            if history.setCurrent(image) {
                 do { try history.save() } catch { throw Failure(text: "\(reference): \(error)") }
             }
             return image.diffIDs.reversed().map { RawPath(store.layerPath($0)) }

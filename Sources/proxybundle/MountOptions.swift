@@ -4,46 +4,51 @@ import ProxyBundleFUSE
 
 /// The `-o` options of `mount`: the daemon's own, and the FUSE mount options passed on.
 struct MountOptions {
+    /// Every option as given, one word each, in order: what the daemon image is started with
+    /// (see `daemonWords`). The fields below are only ever set from these words, so a mount
+    /// flag changes the mount only by adding its word (`MountCommand.optionFlags`), and the
+    /// daemon parses exactly what `mount` parsed.
+    private(set) var words: [String] = []
     /// As given (lossless text, see `RawArguments`: a value may be a path that is not UTF-8).
-    var fuse: [String] = []
-    var timeouts = CacheTimeouts.standard
-    var maxThreads: UInt32 = 16
+    private(set) var fuse: [String] = []
+    private(set) var timeouts = CacheTimeouts.standard
+    private(set) var maxThreads: UInt32 = 16
     /// Microseconds a worker polls for the next request before it sleeps (0: never).
-    var spin: UInt32 = 20
-    var substitution: RawPath?
+    private(set) var spin: UInt32 = 20
+    private(set) var substitution: RawPath?
     /// `patches=DIR1:DIR2` (a `:` in a path written `\:`), highest priority first; a later
     /// `patches=` replaces an earlier one.
-    var patches: [RawPath] = []
+    private(set) var patches: [RawPath] = []
     /// `patches-from=FILE`: a file of patches, one a line, after those of `patches=` (for
     /// fstab, where an option string holds only a few); read by `mount`, not here.
-    var patchesFrom: RawPath?
+    private(set) var patchesFrom: RawPath?
     /// `ro`: the daemon refuses every change with EROFS. The kernel mount itself stays
     /// read-write so that `.invalidate` can still be written.
-    var readOnly = false
+    private(set) var readOnly = false
     /// `nosubstitution` (`--no-substitution`): no writable layer at all.
-    var noSubstitution = false
+    private(set) var noSubstitution = false
     /// `acl`: the kernel enforces the layers' POSIX ACLs (see `Capabilities.acl`); by default
     /// (`noacl`) it checks the mode bits alone, which the daemon shows within each ACL
     /// (`FuseServer.shownWithinACL`); much faster for users who own nothing they open (the
     /// kernel asks for the ACL of each such file, again after each change of its attributes).
-    var acl = false
+    private(set) var acl = false
     /// `casefold` (`--casefold`): names match ignoring case and Unicode normalization (see
     /// `CaseFold`), as ext4's and tmpfs's casefold directories match them.
-    var casefold = false
+    private(set) var casefold = false
     /// `watch`: invalidate by itself once changes in the layers settle.
-    var watch = false
+    private(set) var watch = false
     /// `transport=auto|uring|device`: how requests travel (see `Transport`).
-    var transport = Transport.auto
+    private(set) var transport = Transport.auto
     /// `debug`: as libfuse file systems take it, the daemon stays in the foreground and logs
     /// at debug level to standard error (for fstab and the mount helper, which give no
     /// `--foreground` or `--log-level`).
-    var debug = false
+    private(set) var debug = false
     /// `log_level=LEVEL`, as `--log-level` takes it.
-    var logLevel: Logger.Level?
+    private(set) var logLevel: Logger.Level?
     /// `image=REF`: the image's layers as patches, after any others (see `MountImage`).
-    var image: String?
+    private(set) var image: String?
     /// `store=DIR`: the store `image=` is found or pulled into.
-    var store: String?
+    private(set) var store: String?
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
@@ -52,6 +57,8 @@ struct MountOptions {
         "relatime", "sync", "async", "dirsync",
     ]
     static let passedValues: Set<String> = ["fsname"]
+    /// Of `passedFlags`, those libfuse 3.14 refuses: the daemon sets them on its mount itself.
+    static let setOnTheMount: Set<String> = ["relatime", "nodiratime"]
     /// What mount(8) and fstab lines may pass along that concerns only them; accepted and
     /// ignored (as are `x-*` and `comment=` options).
     static let mountCommandFlags: Set<String> = [
@@ -94,6 +101,7 @@ struct MountOptions {
         for list in lists {
             for option in list.split(separator: ",").map(String.init) {
                 try apply(option)
+                words.append(option)
             }
         }
         if transport == .uring && fuse.contains("auto_unmount") { throw Failure(text: Transport.autoUnmountConflict) }
@@ -148,6 +156,17 @@ struct MountOptions {
             throw Failure("mount option '\(key)' needs a value (\(key)=...)")
         default:
             throw Failure("unknown mount option '\(RawPath(argument: option))' (see proxybundle mount --help)")
+        }
+    }
+
+    /// Options `mount` turns into the layers of the plan (its substitution and patches)
+    /// before the daemon starts: the daemon image gets the layers themselves, not these.
+    static let resolvedByMount: Set<String> = ["substitution", "patches", "patches-from", "image", "store"]
+
+    /// The words the daemon image parses again: all but those `mount` resolved into layers.
+    var daemonWords: [String] {
+        words.filter { word in
+            !MountOptions.resolvedByMount.contains(String(word.prefix { $0 != "=" }))
         }
     }
 

@@ -7,6 +7,8 @@ import ProxyBundleDelivery
 struct PatchImage {
     var reference: String
     var manifest: String
+    /// The keys that verified it when it was set or pulled (none: unverified).
+    var signers: [String]
     /// Its layers among the mount's patches, top first.
     var patches: [RawPath]
 
@@ -25,9 +27,13 @@ struct PatchImage {
             if let index = found.firstIndex(where: { $0.manifest == image.manifestDigest && $0.reference == image.reference }) {
                 found[index].patches.append(patch)
             } else {
-                found.append(PatchImage(reference: image.reference, manifest: image.manifestDigest, patches: [patch]))
+                found.append(PatchImage(reference: image.reference, manifest: image.manifestDigest, signers: image.signers,
+                                        patches: [patch]))
             }
         }
         return found
     }
+
+    /// `signed by KEY`, or `unverified`.
+    var verification: String { PulledImage.verification(signers) }
 }

@@ -64,7 +64,7 @@ struct ProxyBundle: ParsableCommand {
             var command = try parseAsRoot(MountHelper.arguments(given))
             if getenv(parseOnlyVariable) != nil {
                 // the tests' check of the command lines the README shows: parsed, not run
-                if let mount = command as? MountCommand { _ = try MountOptions(mount.options) }
+                if let mount = command as? MountCommand { _ = try MountOptions(mount.optionWords) }
                 Glibc.exit(0)
             }
             try command.run()

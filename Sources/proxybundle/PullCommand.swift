@@ -11,7 +11,14 @@ struct PullCommand: ParsableCommand {
         discussion: """
             skopeo copies the image into the store's OCI image layout (blobs already there are \
             not fetched again), so registries.conf, auth files, policy.json and TLS settings \
-            apply as for any container tool. Each layer blob is then checked against its \
+            apply as for any container tool. The policy is --policy, else STORE/policy.json, \
+            else skopeo's ($HOME/.config/containers/policy.json, /etc/containers/policy.json); \
+            skopeo refuses an image it does not accept before any blob is written (one line: \
+            the image and why). The signatures it verified (GPG simple signing, read from the \
+            signature store registries.d names for the registry) are checked again and kept in \
+            the store, for switches made without the registry. An image the policy accepts \
+            without a signature is said to be unverified, once, on standard error. \
+            Each layer blob is then checked against its \
             digest and extracted once into STORE/layers/sha256/DIFFID (tar, tar+gzip or \
             tar+zstd; safely: nothing outside the layer's directory is written). Prints the \
             layer directories, top first: the patches of the image, for `layers --set`. \
@@ -47,17 +54,41 @@ struct StoreOptions: ParsableArguments {
 
     var store: Store { Store(root: directory.map { $0.hasSuffix("/") && $0.count > 1 ? String($0.dropLast()) : $0 } ?? Store.defaultRoot) }
 
-    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions, lockHeld: Bool = false)
-        throws(Failure) -> PulledImage {
+    /// Pulls `reference`; with `unlessUnchanged`, an image in the store whose manifest the
+    /// registry still serves is taken as it is, its kept signatures checked (see `Pull.unchanged`).
+    func pull(_ reference: String, registry: RegistryOptions, limits: ExtractOptions, lockHeld: Bool = false,
+              unlessUnchanged: Bool = false) throws(Failure) -> PulledImage {
         var pull = Pull(store: store)
         pull.lockHeld = lockHeld
         pull.skopeo = registry.skopeo
         pull.limits = limits.limits
         pull.progress = Progress.terminal()
-        do { return try pull.pull(reference) } catch let error as DeliveryError {
+        pull.trust = try trust(registry, naming: reference)
+        let pulled: PulledImage
+        do { pulled = try (unlessUnchanged ? pull.unchanged(reference) : nil) ?? pull.pull(reference) } catch let error as DeliveryError {
             throw Failure(text: "\(reference): \(error.description)")
         } catch {
             throw Failure(text: "\(reference): \(error)")
+        }
+        if pulled.signers.isEmpty {
+            Failure(text: "\(reference): unverified: the policy \(pull.trust?.policy.path ?? "") accepts it without a signature").report()
+        }
+        return pulled
+    }
+
+    /// The policy the store's commands apply: --policy, else STORE/policy.json, else skopeo's.
+    func trust(_ registry: RegistryOptions, naming image: String) throws(Failure) -> Trust {
+        do { return Trust(policy: try Policy(path: Policy.path(given: registry.policy, store: store))) } catch {
+            throw Failure(text: "\(image): \(error)")
+        }
+    }
+
+    /// Checks `image`, already in the store, again against the policy and the signatures kept
+    /// for it (no registry asked); returns who signed it.
+    func verify(_ image: PulledImage, registry: RegistryOptions) throws(Failure) -> [String] {
+        let trust = try trust(registry, naming: image.reference)
+        do { return try trust.check(image, in: store) } catch {
+            throw Failure(text: "\(image.reference): refused by the policy \(trust.policy.path): \(error)")
         }
     }
 
@@ -79,8 +110,14 @@ struct RegistryOptions: ParsableArguments {
         "Require HTTPS and a verified certificate (false: plain HTTP or any certificate).", valueName: "bool"))
     var tlsVerify = true
 
-    @Option(help: ArgumentHelp("A containers-policy.json that decides which images are trusted.", valueName: "file"))
+    @Option(help: ArgumentHelp(
+        "A containers-policy.json that decides which images are trusted (default: STORE/policy.json, else skopeo's).",
+        valueName: "file"))
     var policy: String?
+
+    @Option(name: .customLong("registries.d"), help: ArgumentHelp(
+        "The registries.d directory naming each registry's signature store (default: skopeo's).", valueName: "dir"))
+    var registriesDirectory: String?
 
     @Option(help: ArgumentHelp("The registry credentials (as REGISTRY_AUTH_FILE).", valueName: "file"))
     var authfile: String?
@@ -95,6 +132,7 @@ struct RegistryOptions: ParsableArguments {
         skopeo.policy = policy
         skopeo.authfile = authfile
         skopeo.certDirectory = certDirectory
+        skopeo.registriesDirectory = registriesDirectory
         skopeo.showProgress = isatty(2) != 0
         return skopeo
     }

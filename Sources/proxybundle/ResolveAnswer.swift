@@ -41,8 +41,8 @@ struct BundlePlace {
         if !prefix.isEmpty, tree.kind(of: prefix) != .directory {
             throw Failure("\(given): \(Paths.describe(tree.kind(of: prefix) == nil ? ENOENT : ENOTDIR))")
         }
-        let main = ResourceBundle(tree: tree)
-        bundle = prefix.isEmpty ? main : ResourceBundle(tree: tree, path: prefix, main: main)
+        // each bundle on the way decides whose process loads ROOT (an extension's, or the app's)
+        bundle = ResourceBundle(tree: tree).bundle(at: prefix)
     }
 
     /// The nearest directory above `path` whose name ends in `.app`.

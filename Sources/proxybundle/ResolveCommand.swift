@@ -18,11 +18,15 @@ struct ResolveCommand: ParsableCommand {
             likely form of it, then the development region. Looked for in the resources \
             directory (Contents/Resources, else Resources, else the bundle itself), then the \
             chosen localization's .lproj, Base.lproj, then the rest of the search list; the \
-            first directory that has the name wins. With --idiom, NAME~ipad (~iphone) replaces \
-            NAME in its own directory. A bundle inside an app (ROOT/Some.bundle) follows the \
-            app's language choice unless the app sets CFBundleAllowMixedLocalizations. An image \
-            tries each scale from the device's down, then up, the idiom's variant first. See \
-            README "Resources: which file an app loads".
+            first directory that has the name wins. On a phone (pad), NAME~iphone (~ipad) \
+            replaces NAME in its own directory: the device is the one the app is made for \
+            (Info.plist's UIDeviceFamily, or LSRequiresIPhoneOS: a phone; a macOS bundle, \
+            Contents/: none), a phone with a note on stderr for an app made for both, none when \
+            nothing says; --idiom chooses. A bundle inside an app (ROOT/Some.bundle, \
+            Frameworks/X.framework) follows the app's language choice unless the app sets \
+            CFBundleAllowMixedLocalizations; an extension (PlugIns/X.appex) chooses its own. \
+            An image tries each scale from the device's down, then up, the idiom's variant \
+            first. See README "Resources: which file an app loads".
             Examples:
               proxybundle resolve /mnt/myapp Localizable.strings --languages fr-CA,en
               proxybundle resolve /mnt/myapp Images/icon --image --scale 3
@@ -51,11 +55,11 @@ struct ResolveCommand: ParsableCommand {
     @Option(help: "The device's scale for --image: 1, 2 or 3.", completion: .list(["1", "2", "3"]))
     var scale: Int?
 
-    @Option(help: "The iOS device's idiom, phone or pad: its ~iphone or ~ipad variants replace the plain name.",
-            completion: .list(["phone", "pad"]))
+    @Option(help: "The device's idiom, phone or pad: its ~iphone or ~ipad variants replace the plain name; none: no variant does. Default: the device the app is made for.",
+            completion: .list(["phone", "pad", "none"]))
     var idiom: String?
 
-    @Flag(help: "A 4-inch phone for --image: -568h variants first.")
+    @Flag(help: "A 4-inch phone for --image: -568h variants first (a phone, whatever the app is made for).")
     var tall = false
 
     @Flag(name: .customLong("all-bundles"), help: "Search the *.bundle directories of the resources directory too.")
@@ -72,9 +76,11 @@ struct ResolveCommand: ParsableCommand {
 
     func validate() throws {
         if let scale, !(1...3).contains(scale) { throw ValidationError("--scale must be 1, 2 or 3, not \(scale)") }
-        if let idiom, Device.Idiom(rawValue: idiom) == nil { throw ValidationError("--idiom must be phone or pad, not '\(idiom)'") }
+        if let idiom, IdiomChoice(word: idiom) == nil { throw ValidationError("--idiom must be phone, pad or none, not '\(idiom)'") }
         if !image && (scale != nil || tall) { throw ValidationError("--scale and --tall need --image") }
-        if tall && idiom == Device.Idiom.pad.rawValue { throw ValidationError("--tall is a 4-inch phone: it goes with --idiom phone, not pad") }
+        if tall, let idiom, idiom != Device.Idiom.phone.rawValue {
+            throw ValidationError("--tall is a 4-inch phone: it goes with --idiom phone, not \(idiom)")
+        }
         if name == nil && (type ?? "").isEmpty { throw ValidationError("give a NAME, or --type to list every resource of a type") }
         if name == nil && image { throw ValidationError("--image needs a NAME") }
         for (what, text) in [("name", name ?? "x"), ("--in-directory", subdirectory ?? "")] {
@@ -94,10 +100,22 @@ struct ResolveCommand: ParsableCommand {
     }
 
     var query: ResourceQuery {
-        let idiom = self.idiom.flatMap(Device.Idiom.init)
-        let device = image ? Device(scale: scale ?? 1, idiom: idiom ?? .phone, tall: tall) : nil
+        // a 4-inch phone is a phone
+        let idiom = self.idiom.flatMap(IdiomChoice.init(word:)) ?? (tall ? .phone : .bundle)
         return ResourceQuery(name: name ?? "", type: type, subdirectory: subdirectory ?? "", languages: preferred,
-                             image: device, idiom: idiom)
+                             scale: image ? scale ?? 1 : nil, tall: tall, idiom: idiom)
+    }
+
+    /// Says on stderr which device is assumed, when the app is made for more than one and
+    /// --idiom does not choose.
+    func noteAssumedIdiom(_ place: BundlePlace) {
+        let bundle = place.bundle
+        guard query.idiom == .bundle, bundle.assumesIdiom, let madeFor = bundle.madeFor, let assumed = bundle.idiom(for: .bundle) else {
+            return
+        }
+        let others = (madeFor.filter { $0 != assumed }.map(\.rawValue) + ["none"]).joined(separator: " or --idiom ")
+        Failure("note: \(place.given) is made for \(madeFor.map(\.rawValue).joined(separator: " and ")); "
+                + "assuming \(assumed.rawValue) (--idiom \(others) to choose)").report()
     }
 
     func run() throws {
@@ -108,6 +126,7 @@ struct ResolveCommand: ParsableCommand {
         // inside a mount that folds names, they fold here too
         let folds = casefold || RunningMount.containing(Paths.absolute(RawPath(root))).map(\.foldsNames) == true
         let place = try BundlePlace(root, foldsCase: folds)
+        noteAssumedIdiom(place)
         if name == nil {
             return list(place)
         }
@@ -130,7 +149,7 @@ struct ResolveCommand: ParsableCommand {
     func list(_ place: BundlePlace) {
         let paths = place.bundle.searched(nested: allBundles).flatMap { bundle in
             bundle.resources(ofType: type ?? "", subdirectory: subdirectory ?? "", preferred: query.preferred,
-                             idiom: query.product)
+                             idiom: query.idiom)
         }
         let shown = paths.map(place.shown)
         if json {

@@ -56,7 +56,7 @@ struct RunningMount {
     /// The `-o` options the daemon was started with; nil when they cannot be read.
     var startedOptions: MountOptions? {
         guard let words = daemonArguments else { return nil }
-        return try? MountOptions(words.dropFirst(5).filter { !$0.hasPrefix(DaemonImage.patchPrefix) })
+        return try? MountOptions(words.dropFirst(5).filter { !$0.hasPrefix(DaemonImage.patchesPrefix) })
     }
     /// The daemon image's arguments after its marker (see `DaemonImage.arguments`), at least
     /// five; nil when they cannot be read (another user's daemon).

@@ -67,7 +67,7 @@ struct StatusCommand: ParsableCommand {
             }
             for patch in mount.patches { lines.append("  patch: \(patch)") }
             for image in PatchImage.of(mount) {
-                lines.append("  image: \(image.reference) \(image.manifest) (\(image.patches.count) of the patches)")
+                lines.append("  image: \(image.reference) \(image.manifest) (\(image.patches.count) of the patches), \(image.verification)")
             }
             if let pid = mount.pid { lines.append("  pid: \(pid)") }
             if let log = mount.log {
@@ -98,7 +98,8 @@ struct StatusCommand: ParsableCommand {
                 ("patches", "[" + mount.patches.map(JSON.path).joined(separator: ",") + "]"),
                 ("images", "[" + PatchImage.of(mount).map { image in
                     JSON.object([("reference", JSON.string(image.reference)), ("manifest", JSON.string(image.manifest)),
-                                 ("patches", "[" + image.patches.map(JSON.path).joined(separator: ",") + "]")])
+                                 ("patches", "[" + image.patches.map(JSON.path).joined(separator: ",") + "]"),
+                                 ("signedBy", "[" + image.signers.map(JSON.string).joined(separator: ",") + "]")])
                 }.joined(separator: ",") + "]"),
                 ("layers", "[" + mount.layers.map { JSON.object([("role", JSON.string($0.role)), ("path", JSON.path($0.path))]) }
                     .joined(separator: ",") + "]"),

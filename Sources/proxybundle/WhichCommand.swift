@@ -14,7 +14,9 @@ struct WhichCommand: ParsableCommand {
             layers, `merged` and each of them, top first (`merged substitution PATH main \
             PATH`); `hidden by whiteout PATH`, `hidden by opaque directory PATH`, or `control \
             file`; a name in no layer is an error. For each image in a store (see pull) that a \
-            patch named is a layer of, a line follows: `image REF DIGEST` (one for a file, \
+            patch named is a layer of, a line follows: `image REF DIGEST signed by KEY` (the \
+            fingerprint, and the key file of the policy where it names one), or `image REF \
+            DIGEST unverified` where the policy accepted it without a signature (one for a file, \
             possibly several for a merged directory, top first). The answer is computed from \
             the layers as they are on disk (what the mount shows after an invalidation). A symlink is \
             reported itself, not followed.
@@ -38,7 +40,9 @@ struct WhichCommand: ParsableCommand {
         }
         let answer = try WhichCommand.serving(full, in: mount, shownAs: given)
         ByteText(bytes: WhichCommand.words(answer) + [UInt8(ascii: "\n")]).write()
-        for image in WhichCommand.images(of: answer, in: mount) { print("image \(image.reference) \(image.manifest)") }
+        for image in WhichCommand.images(of: answer, in: mount) {
+            print("image \(image.reference) \(image.manifest) \(image.verification)")
+        }
     }
 
     /// The images whose layers the answer's patches are, each once, top first: one for a file,
@@ -90,7 +94,7 @@ struct WhichCommand: ParsableCommand {
         // each backing path as its layer spells it, where the mount folds names
         return Answer(source: serving.source, places: serving.places.map { place in
             (role: overlay.layers.role(place.layer).rawValue,
-             path: WhichCommand.join(paths[place.layer], overlay.layers[place.layer].spelled(place.path)))
+             path: WhichCommand.join(paths[place.layer], place.isSpelled ? place.path : overlay.layers[place.layer].spelled(place.path)))
         })
     }
 

@@ -104,6 +104,26 @@ final class CaseFoldSpellingsTests: XCTestCase {
         XCTAssertEqual(Disk.lstat(fx.inMount("DATA/OTHER")).map { $0.st_mode & S_IFMT }, S_IFDIR)
     }
 
+    /// Issue 45, item 2: a name looked up in vain through one spelling, then made in the
+    /// substitution directly in another: after `.invalidate` (every form of it) each spelling
+    /// finds it, the one whose absence the kernel and the daemon remembered included.
+    func testInvalidateEndsARememberedAbsenceInEverySpelling() throws {
+        try Disk.write(fx.main + "/uni2/old.txt", "old")
+        try fx.start(["-o", "casefold"])
+        for (round, written) in ["\n", "uni2", "/"].enumerated() {
+            let name = "new\(round).txt"
+            XCTAssertEqual(Disk.lstatError(fx.inMount("UNI2/" + name)), ENOENT)
+            XCTAssertEqual(Disk.lstatError(fx.inMount("Uni2/" + name.uppercased())), ENOENT)
+            // an updater, straight into the substitution (its directory made the first time)
+            try Disk.write(fx.inSubstitution("uni2/" + name.uppercased()), "new \(round)")
+            try Disk.write(fx.inMount(".invalidate"), written)
+            let shown = written == "\n" ? "an empty line" : written
+            XCTAssertEqual(try? Disk.read(fx.inMount("Uni2/" + name.capitalized)), "new \(round)", "after \(shown)")
+            XCTAssertEqual(try? Disk.read(fx.inMount("UNI2/" + name)), "new \(round)", "after \(shown): the remembered spelling")
+            XCTAssertEqual(try? Disk.read(fx.inMount("Uni2/" + name.uppercased())), "new \(round)", "after \(shown)")
+        }
+    }
+
     /// A rename or a removal through one spelling takes every other spelling of the old name
     /// with it: none still leads to the entry, in the daemon or in the kernel.
     func testOtherSpellingsOfAMovedOrRemovedNameLeadNowhere() throws {

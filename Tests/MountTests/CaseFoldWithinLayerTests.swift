@@ -64,6 +64,18 @@ final class CaseFoldWithinLayerTests: XCTestCase {
                                 "Data/Textures", "Data/Textures/Rock.DDS", "Data/Textures/grass.dds", "Data/Textures/sand.dds"])
     }
 
+    /// `which` names every real directory that serves a merged directory, each as its layer
+    /// spells it: both of the main bundle's (`DATA/`, `data/`) and both of the patch's
+    /// (issue 45: only the first of a layer was named).
+    func testWhichNamesEveryRealDirectoryOfAMergedDirectory() throws {
+        try start()
+        let which = try proxybundle(["which", fx.inMount("Data")])
+        XCTAssertEqual(which.status, 0, which.error)
+        XCTAssertEqual(which.output, "merged patch \(patch)/Data patch \(patch)/data main \(fx.main)/DATA main \(fx.main)/data\n")
+        let one = try proxybundle(["which", fx.inMount("data/sounds")])
+        XCTAssertEqual(one.output, "merged main \(fx.main)/DATA/Sounds main \(fx.main)/data/sounds\n")
+    }
+
     func testAnOpaqueMarkerInEitherSpellingHidesTheLayersBelow() throws {
         try Disk.write(patch + "/data/textures/.wh..wh..opq", "")
         try start()

@@ -44,28 +44,11 @@ final class ImageSwitchTests: RegistryTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("gone.txt")), "deleted by v2")
 
         // readers loop over every file while the mount switches to v2
-        let mountpoint = fx.mountpoint
-        let stop = Flag()
-        let failures = Flag()
-        let readers = DispatchGroup()
-        for reader in 0..<3 {
-            DispatchQueue.global().async(group: readers) {
-                var round = 0
-                while !stop.isSet {
-                    for i in 0..<20 {
-                        let text = try? Disk.read(mountpoint + "/files/\((i + reader + round) % 20)")
-                        let file = (i + reader + round) % 20
-                        if text != "v1 \(file)" && text != "v2 \(file)" { failures.set("files/\(file): \(text ?? "read failed")") }
-                    }
-                    round += 1
-                }
-            }
-        }
+        let readers = VersionReaders(fx.mountpoint, readers: 3, versions: ["v1", "v2"])
         let second = try layers(["--set-image", v2])
-        stop.set("done")
-        readers.wait()
+        let failure = readers.stop()
         XCTAssertEqual(second.status, 0, second.error)
-        XCTAssertNil(failures.value, "every read sees the old or the new version")
+        XCTAssertNil(failure, "every read sees the old or the new version")
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "v2", "every open after the command sees the new layers")
         XCTAssertNil(Disk.lstat(fx.inMount("gone.txt")))
         XCTAssertEqual(second.output.split(separator: "\n").filter { $0.hasPrefix("patch ") }.count, 2, second.output)

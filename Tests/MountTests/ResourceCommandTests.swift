@@ -170,7 +170,7 @@ final class ResourceCommandTests: XCTestCase {
     func testResolveRefusesBadArgumentsWithOneLine() throws {
         let cases: [([String], String)] = [
             (["resolve", fx.main, "icon", "--image", "--scale", "4"], "--scale must be 1, 2 or 3"),
-            (["resolve", fx.main, "icon", "--image", "--idiom", "tv"], "--idiom must be phone or pad"),
+            (["resolve", fx.main, "icon", "--image", "--idiom", "tv"], "--idiom must be phone, pad or none"),
             (["resolve", fx.main, "icon", "--scale", "2"], "need --image"),
             (["resolve", fx.main, "../etc/passwd"], "may not contain .."),
             (["resolve", fx.main, "/etc/passwd"], "must be relative"),

@@ -48,11 +48,34 @@ final class CaseFoldTests: XCTestCase {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// NormalizationTest.txt: c1, c2 and c3 are canonically equivalent, so are c4 and c5; each
-    /// group folds to one key, and a key folds to itself.
+    /// The code points DerivedAge.txt dates Unicode 12.1 or earlier: the tables are 12.1's, as
+    /// ext4's and tmpfs's (see CaseFoldOracleTests); the data files are newer.
+    private func ofUnicode121() throws -> Set<UInt32> {
+        var codes: Set<UInt32> = []
+        for fields in records(try unicodeFile("DerivedAge.txt")) where fields.count >= 2 {
+            let age = fields[1].split(separator: ".").compactMap { Int($0) }
+            guard age.count == 2, (age[0], age[1]) <= (12, 1) else { continue }
+            let bounds = fields[0].split(separator: ".", omittingEmptySubsequences: true).compactMap { UInt32($0, radix: 16) }
+            guard let first = bounds.first, let last = bounds.last else { continue }
+            for code in first ... last { codes.insert(code) }
+        }
+        return codes
+    }
+
+    private func isOf121(_ hexes: Substring, _ codes: Set<UInt32>) -> Bool {
+        hexes.split(separator: " ").allSatisfy { UInt32($0, radix: 16).map(codes.contains) ?? false }
+    }
+
+    /// NormalizationTest.txt (its lines of Unicode 12.1 characters): c1, c2 and c3 are
+    /// canonically equivalent, so are c4 and c5; each group folds to one key, and a key folds
+    /// to itself.
     func testCanonicalEquivalentsOfNormalizationTestFoldEqual() throws {
         var lines = 0
-        for fields in records(try unicodeFile("NormalizationTest.txt")) where fields.count >= 5 {
+        let codes = try ofUnicode121()
+        // U+0345 folds to ι before marks are ordered, as on ext4: its equivalents in another
+        // order are other names there (CaseFoldOracleTests), so its lines are left out
+        for fields in records(try unicodeFile("NormalizationTest.txt"))
+        where fields.count >= 5 && isOf121(fields[0], codes) && !fields[0].contains("0345") {
             let c = fields.prefix(5).map(text)
             let k3 = key(c[2])
             XCTAssertEqual(key(c[0]), k3, "c1 of \(fields[0])")
@@ -61,14 +84,20 @@ final class CaseFoldTests: XCTestCase {
             XCTAssertEqual(CaseFold.key(k3), k3, "key of \(fields[0]) folds again")
             lines += 1
         }
-        XCTAssertGreaterThan(lines, 19_000)
+        XCTAssertGreaterThan(lines, 18_000)
     }
 
-    /// CaseFolding.txt, statuses C and F: a code point folds as its full folding does, to that
-    /// folding decomposed (Foundation's NFD as the second opinion); S and T are not used.
+    /// CaseFolding.txt, statuses C and F: a code point of Unicode 12.1 folds as its full
+    /// folding does, to that folding decomposed (Foundation's NFD as the second opinion); S
+    /// and T are not used; a code point added later folds to nothing but itself.
     func testEveryFullCaseFoldingHolds() throws {
         var checked = 0
+        let codes = try ofUnicode121()
         for fields in records(try unicodeFile("CaseFolding.txt")) where fields.count >= 3 && ["C", "F"].contains(fields[1]) {
+            guard isOf121(fields[0], codes) else {
+                XCTAssertEqual(key(text(fields[0])), Array(text(fields[0]).utf8), "\(fields[0]) is newer than Unicode 12.1")
+                continue
+            }
             let original = text(fields[0]), folding = text(fields[2])
             XCTAssertEqual(key(original), key(folding), "\(fields[0])")
             XCTAssertEqual(key(original), Array(folding.decomposedStringWithCanonicalMapping.utf8), "\(fields[0])")
@@ -122,8 +151,12 @@ final class CaseFoldTests: XCTestCase {
         XCTAssertEqual(key("\u{2126}"), key("ω"))  // OHM SIGN
         XCTAssertEqual(key("a\u{323}\u{301}"), key("A\u{301}\u{323}"))  // marks in either order
         XCTAssertEqual(key("한글"), key("\u{1112}\u{1161}\u{11AB}\u{1100}\u{1173}\u{11AF}"))  // Hangul
-        // ypogegrammeni folds to iota, a letter: the marks are ordered before it folds
-        XCTAssertEqual(key("\u{3B1}\u{345}\u{301}"), key("\u{3B1}\u{301}\u{3B9}"))
+        // ypogegrammeni folds to iota, a letter, before the marks are ordered, as on ext4
+        XCTAssertEqual(key("\u{3B1}\u{345}\u{301}"), key("\u{3B1}\u{3B9}\u{301}"))
+        XCTAssertNotEqual(key("\u{3B1}\u{345}\u{301}"), key("\u{3B1}\u{301}\u{3B9}"))
+        // an ignorable folds to nothing, but marks are not ordered across it, as on ext4
+        XCTAssertEqual(key("a\u{200B}b"), key("AB"))
+        XCTAssertNotEqual(key("a\u{301}\u{200B}\u{328}"), key("a\u{328}\u{301}"))
         XCTAssertNotEqual(key("Cafe"), key("Café"))
         XCTAssertNotEqual(key("x²"), key("x2"))  // compatibility equivalents stay apart
         XCTAssertEqual(key("ﬁle"), key("FILE"))  // ... but the fi ligature has a full folding
@@ -154,10 +187,32 @@ final class CaseFoldTests: XCTestCase {
                 bytes.append(pool[Int(state >> 33) % pool.count])
             }
             let ours = CaseFold.decode(bytes)
-            let swift = String(validating: bytes, as: UTF8.self).map { $0.unicodeScalars.map(\.value) }
+            let swift = reference(bytes)
             XCTAssertEqual(ours, swift, "\(bytes)")
             if ours != swift { break }
         }
+    }
+
+    /// Each character checked by Swift's own validation, but a continuation byte alone after
+    /// the first byte, which the kernel's casefold keeps as it is (CaseFoldOracleTests).
+    private func reference(_ bytes: [UInt8]) -> [UInt32]? {
+        var scalars: [UInt32] = []
+        var index = 0
+        while index < bytes.count {
+            let lead = bytes[index]
+            if lead < 0x80 || (lead < 0xC0 && index > 0) {
+                scalars.append(lead < 0x80 ? UInt32(lead) : CaseFold.strayByte | UInt32(lead))
+                index += 1
+                continue
+            }
+            let length = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2
+            guard lead >= 0xC0, index + length <= bytes.count,
+                  let text = String(validating: bytes[index ..< index + length], as: UTF8.self),
+                  let scalar = text.unicodeScalars.first, text.unicodeScalars.count == 1 else { return nil }
+            scalars.append(scalar.value)
+            index += length
+        }
+        return scalars
     }
 
     func testASCIICompareLowersLettersOnly() {

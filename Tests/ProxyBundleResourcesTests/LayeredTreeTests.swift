@@ -77,7 +77,7 @@ final class LayeredTreeTests: BundleTestCase {
         let patch = try tree(["Images/icon@2x.png": "patched"], "patch")
         let main = try tree(["Images/icon.png": "", "Images/icon@2x.png": "", "Images/icon@3x.png": ""], "main")
         let bundle = ResourceBundle(tree: try LayeredTree(paths: [patch, main]))
-        XCTAssertEqual(bundle.resolve(ResourceQuery(name: "Images/icon", image: Device(scale: 2))), "Images/icon@2x.png")
+        XCTAssertEqual(bundle.resolve(ResourceQuery(name: "Images/icon", scale: 2)), "Images/icon@2x.png")
         XCTAssertEqual(bundle.tree.contents(of: "Images/icon@2x.png", limit: 100), Array("patched".utf8))
     }
 }

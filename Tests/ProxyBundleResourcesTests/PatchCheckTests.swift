@@ -42,9 +42,9 @@ final class PatchCheckTests: BundleTestCase {
         let found = try findings([["splash.png": "", "splash@2x.png": "", "splash@3x.png": ""],
                                   ["splash-568h@2x.png": "", "splash@2x~ipad.png": ""]], devices: Device.all)
         XCTAssertEqual(texts(found, devices: Device.all), [
-            "splash.png, splash@2x.png, splash@3x.png (patch): on scale 2 tall devices, splash-568h@2x.png from main loads instead",
-            "splash.png, splash@2x.png, splash@3x.png (patch): on scale 2 pad not tall devices, splash@2x~ipad.png from main loads instead",
-        ], "a tall device of scale 1 finds the patch's splash.png before any scale-2 variant")
+            "splash.png, splash@2x.png, splash@3x.png (patch): on scale 2 tall-phone devices, splash-568h@2x.png from main loads instead",
+            "splash.png, splash@2x.png, splash@3x.png (patch): on scale 2 pad devices, splash@2x~ipad.png from main loads instead",
+        ], "every 4-inch phone is scale 2: no other tall device is checked")
     }
 
     func testALocalizedFileAGlobalOneBeats() throws {

@@ -81,7 +81,7 @@ final class ResourceRuleTests: BundleTestCase {
                             "icon@2x~ipad.png": "", "splash-568h@2x.png": "", "splash@2x.png": "", "splash.png": "",
                             "only@3x.png": "", "photo.jpg": "", "photo@2x.jpg": ""])
         func image(_ name: String, _ scale: Int, _ idiom: Device.Idiom = .phone, tall: Bool = false) -> String? {
-            b.resolve(ResourceQuery(name: name, image: Device(scale: scale, idiom: idiom, tall: tall)))
+            b.resolve(ResourceQuery(name: name, scale: scale, tall: tall, idiom: .idiom(idiom)))
         }
         XCTAssertEqual(image("icon", 1), "icon.png")
         XCTAssertEqual(image("icon", 2), "icon@2x.png")
@@ -106,11 +106,10 @@ final class ResourceRuleTests: BundleTestCase {
     func testTheFirstLocationWithAnyVariantWins() throws {
         let b = try bundle(["Images/icon.png": "", "en.lproj/Images/icon@3x.png": "", "fr.lproj/Images/logo@3x.png": "",
                             "de.lproj/Images/logo.png": ""])
-        let device = Device(scale: 3)
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/icon", languages: ["en"], image: device)), "Images/icon.png")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/logo", languages: ["de", "fr"], image: device)),
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/icon", languages: ["en"], scale: 3, idiom: .phone)), "Images/icon.png")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/logo", languages: ["de", "fr"], scale: 3, idiom: .phone)),
                        "de.lproj/Images/logo.png")
-        let tried = b.candidates(for: ResourceQuery(name: "Images/icon", languages: ["en"], image: device))
+        let tried = b.candidates(for: ResourceQuery(name: "Images/icon", languages: ["en"], scale: 3, idiom: .phone))
         XCTAssertEqual(tried.first, ResourceBundle.Candidate(path: "Images/icon@3x~iphone.png", exists: false))
         XCTAssertEqual(tried.filter(\.exists).map(\.path), ["Images/icon.png", "en.lproj/Images/icon@3x.png"])
     }
@@ -196,15 +195,15 @@ final class ResourceRuleTests: BundleTestCase {
         try write(CatalogWriter().add(name: "icon", scale: 2, idiom: 1).add(name: "Images/logo", scale: 0, idiom: 0).bytes(),
                   to: root + "/Assets.car")
         let b = ResourceBundle(tree: try DirectoryTree(path: root))
-        let phone = ResourceQuery(name: "icon", image: Device(scale: 2, idiom: .phone))
+        let phone = ResourceQuery(name: "icon", scale: 2, idiom: .phone)
         XCTAssertEqual(b.resolve(phone), "Assets.car")
         XCTAssertEqual(b.catalogRendition(for: phone), AssetCatalog.Rendition(scale: 2, idiom: 1))
         XCTAssertEqual(b.candidates(for: phone).first, ResourceBundle.Candidate(path: "Assets.car", exists: true))
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon", image: Device(scale: 2, idiom: .pad))), "icon@2x.png",
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon", scale: 2, idiom: .pad)), "icon@2x.png",
                        "the catalog has no pad or universal 2x icon: loose files")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon@3x", image: Device(scale: 3))), "icon@3x.png",
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "icon@3x", scale: 3)), "icon@3x.png",
                        "a variant's name is not looked for in the catalog")
-        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/logo", image: Device(scale: 3, idiom: .pad))), "Assets.car")
+        XCTAssertEqual(b.resolve(ResourceQuery(name: "Images/logo", scale: 3, idiom: .pad)), "Assets.car")
         XCTAssertNil(b.resolve(ResourceQuery(name: "icon", type: "png")),
                        "a plain resource query never answers the catalog (and here finds no icon.png)")
     }
@@ -215,7 +214,7 @@ final class ResourceRuleTests: BundleTestCase {
         let b = ResourceBundle(tree: try DirectoryTree(path: root))
         guard case .failure(let error)? = b.catalog else { return XCTFail("the catalog read as \(String(describing: b.catalog))") }
         XCTAssertTrue(error.description.hasPrefix("unreadable asset catalog"), error.description)
-        let query = ResourceQuery(name: "icon", image: Device(scale: 2))
+        let query = ResourceQuery(name: "icon", scale: 2)
         XCTAssertEqual(b.resolve(query), "icon@2x.png")
         XCTAssertEqual(b.candidates(for: query).first, ResourceBundle.Candidate(path: "Assets.car", exists: false))
     }

@@ -41,6 +41,10 @@ int pb_clone_mount(int dirfd, uint64_t set);
 extern const uint64_t pb_MOUNT_ATTR_RDONLY;
 extern const uint64_t pb_MOUNT_ATTR_NOATIME;
 extern const uint64_t pb_MOUNT_ATTR_NODIRATIME;
+extern const uint64_t pb_MOUNT_ATTR__ATIME;
+// mount_setattr of the mount at `path` (its root, opened O_PATH: no request to a FUSE daemon),
+// clearing the MOUNT_ATTR_ flags `clear` and setting `set`; 0 or -errno.
+int pb_set_mount_attributes(const char *path, uint64_t set, uint64_t clear);
 int pb_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
 // How many of the pages of the first `length` bytes (0: all) of the file open as `fd` are in
 // the page cache (cachestat); -errno on failure (-ENOSYS before Linux 6.5).
@@ -69,6 +73,8 @@ int pb_set_parent_death_signal(int sig);
 int pb_use_one_malloc_arena(void);
 // prctl(PR_SET_NAME, name): the name ps and top show (at most 15 bytes).
 int pb_set_process_name(const char *name);
+// memfd_create(name, MFD_CLOEXEC): an anonymous file, closed on exec unless made inheritable.
+int pb_memfd_create(const char *name);
 // Writes a whole buffer to stderr (Swift 6 cannot name libc's stderr).
 void pb_write_stderr(const char *text, size_t length);
 // pidfd_open(pid, 0): a descriptor that becomes readable when the process exits.

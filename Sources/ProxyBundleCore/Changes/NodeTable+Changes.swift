@@ -24,6 +24,14 @@ extension NodeTable {
             for key in s.absent where isUnwatched(key.parent) {
                 changes.append(LayerWatch.Change(directory: key.parent, name: key.name, structural: true))
             }
+            if foldsNames {
+                // a change of one spelling is a change of every spelling the kernel may hold
+                for change in changes where !change.name.isEmpty {
+                    for key in NodeTable.spellings(of: change.name, in: change.directory, in: s) {
+                        changes.append(LayerWatch.Change(directory: key.parent, name: key.name, structural: change.structural))
+                    }
+                }
+            }
             var entries = Set<ChildKey>()
             var nodes = Set<NodeID>()
             var roots = Set<NodeID>()

@@ -23,6 +23,9 @@ public struct Serving: Equatable, Sendable {
     public struct Place: Equatable, Sendable {
         public var layer: Int
         public var path: LayerPath
+        /// Whether `path` is the layer's own spelling already (one of several real directories
+        /// a folding mount merges in the layer), rather than the view's.
+        public var isSpelled = false
     }
 
     public var source: Source
@@ -65,7 +68,16 @@ extension Overlay {
             return Serving(source: .layer, places: [Serving.Place(layer: Int(location.placement.top), path: location.path)])
         }
         let dirs = try DirectoryDescriptors(location.path, location.placement, layers: layers)
-        let places = dirs.present.map { Serving.Place(layer: $0, path: location.path) }
+        var places: [Serving.Place] = []
+        for index in dirs.present {
+            // where names fold, each real directory the layer merges (`DATA/` beside `data/`)
+            let reals = layers.foldsNames ? ((try? layers[index].spelledPaths(location.path).found) ?? []) : []
+            if reals.count > 1 {
+                places += reals.map { Serving.Place(layer: index, path: $0, isSpelled: true) }
+            } else {
+                places.append(Serving.Place(layer: index, path: location.path))
+            }
+        }
         return Serving(source: places.count > 1 ? .merged : .layer, places: places)
     }
 

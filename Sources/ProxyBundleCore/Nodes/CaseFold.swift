@@ -76,24 +76,43 @@ public enum CaseFold {
         }
     }
 
-    /// The canonical caseless form of `scalars`: decomposed and put in canonical order, folded
-    /// (each folding decomposed already), and put in canonical order again, since folding
-    /// turns a combining mark into a letter (U+0345 into ι).
+    /// The folded form of `scalars`, as the kernel's `utf8_casefold` makes it (fs/unicode,
+    /// its nfdicf table): each code point replaced by its full case folding, decomposed, or
+    /// where it has none by its canonical decomposition, its parts folded (an ignorable one by
+    /// nothing); then the marks put in canonical order, once, by the classes of what they
+    /// became. That is the canonical caseless form but for two things ext4 does (checked
+    /// against its tables: CaseFoldOracleTests): U+0345, folded first, is the letter ι and
+    /// moves no longer (α, U+0345, U+0301 is α ι ́, not α ́ ι), and an ignorable code point,
+    /// folded to nothing, still keeps the marks on either side of it apart.
     static func fold(_ scalars: [UInt32]) -> [UInt32] {
         let tables = CaseFoldTables.shared
-        var decomposed: [UInt32] = []
-        decomposed.reserveCapacity(scalars.count + 4)
-        for scalar in scalars { tables.appendDecomposition(of: scalar, to: &decomposed) }
-        tables.reorder(&decomposed)
         var folded: [UInt32] = []
-        folded.reserveCapacity(decomposed.count + 4)
-        for code in decomposed { tables.appendFolding(of: code, to: &folded) }
+        folded.reserveCapacity(scalars.count + 4)
+        var parts: [UInt32] = []
+        for scalar in scalars {
+            if tables.appendOwnFolding(of: scalar, to: &folded) { continue }
+            parts.removeAll(keepingCapacity: true)
+            tables.appendDecomposition(of: scalar, to: &parts)
+            for code in parts { tables.appendFolding(of: code, to: &folded) }
+        }
         tables.reorder(&folded)
+        if folded.contains(CaseFold.ignored) { folded.removeAll { $0 == CaseFold.ignored } }
         return folded
     }
 
-    /// The scalar values of `name`, when it is well-formed UTF-8 (no overlong form, no
-    /// surrogate, nothing above U+10FFFF, nothing cut short).
+    /// Stands for an ignorable code point while marks are put in order: it folds to nothing
+    /// but, as in the kernel's tables, stops the reordering as a letter would.
+    static let ignored: UInt32 = 0x12_0000
+
+    /// Stands for a stray continuation byte among the scalar values `decode` gives: above every
+    /// code point, in no table, written back as the byte.
+    static let strayByte: UInt32 = 0x11_0000
+
+    /// The scalar values of `name`, when it is UTF-8 as the kernel's casefold reads it:
+    /// well-formed (no overlong form, no surrogate, nothing above U+10FFFF, nothing cut short)
+    /// but for continuation bytes standing alone after the first byte, which it keeps as they
+    /// are (`strayByte`). Anything else makes the whole name one the kernel, and this, compare
+    /// byte for byte.
     static func decode(_ name: [UInt8]) -> [UInt32]? {
         name.withUnsafeBufferPointer { bytes -> [UInt32]? in
             var scalars: [UInt32] = []
@@ -103,6 +122,14 @@ public enum CaseFold {
                 let lead = UInt32(bytes[index])
                 if lead < 0x80 {
                     scalars.append(lead)
+                    index += 1
+                    continue
+                }
+                if lead < 0xC0 {
+                    // a stray continuation byte: the kernel's tables take it, after the first
+                    // byte, for a character of its own that folds to itself
+                    guard index > 0 else { return nil }
+                    scalars.append(CaseFold.strayByte | lead)
                     index += 1
                     continue
                 }
@@ -137,6 +164,8 @@ public enum CaseFold {
                 bytes += [UInt8(0xC0 | code >> 6), UInt8(0x80 | code & 0x3F)]
             case ..<0x10000:
                 bytes += [UInt8(0xE0 | code >> 12), UInt8(0x80 | code >> 6 & 0x3F), UInt8(0x80 | code & 0x3F)]
+            case CaseFold.strayByte...:
+                bytes.append(UInt8(truncatingIfNeeded: code))
             default:
                 bytes += [UInt8(0xF0 | code >> 18), UInt8(0x80 | code >> 12 & 0x3F), UInt8(0x80 | code >> 6 & 0x3F),
                           UInt8(0x80 | code & 0x3F)]

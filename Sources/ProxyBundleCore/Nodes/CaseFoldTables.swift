@@ -7,6 +7,9 @@ final class CaseFoldTables: Sendable {
     private let classFirst: [UInt32]
     private let classLast: [UInt32]
     private let classValue: [UInt8]
+    /// Ranges of Default_Ignorable_Code_Points, which fold to nothing (as in the kernel's tables).
+    private let ignorableFirst: [UInt32]
+    private let ignorableLast: [UInt32]
     private let decompositions: Mapping
     private let foldings: Mapping
 
@@ -36,6 +39,13 @@ final class CaseFoldTables: Sendable {
         classFirst = first
         classLast = last
         classValue = value
+        var ignorableFirst: [UInt32] = [], ignorableLast: [UInt32] = []
+        CaseFoldTables.parse(CaseFoldTable.ignorables) { key, values in
+            ignorableFirst.append(key)
+            ignorableLast.append(values[0])
+        }
+        self.ignorableFirst = ignorableFirst
+        self.ignorableLast = ignorableLast
         decompositions = CaseFoldTables.mapping(CaseFoldTable.decompositions)
         foldings = CaseFoldTables.mapping(CaseFoldTable.foldings)
     }
@@ -91,8 +101,18 @@ final class CaseFoldTables: Sendable {
         return classValue[index]
     }
 
-    /// Appends the full canonical decomposition of `code` (Hangul syllables by their formula).
+    /// Whether `code` is a Default_Ignorable_Code_Point.
+    func isIgnorable(_ code: UInt32) -> Bool {
+        guard code >= 0xAD, let index = CaseFoldTables.search(ignorableFirst, code) else { return false }
+        return code <= ignorableLast[index]
+    }
+
+    /// Appends the full canonical decomposition of `code` (Hangul syllables by their formula;
+    /// `CaseFold.ignored` for an ignorable code point, which the kernel's tables decompose to
+    /// nothing but with combining class 0: marks are not reordered across it).
     func appendDecomposition(of code: UInt32, to out: inout [UInt32]) {
+        if code < 0xAD { return out.append(code) }
+        if isIgnorable(code) { return out.append(CaseFold.ignored) }
         if code < 0xC0 { return out.append(code) }
         if (0xAC00...0xD7A3).contains(code) {
             let index = code - 0xAC00
@@ -101,6 +121,13 @@ final class CaseFoldTables: Sendable {
             return
         }
         if let parts = decompositions.lookup(code) { out += parts } else { out.append(code) }
+    }
+
+    /// Appends the full case folding of `code`, decomposed, if it has one; whether it has.
+    func appendOwnFolding(of code: UInt32, to out: inout [UInt32]) -> Bool {
+        guard code >= 0x41, let parts = foldings.lookup(code) else { return false }
+        out += parts
+        return true
     }
 
     /// Appends the full case folding of `code`, decomposed.

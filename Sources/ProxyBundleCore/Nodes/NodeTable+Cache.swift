@@ -134,22 +134,28 @@ extension NodeTable {
                 }
                 return result
             }
-            // the names along the path
+            // the names along the path (where names fold, every spelling of each)
             var along: [NodeID] = [rootNodeID]
-            var current: NodeID? = rootNodeID
+            var current: Set<NodeID> = [rootNodeID]
             for name in subtree {
-                guard let parent = current else { break }
-                let key = ChildKey(parent: parent, name: name)
-                result.entries.append((parent, name))
-                s.absent.remove(key)
-                current = s.child(key)
-                if let id = current { along.append(id) }
+                var next: Set<NodeID> = []
+                for parent in current {
+                    let keys = foldsNames ? NodeTable.spellings(of: name, in: parent, in: s) + [ChildKey(parent: parent, name: name)]
+                        : [ChildKey(parent: parent, name: name)]
+                    for key in Set(keys) {
+                        result.entries.append((key.parent, key.name))
+                        s.absent.remove(key)
+                        if let id = s.child(key) { next.insert(id) }
+                    }
+                }
+                along += next
+                current = next
             }
             result.nodes = along.filter { id in s.nodes[id].map { NodeTable.outlivesEntry(id, $0, in: s) } ?? false }
             for id in along.dropFirst() { s.nodes[id]?.freshIn = 0 }
-            guard let top = current, subtree.count == along.count - 1 else { return result }
-            // everything beneath the path's last node
-            let (outliving, inside) = NodeTable.markStale(beneath: [top], in: &s)
+            guard !current.isEmpty else { return result }
+            // everything beneath the path's last nodes
+            let (outliving, inside) = NodeTable.markStale(beneath: current, in: &s)
             result.nodes += outliving
             if listingNames {
                 result.entries += s.childKeys(in: inside.contains, heldOnly: true).map { ($0.parent, $0.name) }

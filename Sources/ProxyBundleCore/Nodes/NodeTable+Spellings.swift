@@ -86,4 +86,23 @@ extension NodeTable {
             return taken
         }
     }
+
+    /// Every spelling the daemon (and so perhaps the kernel) knows of `name` in directory
+    /// `directory` and in its other spellings (its other nodes): names of nodes and names
+    /// remembered missing whose key is `name`'s. An invalidation of one spelling, as inotify
+    /// or `.invalidate` names it, is an invalidation of all of them (issue 45: a name looked
+    /// up in vain as `UNI2/new.txt` stayed missing after `uni2/NEW.TXT` came and was invalidated).
+    static func spellings(of name: [UInt8], in directory: NodeID, in s: State) -> [ChildKey] {
+        let standing = s.canonical[directory] ?? directory
+        var directories: Set<NodeID> = [directory, standing]
+        for (node, stands) in s.canonical where stands == standing { directories.insert(node) }
+        let key = CaseFold.key(name)
+        var found = s.childKeys(in: directories.contains).filter { CaseFold.key($0.name) == key }
+        for parent in directories {
+            for missing in s.absent.names(in: parent) ?? [] where CaseFold.key(missing) == key {
+                found.append(ChildKey(parent: parent, name: missing))
+            }
+        }
+        return found
+    }
 }

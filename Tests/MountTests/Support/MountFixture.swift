@@ -98,6 +98,15 @@ final class MountFixture {
         try waitForMount()
     }
 
+    /// Runs `proxybundle ARGUMENTS` as typed, a mount command that stays as the daemon
+    /// (`--foreground`, `-o debug`), and waits until the mount answers.
+    func startCommand(_ arguments: [String]) throws {
+        daemon = try Spawn.start(MountFixture.binary, arguments, stderrPath: logPath,
+                                 environment: ["PROXYBUNDLE_EXIT_WITH_PARENT=1"] + environment)
+        reaped = false
+        try waitForMount()
+    }
+
     func waitForMount(seconds: Double = 15) throws {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {

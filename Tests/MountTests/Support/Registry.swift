@@ -87,11 +87,7 @@ final class Registry {
 
     func stop() {
         guard pid > 0 else { return }
-        kill(pid, SIGTERM)
-        if Spawn.wait(pid, seconds: 10) == nil {
-            kill(pid, SIGKILL)
-            _ = Spawn.wait(pid, seconds: 5)
-        }
+        Spawn.terminate(pid)
         pid = 0
     }
 

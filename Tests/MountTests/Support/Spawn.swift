@@ -42,6 +42,15 @@ enum Spawn {
         return decode(status)
     }
 
+    /// Ends a server started by `start`: SIGTERM, then SIGKILL if it has not ended within 10 s.
+    static func terminate(_ pid: pid_t) {
+        kill(pid, SIGTERM)
+        if wait(pid, seconds: 10) == nil {
+            kill(pid, SIGKILL)
+            _ = wait(pid, seconds: 5)
+        }
+    }
+
     static func wait(_ pid: pid_t, seconds: Double) -> Int32? {
         let deadline = Date().addingTimeInterval(seconds)
         while Date() < deadline {
