@@ -51,12 +51,17 @@ public enum Fuzzing {
 
     /// Removes `name` in `dir` and everything beneath it (modes and set-ID bits aside: root).
     public static func remove(_ name: String, in dir: Int32 = AT_FDCWD) {
+        remove(Array(name.utf8CString), in: dir)
+    }
+
+    /// Removes the entry of the NUL-terminated `name` in `dir`, of any bytes, and what it holds.
+    public static func remove(_ name: [CChar], in dir: Int32) {
         var st = stat()
         guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { return }
         if st.st_mode & S_IFMT == S_IFDIR {
             let fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if fd >= 0 {
-                for entry in entries(fd) { remove(entry, in: fd) }
+                for entry in names(fd) { remove(entry, in: fd) }
                 close(fd)
             }
             unlinkat(dir, name, AT_REMOVEDIR)
@@ -65,17 +70,27 @@ public enum Fuzzing {
         }
     }
 
-    /// The names in the directory `fd` (without `.` and `..`), sorted.
+    /// The names in the directory `fd` (without `.` and `..`), sorted, as text (for messages and
+    /// comparisons: a name that is not UTF-8 is repaired, so use `names` to reach it).
     public static func entries(_ fd: Int32) -> [String] {
+        names(fd).map { String(cString: $0) }.sorted()
+    }
+
+    /// The names in the directory `fd` (without `.` and `..`), NUL-terminated, byte for byte:
+    /// a layer's names are of any bytes.
+    public static func names(_ fd: Int32) -> [[CChar]] {
         let copy = dup(fd)
         guard copy >= 0, let stream = fdopendir(copy) else { return [] }
         defer { closedir(stream) }
-        var names: [String] = []
+        var names: [[CChar]] = []
         while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
-            if name != "." && name != ".." { names.append(name) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw -> [CChar] in
+                let bytes = raw.bindMemory(to: CChar.self)
+                return Array(bytes.prefix(while: { $0 != 0 })) + [0]
+            }
+            if name != [46, 0] && name != [46, 46, 0] { names.append(name) }
         }
-        return names.sorted()
+        return names
     }
 
     /// The names in the directory at `path`, sorted; nil when it cannot be opened.

@@ -27,16 +27,17 @@ func flistxattr(_ fd: Int32, _ list: UnsafeMutablePointer<CChar>?, _ size: Int) 
 
 /// What a layer may hold once extracted; fails on anything else.
 func checkAccepted(_ dir: Int32, _ path: String) {
-    for name in Fuzzing.entries(dir) {
+    for raw in Fuzzing.names(dir) {
+        let name = String(cString: raw)  // for messages: a name that is not UTF-8 is reached by `raw`
         var st = stat()
-        guard fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 else { Fuzzing.fail("cannot stat \(path)/\(name)") }
+        guard fstatat(dir, raw, &st, AT_SYMLINK_NOFOLLOW) == 0 else { Fuzzing.fail("cannot stat \(path)/\(name)") }
         let kind = st.st_mode & S_IFMT
         guard kind == S_IFREG || kind == S_IFDIR || kind == S_IFLNK else {
             Fuzzing.fail("\(path)/\(name) has the kind \(String(kind, radix: 8)) (devices and FIFOs are dropped)")
         }
         if kind != S_IFLNK {
             guard st.st_mode & 0o6000 == 0 else { Fuzzing.fail("\(path)/\(name) keeps a set-ID bit") }
-            let fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+            let fd = openat(dir, raw, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
             guard fd >= 0 else { Fuzzing.fail("cannot open \(path)/\(name)") }
             defer { close(fd) }
             var list = [CChar](repeating: 0, count: 65536)
