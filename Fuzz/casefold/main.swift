@@ -9,7 +9,11 @@
 //   are in canonical order;
 // - lowercasing does not change a key: key(lowercased(x)) == key(x);
 // - canonically equivalent names (the stdlib's `==` on strings) have one key; a name with two
-//   neighbouring marks of different combining classes swapped is one of them;
+//   neighbouring marks of different combining classes swapped is one of them. Not where ext4
+//   folds otherwise (CaseFold.fold, checked against its tables by CaseFoldOracleTests): a
+//   name with U+0345, which becomes the letter ι before marks are ordered, or with an
+//   ignorable code point, which keeps the marks on either side apart (nor, for the latter,
+//   the canonical order of a key's marks);
 // - `equal`, `keyIfDifferent` and `FoldedName` agree with `key`.
 // An input is one name, or two names around a byte 0xFF (never in UTF-8), compared.
 import FuzzSupport
@@ -26,6 +30,11 @@ func known(_ text: String) -> Bool {
         guard let age = scalar.properties.age else { return false }
         return (age.major, age.minor) <= tablesVersion
     }
+}
+
+/// Whether ext4 folds `text` other than the canonical caseless form does (see above).
+func foldsAsExt4Only(_ text: String) -> Bool {
+    text.unicodeScalars.contains { $0.value == 0x345 || $0.properties.isDefaultIgnorableCodePoint }
 }
 
 func check(_ name: [UInt8]) {
@@ -45,7 +54,7 @@ func check(_ name: [UInt8]) {
     for scalar in folded.unicodeScalars {
         if scalar.properties.changesWhenCaseFolded { Fuzzing.fail("the key of \(name) keeps U+\(String(scalar.value, radix: 16)), which folds") }
         let combining = scalar.properties.canonicalCombiningClass.rawValue
-        if combining != 0 && combining < previousClass { Fuzzing.fail("the key of \(name) has marks out of canonical order") }
+        if combining != 0 && combining < previousClass && !foldsAsExt4Only(text) { Fuzzing.fail("the key of \(name) has marks out of canonical order") }
         previousClass = combining
     }
     let lowered = text.lowercased()
@@ -70,7 +79,7 @@ func check(_ name: [UInt8]) {
 
 /// Canonically equivalent names the tables know have one key.
 func compare(_ a: String, _ b: String) {
-    guard a == b, known(a), known(b) else { return }
+    guard a == b, known(a), known(b), !foldsAsExt4Only(a), !foldsAsExt4Only(b) else { return }
     guard CaseFold.key(Array(a.utf8)) == CaseFold.key(Array(b.utf8)) else {
         Fuzzing.fail("canonically equivalent names have different keys: \(Array(a.utf8)) and \(Array(b.utf8))")
     }
