@@ -2,8 +2,8 @@ import FoundationEssentials
 
 /// The top-level dictionary of a property list, XML or binary (`bplist00`), read as
 /// CoreFoundation reads a bundle's `Info.plist`: a list that is malformed anywhere is not read
-/// at all. An XML list is read by FoundationEssentials' `PropertyListDecoder` (Apple's own
-/// parser); a binary one by `Binary`, ours, because that decoder's binary reader is not safe on
+/// at all. An XML list, in UTF-8, is read by FoundationEssentials' `PropertyListDecoder`
+/// (Apple's own parser); a binary one by `Binary`, ours, because that decoder's binary reader is not safe on
 /// what strangers write (docs/DESIGN.md: it traps on some damaged lists, and reads a shared
 /// object once per reference, which 40 levels make 2^40 reads). Only what a bundle's lookup
 /// keeps of each value is kept (no data bytes, no dates).
@@ -35,6 +35,9 @@ public enum PropertyList {
             guard let read = binary?.root() else { throw Unreadable(description: "is not a well-formed binary property list") }
             root = read
         } else {
+            // UTF-8 only, as before the decoder: given bytes that are not UTF-8 inside an
+            // <integer>, it stops the process (BufferView._decodeScalars; found by fuzzing)
+            guard String(validating: bytes, as: UTF8.self) != nil else { throw Unreadable(description: "is not UTF-8") }
             do {
                 root = try PropertyListDecoder().decode(Value.self, from: Data(bytes))
             } catch let error as DecodingError {

@@ -314,7 +314,7 @@ final class PackageTests: XCTestCase {
         for command in commands { try run("/usr/bin/proxybundle", ["help", command]) }
 
         // a bundle, a patch, and the mount's directories, in the root
-        let files = ["srv/app/Info.plist": "main", "srv/app/en.lproj/Hello.txt": "hello", "srv/app/Images/icon@2x.png": "2x",
+        let files = ["srv/app/Info.plist": "<plist><dict><key>CFBundleDevelopmentRegion</key><string>en</string></dict></plist>", "srv/app/en.lproj/Hello.txt": "hello", "srv/app/Images/icon@2x.png": "2x",
                      "srv/patch/Images/icon@2x.png": "patched"]
         for (path, text) in files { try Disk.write(root.path + "/" + path, text) }
         for dir in ["srv/sub", "mnt/app", "mnt/fstab"] { try Disk.mkdir(root.path + "/" + dir) }

@@ -271,4 +271,16 @@ final class PropertyListTests: XCTestCase {
             XCTAssertEqual("\(error)", "is not a well-formed binary property list")
         }
     }
+
+    /// An XML list FoundationEssentials' decoder stops the process on (a fatal error in
+    /// `BufferView._decodeScalars`, skipping the spaces of an <integer> that holds bytes that
+    /// are not UTF-8; found by the plist-xml fuzz target): refused before the decoder sees it.
+    func testAnXMLListThatIsNotUTF8IsRefused() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/plist-xml/corpus/finding-decoder-trap-utf8").standardized
+        let bytes = Array(try Data(contentsOf: file))
+        XCTAssertTrue(bytes.starts(with: Array("<?xml".utf8)))
+        XCTAssertThrowsError(try PropertyList.read(bytes)) { error in XCTAssertEqual("\(error)", "is not UTF-8") }
+        XCTAssertNil(PropertyList.dictionary(in: Array("<plist><dict><key>A</key><integer>\u{1}</integer></dict></plist>".utf8) + [0xFF]))
+    }
 }
