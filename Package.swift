@@ -116,3 +116,26 @@ let package = Package(
         ),
     ]
 )
+
+// Fuzz targets, one per parser of untrusted input (Scripts/fuzz.sh builds and runs them): only
+// with PROXYBUNDLE_FUZZ=1 in the environment, as they link libFuzzer's driver and are built with
+// -sanitize=fuzzer,address in their own scratch path, never in the product's build.
+if Context.environment["PROXYBUNDLE_FUZZ"] == "1" {
+    let fuzzed: [(name: String, dependencies: [Target.Dependency])] = [
+        ("tar", ["ProxyBundleDelivery"]),
+        ("oci", ["ProxyBundleDelivery"]),
+        ("plist-xml", ["ProxyBundleResources"]),
+        ("plist-binary", ["ProxyBundleResources"]),
+        ("assets-car", ["ProxyBundleResources"]),
+        ("casefold", ["ProxyBundleCore"]),
+        ("control", ["ProxyBundleCore"]),
+    ]
+    package.targets.append(.target(name: "FuzzSupport", path: "Fuzz/Support"))
+    for target in fuzzed {
+        package.products.append(.executable(name: "fuzz-" + target.name, targets: ["fuzz-" + target.name]))
+        // lld: gold fails on the AddressSanitizer link of a debug build (shared/notes/fuzzing.md)
+        package.targets.append(.executableTarget(name: "fuzz-" + target.name, dependencies: ["FuzzSupport"] + target.dependencies,
+                                                 path: "Fuzz/" + target.name, exclude: ["corpus"],
+                                                 linkerSettings: [.unsafeFlags(["-use-ld=lld"])]))
+    }
+}

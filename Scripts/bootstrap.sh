@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar fio
           strace  # counts what a lookup asks the layers (PatchIndexTests)
           man-db groff-base zsh fish  # the man page and completion tests
-          lintian  # the package test
+          lintian dpkg-dev debootstrap  # the package tests: lintian, dpkg-shlibdeps, a clean Debian root
           python3  # its plistlib writes the property lists PropertyListTests read
           unicode-data  # CaseFolding.txt, NormalizationTest.txt: CaseFoldTests; Scripts/casefold-table.py
           libext2fs2  # e2fsprogs' copy of the kernel's casefold tables: CaseFoldOracleTests

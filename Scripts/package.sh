@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Builds proxybundle_VERSION-REV~debN_amd64.deb from the static release executable, stripped,
-# and proxybundle-dbgsym_..._amd64.deb with its symbols (/usr/lib/debug/.build-id/...), as
-# Debian's own packages split them. The package: the binary in /usr/bin, the man page, bash,
-# zsh and fish completions, the systemd template unit (installed, not enabled), the README
-# with the docs it links to, the copyright file, the Debian changelog. Installed with
-# `apt install ./proxybundle_..._amd64.deb`, it needs no Swift toolchain.
+# Builds proxybundle_VERSION-REV~debN_amd64.deb from the release executable, stripped, and
+# proxybundle-dbgsym_..._amd64.deb with its symbols (/usr/lib/debug/.build-id/...), as
+# Debian's own packages split them. The binary links the system's libraries as Debian's
+# packages do (glibc, libfuse3, liburing, libstdc++, each a shared library of its Debian
+# package, so their security updates reach it) and carries the Swift runtime and Apple's ICU
+# (_FoundationICU) statically (`-static-stdlib`: Debian ships no Swift runtime). Its Depends
+# are computed from those libraries' shlibs files (dpkg-shlibdeps), with fuse3 for mount.fuse.
+# The package: the binary in /usr/bin, the man page, bash, zsh and fish completions, the
+# systemd template unit (installed, not enabled), the README with the docs it links to, the
+# copyright file, the Debian changelog. Installed with `apt install ./proxybundle_..._amd64.deb`,
+# which pulls in the libraries, it needs no Swift toolchain.
 # Reproducible: two runs on one commit give the same bytes. Every file's time is
 # SOURCE_DATE_EPOCH (the commit's time unless set), owners are root, dpkg-deb sorts entries.
 #   Scripts/package.sh [--binary PATH] [--output DIR] [--revision N]
-#     --binary PATH   package this executable instead of building the static release one
+#     --binary PATH   package this executable instead of building the release one (in
+#                     .build-package); it must need no library that no Debian package provides
 #     --output DIR    where the .debs go (default: the current directory)
 #     --revision N    the Debian revision (default 1)
 # DEBFULLNAME and DEBEMAIL name the maintainer (Debian's usual variables).
@@ -24,15 +30,17 @@ while [ $# -gt 0 ]; do
     *) echo "package.sh: unknown argument $1 (see the header of Scripts/package.sh)" >&2; exit 64 ;;
   esac
 done
-for tool in dpkg-deb objcopy readelf; do
-  command -v $tool >/dev/null || { echo "package.sh: $tool is missing (Debian's dpkg and binutils packages)" >&2; exit 1; }
+for tool in dpkg-deb dpkg-shlibdeps objcopy readelf; do
+  command -v $tool >/dev/null || { echo "package.sh: $tool is missing (Debian's dpkg-dev and binutils packages)" >&2; exit 1; }
 done
 maintainer="${DEBFULLNAME:-proxybundle developers} <${DEBEMAIL:-proxybundle@users.noreply.github.com}>"
 
 if [ -z "$binary" ]; then
   [ -x /opt/swift/usr/bin/swift ] && export PATH="/opt/swift/usr/bin:$PATH"
-  (cd "$root" && swift build -c release -Xswiftc -static-executable --product proxybundle >&2)
-  binary=$root/.build/release/proxybundle
+  # no $ORIGIN run path (lintian's custom-library-search-path): every library is the system's
+  (cd "$root" && swift build -c release -Xswiftc -static-stdlib --disable-local-rpath --scratch-path .build-package \
+     --product proxybundle >&2)
+  binary=$root/.build-package/release/proxybundle
 fi
 [ -x "$binary" ] || { echo "package.sh: $binary is not an executable" >&2; exit 1; }
 upstream=$("$binary" --version | sed -n '1s/^proxybundle \([^ ]*\) .*/\1/p')
@@ -56,7 +64,7 @@ doc=$stage/usr/share/doc/proxybundle
 
 # the binary stripped, its symbols in the dbgsym package under its build id
 section() { # FILE NAME: the section's file offset and size, in hex
-  readelf -S -W "$1" | sed -n "s/^ *\[ *[0-9]*\] $2  *[A-Z_]*  *[0-9a-f]*  *\([0-9a-f]*\)  *\([0-9a-f]*\) .*/\1 \2/p"
+  readelf -S -W "$1" 2>/dev/null | sed -n "s/^ *\[ *[0-9]*\] $2  *[A-Z_]*  *[0-9a-f]*  *\([0-9a-f]*\)  *\([0-9a-f]*\) .*/\1 \2/p"
 }
 zero() { dd if=/dev/zero of="$1" bs=1 seek="$2" count="$3" conv=notrunc status=none; }
 id_offset() { local offset size; read -r offset size < <(section "$1" .note.gnu.build-id); echo $((16#$offset + 16)); }
@@ -80,6 +88,21 @@ for file in "$stripped" "$symbols"; do
   printf "$(sed 's/../\\x&/g' <<<"$build_id")" | dd of="$file" bs=1 seek="$(id_offset "$file")" conv=notrunc status=none
 done
 chmod 755 "$stripped"
+# the libraries it links, as Depends: each library's package and version from its shlibs file
+mkdir -p "$work/shlibs/debian"
+printf '%s\n' "Source: proxybundle" "" "Package: proxybundle" "Architecture: amd64" > "$work/shlibs/debian/control"
+shlibs=$(cd "$work/shlibs" && dpkg-shlibdeps -O -e"$stripped" 2>"$work/shlibs.log") || {
+  echo "package.sh: $binary links a library no Debian package provides (build it with -static-stdlib):" >&2
+  grep -m 3 "error" "$work/shlibs.log" >&2
+  exit 1
+}
+depends=$(sed -n 's/^shlibs:Depends=//p' <<<"$shlibs")
+# dpkg-shlibdeps goes by the symbols used, not by version nodes: the packed relative
+# relocations (lld's -z pack-relative-relocs) need glibc's GLIBC_ABI_DT_RELR, new in 2.36
+if readelf -V -W "$stripped" | grep -q "Name: GLIBC_ABI_DT_RELR"; then
+  depends=$(sed -E 's/libc6 \(>= 2\.([0-9]|[0-2][0-9]|3[0-5])(\.[0-9]+)?\)/libc6 (>= 2.36)/' <<<"$depends")
+fi
+[ -n "$depends" ] || { echo "package.sh: dpkg-shlibdeps found no library $binary links (a static executable?)" >&2; exit 1; }
 install -D -m 644 "$symbols" "$debug/usr/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug"
 rm "$symbols"
 
@@ -97,7 +120,6 @@ for file in docs/MERGED-VIEW.md docs/DESIGN.md docs/BENCHMARKS.md docs/bench-cha
   install -D -m 644 "$root/$file" "$doc/$file"
 done
 install -D -m 644 "$root/docs/debian/copyright" "$doc/copyright"
-install -D -m 644 "$root/docs/debian/lintian-overrides" "$stage/usr/share/lintian/overrides/proxybundle"
 date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 printf '%s\n' "proxybundle ($version) $codename; urgency=medium" "" \
   "  * Upstream release $upstream, built from commit ${commit:-unknown}." "" \
@@ -117,7 +139,7 @@ control() { # DIR PACKAGE: DEBIAN/control (from stdin, after the common fields) 
   find "$1" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 }
 control "$stage" proxybundle <<CONTROL
-Depends: fuse3
+Depends: $depends, fuse3
 Recommends: skopeo, zstd, gpgv, curl
 Section: admin
 Priority: optional

@@ -3,10 +3,11 @@
 # core on temporary directories, and mount tests that run the built binary on temporary
 # mountpoints (root is needed for /dev/fuse and for the kernel-overlayfs comparison).
 #
-# The suite runs twice: all of it with every mount's requests over /dev/fuse, then the mount
-# tests again over FUSE over io_uring (-o transport=uring; the fuse module's enable_uring is
-# switched on for that pass and put back as it was). A kernel without FUSE over io_uring skips
-# the second pass, saying so. Extra arguments go to `swift test` in both passes (e.g. --filter
+# Without arguments, each fuzz target runs first for 5 s (Scripts/fuzz.sh). The suite runs
+# twice: all of it with every mount's requests over /dev/fuse, then the mount tests again over
+# FUSE over io_uring (-o transport=uring; the fuse module's enable_uring is switched on for
+# that pass and put back as it was). A kernel without FUSE over io_uring skips the second
+# pass, saying so. Extra arguments go to `swift test` in both passes (e.g. --filter
 # ShadowingTests); PROXYBUNDLE_TEST_TRANSPORTS=device (or =uring) runs one pass only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +28,12 @@ trap restore EXIT
 
 status=0
 passed=0 failed=0 skipped=0
+# the full suite runs every fuzz target for a few seconds: they keep building, and their seeds
+# and what earlier runs found still pass (Scripts/fuzz.sh; instrumented in .build-fuzz)
+if [ $# -eq 0 ]; then
+  echo "=== fuzz targets, 5 s each"
+  Scripts/fuzz.sh all 5 || { echo "a fuzz target failed (its input is in .build-fuzz/findings)"; status=1; }
+fi
 # one pass of the suite: its figures are added up, its failure kept
 run_pass() {
   local transport=$1; shift

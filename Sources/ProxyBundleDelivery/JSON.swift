@@ -1,5 +1,9 @@
-/// A JSON value: what OCI manifests, indexes and configs are read as, and written from.
-/// Small on purpose: the delivery code reads a few fields and needs no Foundation.
+import FoundationEssentials
+
+/// A JSON value: what OCI manifests, indexes and configs, policies, signatures and the store's
+/// records are read as, and written from. Reading is FoundationEssentials' `JSONDecoder`; this
+/// type is the tree it decodes into, for code that reads a few fields of documents that
+/// strangers write.
 public enum JSON: Equatable, Sendable {
     case null, bool(Bool), number(Double), string(String), array([JSON]), object([(String, JSON)])
 
@@ -47,120 +51,62 @@ public enum JSON: Equatable, Sendable {
     }
 
     public struct ParseError: Error, CustomStringConvertible {
-        public let offset: Int
-        public var description: String { "not valid JSON (at byte \(offset))" }
+        /// The decoder's reason, on one line.
+        public let reason: String
+        public var description: String { "not valid JSON" + (reason.isEmpty ? "" : " (\(reason))") }
     }
 
+    /// Containers nested deeper than this are refused (an OCI document nests a few levels).
+    static let maxDepth = 64
+
+    /// `bytes` read by FoundationEssentials' `JSONDecoder`: RFC 8259 JSON, UTF-8.
     public static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSON {
-        var parser = Parser(bytes: bytes)
-        let value = try parser.value(depth: 0)
-        parser.skipSpace()
-        guard parser.at == bytes.count else { throw ParseError(offset: parser.at) }
-        return value
+        do {
+            return try JSONDecoder().decode(JSON.self, from: Data(bytes))
+        } catch let DecodingError.dataCorrupted(context) {
+            let detail = context.underlyingError.map { "\($0)" } ?? context.debugDescription
+            throw ParseError(reason: oneLine(detail))
+        } catch {
+            throw ParseError(reason: "")
+        }
     }
 
-    private struct Parser {
-        let bytes: [UInt8]
-        var at = 0
+    /// A reason on one line, without its closing full stop.
+    static func oneLine(_ text: String) -> String {
+        var line = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        while line.hasSuffix(".") { line.removeLast() }
+        return line
+    }
+}
 
-        mutating func skipSpace() {
-            while at < bytes.count, [0x20, 0x09, 0x0a, 0x0d].contains(bytes[at]) { at += 1 }
+extension JSON: Decodable {
+    private struct Key: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Whatever the document holds at this place: an object (its members in key order: the
+    /// decoder keeps none), an array, or a scalar.
+    public init(from decoder: any Decoder) throws {
+        guard decoder.codingPath.count < JSON.maxDepth else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "nested deeper than \(JSON.maxDepth)"))
         }
-
-        func fail() -> ParseError { ParseError(offset: at) }
-
-        mutating func expect(_ word: String) throws(ParseError) {
-            for byte in word.utf8 {
-                guard at < bytes.count, bytes[at] == byte else { throw fail() }
-                at += 1
-            }
-        }
-
-        mutating func value(depth: Int) throws(ParseError) -> JSON {
-            skipSpace()
-            guard at < bytes.count, depth < 64 else { throw fail() }
-            switch bytes[at] {
-            case UInt8(ascii: "{"):
-                at += 1
-                var members: [(String, JSON)] = []
-                skipSpace()
-                if at < bytes.count, bytes[at] == UInt8(ascii: "}") { at += 1; return .object(members) }
-                while true {
-                    skipSpace()
-                    let key = try string()
-                    skipSpace()
-                    try expect(":")
-                    members.append((key, try value(depth: depth + 1)))
-                    skipSpace()
-                    guard at < bytes.count else { throw fail() }
-                    at += 1
-                    if bytes[at - 1] == UInt8(ascii: "}") { return .object(members) }
-                    guard bytes[at - 1] == UInt8(ascii: ",") else { throw fail() }
-                }
-            case UInt8(ascii: "["):
-                at += 1
-                var items: [JSON] = []
-                skipSpace()
-                if at < bytes.count, bytes[at] == UInt8(ascii: "]") { at += 1; return .array(items) }
-                while true {
-                    items.append(try value(depth: depth + 1))
-                    skipSpace()
-                    guard at < bytes.count else { throw fail() }
-                    at += 1
-                    if bytes[at - 1] == UInt8(ascii: "]") { return .array(items) }
-                    guard bytes[at - 1] == UInt8(ascii: ",") else { throw fail() }
-                }
-            case UInt8(ascii: "\""): return .string(try string())
-            case UInt8(ascii: "t"): try expect("true"); return .bool(true)
-            case UInt8(ascii: "f"): try expect("false"); return .bool(false)
-            case UInt8(ascii: "n"): try expect("null"); return .null
-            default: return .number(try number())
-            }
-        }
-
-        mutating func number() throws(ParseError) -> Double {
-            let start = at
-            while at < bytes.count, "+-0123456789.eE".utf8.contains(bytes[at]) { at += 1 }
-            guard let n = Double(String(decoding: bytes[start..<at], as: UTF8.self)) else { throw fail() }
-            return n
-        }
-
-        mutating func string() throws(ParseError) -> String {
-            try expect("\"")
-            var out: [UInt8] = []
-            while at < bytes.count {
-                let byte = bytes[at]
-                at += 1
-                if byte == UInt8(ascii: "\"") { return String(decoding: out, as: UTF8.self) }
-                guard byte == UInt8(ascii: "\\") else { out.append(byte); continue }
-                guard at < bytes.count else { throw fail() }
-                let escape = bytes[at]
-                at += 1
-                switch escape {
-                case UInt8(ascii: "n"): out.append(0x0a)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "r"): out.append(0x0d)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0c)
-                case UInt8(ascii: "u"):
-                    var code = try hex4()
-                    if (0xd800..<0xdc00).contains(code), at + 6 <= bytes.count, bytes[at] == UInt8(ascii: "\\") {
-                        at += 2
-                        let low = try hex4()
-                        code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00)
-                    }
-                    out.append(contentsOf: String(Unicode.Scalar(code).map(Character.init) ?? "\u{fffd}").utf8)
-                default: out.append(escape)
-                }
-            }
-            throw fail()
-        }
-
-        mutating func hex4() throws(ParseError) -> UInt32 {
-            guard at + 4 <= bytes.count, let code = UInt32(String(decoding: bytes[at..<at + 4], as: UTF8.self), radix: 16)
-            else { throw fail() }
-            at += 4
-            return code
+        if let keyed = try? decoder.container(keyedBy: Key.self) {
+            self = .object(try keyed.allKeys.sorted { $0.stringValue < $1.stringValue }.map {
+                ($0.stringValue, try keyed.decode(JSON.self, forKey: $0))
+            })
+        } else if var unkeyed = try? decoder.unkeyedContainer() {
+            var items: [JSON] = []
+            while !unkeyed.isAtEnd { items.append(try unkeyed.decode(JSON.self)) }
+            self = .array(items)
+        } else {
+            let single = try decoder.singleValueContainer()
+            if single.decodeNil() { self = .null }
+            else if let value = try? single.decode(Bool.self) { self = .bool(value) }
+            else if let value = try? single.decode(Double.self) { self = .number(value) }
+            else { self = .string(try single.decode(String.self)) }
         }
     }
 }

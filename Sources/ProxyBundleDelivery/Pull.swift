@@ -26,6 +26,7 @@ public struct Pull {
         let tag = Store.tag(for: reference), source = Skopeo.source(reference)
         var skopeo = self.skopeo
         if let trust { skopeo.policy = trust.policy.path }
+        try RemoteManifest.check(source, skopeo: skopeo)
         let demanded = trust?.demandsSignatures(source) ?? false
         // the registry's own digest of what the reference names, for a later switch that finds
         // it unchanged (see `Pull.unchanged`); not for the other transports

@@ -26,7 +26,7 @@ extension FuseServer {
     /// line names a path. Invalidations run one at a time; `automatic` ones (`-o watch`) are
     /// counted apart too.
     func invalidate(_ text: [UInt8], automatic: Bool = false) throws(Errno) {
-        let paths = FuseServer.paths(in: text)
+        let paths = ControlInput.lines(text)
         try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in
             var start = timespec()
             clock_gettime(CLOCK_MONOTONIC, &start)
@@ -88,11 +88,7 @@ extension FuseServer {
         var patches: [Layer] = []
         let mountDevice = MountTable.current().mount(at: mountpoint)?.device
         let current = overlay.recentPatches
-        for line in FuseServer.paths(in: text) {
-            // a path is bytes: one that is not UTF-8 is opened as it was written
-            let path = RawPath(bytes: line)
-            guard path.isAbsolute, !line.contains(0) else { throw Errno.invalid }
-            if path.isInside(mountpoint) { throw Errno.invalid }
+        for path in try ControlInput.patchPaths(text, mountpoint: mountpoint) {
             var st = stat()
             if let kept = current[path], path.withCString({ stat($0, &st) }) == 0,
                UInt64(st.st_dev) == kept.device, UInt64(st.st_ino) == kept.inode {
@@ -122,18 +118,5 @@ extension FuseServer {
         let major = (device >> 8) & 0xfff | (device >> 32) & ~0xfff
         let minor = device & 0xff | (device >> 12) & ~0xff
         return "\(major):\(minor)"
-    }
-
-    /// The non-empty lines of what was written, without surrounding blanks.
-    static func paths(in text: [UInt8]) -> [[UInt8]] {
-        text.split(separator: UInt8(ascii: "\n")).map { FuseServer.trimmed(Array($0)) }.filter { !$0.isEmpty }
-    }
-
-    private static func trimmed(_ line: [UInt8]) -> [UInt8] {
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D }
-        guard let first = line.firstIndex(where: { !isSpace($0) }), let last = line.lastIndex(where: { !isSpace($0) }) else {
-            return []
-        }
-        return Array(line[first...last])
     }
 }

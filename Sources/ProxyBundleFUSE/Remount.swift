@@ -3,40 +3,10 @@ import Glibc
 #endif
 import ProxyBundleCore
 
-/// `.remount`: what a remount may change on a live mount. Reading it gives the state as `-o`
-/// options (`rw,entry_timeout=86400,attr_timeout=86400,negative_timeout=86400`); writing
-/// comma-separated options from the same set changes them, all or, when one is not from that
-/// set or its value is not a number of seconds, none (EINVAL). The kernel's per-mount
-/// read-only flag is the command's to set (`proxybundle remount`); this is the daemon's own.
-struct RemountRequest: Equatable {
-    var readOnly: Bool?
-    var entry: Double?
-    var attribute: Double?
-    var negative: Double?
-
-    init(_ data: [UInt8]) throws(Errno) {
-        let text = String(decoding: data, as: UTF8.self)
-        let options = text.split(whereSeparator: { $0 == "," || $0 == "\n" }).map { $0.trimmingSpaces }
-        for option in options where !option.isEmpty {
-            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
-            let value = parts.count == 2 ? RemountRequest.seconds(parts[1]) : nil
-            switch (parts[0], parts.count, value) {
-            case ("ro", 1, _): readOnly = true
-            case ("rw", 1, _): readOnly = false
-            case ("entry_timeout", 2, let v?): entry = v
-            case ("attr_timeout", 2, let v?): attribute = v
-            case ("negative_timeout", 2, let v?): negative = v
-            default: throw Errno.invalid
-            }
-        }
-    }
-
-    private static func seconds(_ text: String) -> Double? {
-        guard let number = Double(text), number.isFinite, number >= 0 else { return nil }
-        return number
-    }
-}
-
+/// `.remount`: reading it gives the state as `-o` options
+/// (`rw,entry_timeout=86400,attr_timeout=86400,negative_timeout=86400`); writing some of them
+/// changes them (`RemountRequest` reads what was written). The kernel's per-mount read-only
+/// flag is the command's to set (`proxybundle remount`); this is the daemon's own.
 extension FuseServer {
     /// The text of `.remount`.
     var remountText: String {
@@ -79,11 +49,5 @@ extension Double {
     /// Seconds as an option value: `5`, or `0.5`.
     public var secondsText: String {
         self == rounded() && abs(self) < 1e15 ? String(Int64(self)) : String(self)
-    }
-}
-
-extension Substring {
-    var trimmingSpaces: String {
-        String(drop { $0 == " " }.reversed().drop { $0 == " " }.reversed())
     }
 }

@@ -22,7 +22,11 @@ public struct BundleInfo: Equatable, Sendable {
     /// Read from a property list's bytes (XML or binary); what it lacks, or cannot be read,
     /// keeps its default.
     public init(plist bytes: [UInt8]) {
-        guard let root = PropertyList.dictionary(in: bytes) else { return }
+        self.init(info: PropertyList.dictionary(in: bytes) ?? [:])
+    }
+
+    /// Read from a property list's root dictionary.
+    public init(info root: [String: PropertyList.Value]) {
         if case .string(let region)? = root["CFBundleDevelopmentRegion"], !region.isEmpty { developmentRegion = region }
         localizations = root["CFBundleLocalizations"]?.strings ?? []
         allowsMixedLocalizations = root["CFBundleAllowMixedLocalizations"]?.boolValue ?? false

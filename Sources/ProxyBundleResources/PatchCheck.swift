@@ -58,6 +58,12 @@ public final class PatchCheck {
         return unreadableCatalogs(in: Array(bundles.values)) + layers + main
     }
 
+    /// The Info.plist files that cannot be read of the bundles looked at by `findings()` (over
+    /// the merged layers), in path order: each file's path in the tree, and why.
+    public var unreadableInfo: [(path: String, reason: String)] {
+        bundles.values.compactMap(\.infoProblem).sorted { ResourcePath.byteOrder($0.path, $1.path) }
+    }
+
     /// The findings of layer `index`, in byte order of their paths.
     public func findings(in index: Int) -> [Finding] {
         below = index + 1 < tree.layers.count ? (try? LayeredTree(layers: Array(tree.layers[(index + 1)...]))).map {

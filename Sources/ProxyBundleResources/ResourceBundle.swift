@@ -16,6 +16,10 @@ public final class ResourceBundle {
     public let isMacOS: Bool
     /// What its Info.plist says.
     public let info: BundleInfo
+    /// Its Info.plist when it has one that cannot be read (the file's path in the tree, and
+    /// why): `info` is then a bundle's without one, as CoreFoundation takes it; `resolve` and
+    /// `check` say it once on stderr.
+    public let infoProblem: (path: String, reason: String)?
     /// The main bundle of the process that loads this one, when this is another bundle inside
     /// it: the app for a resource bundle or a framework, the extension for what an extension
     /// holds. Its language choice is followed (see `searchList(preferred:main:)`), and it says
@@ -58,8 +62,23 @@ public final class ResourceBundle {
             isMacOS = false
             infoFiles = [ResourcePath.join(path, "Info.plist")]
         }
-        let plist = infoFiles.first { tree.kind(of: $0) == .file }.flatMap { tree.contents(of: $0, limit: 1 << 20) }
-        info = plist.map { BundleInfo(plist: $0) } ?? BundleInfo()
+        let infoFile = infoFiles.first { tree.kind(of: $0) == .file }
+        let (info, problem) = infoFile.map { ResourceBundle.readInfo(tree, $0) } ?? (BundleInfo(), nil)
+        self.info = info
+        infoProblem = problem.map { (infoFile ?? "", $0) }
+    }
+
+    /// The Info.plist at `path` of `tree` (a file), and why it could not be read, if so (1 MiB
+    /// at most: an Info.plist is a few kilobytes).
+    static func readInfo(_ tree: ResourceTree, _ path: String) -> (BundleInfo, String?) {
+        let limit = 1 << 20
+        guard let bytes = tree.contents(of: path, limit: limit + 1) else { return (BundleInfo(), "cannot be read") }
+        guard bytes.count <= limit else { return (BundleInfo(), "is over 1 MiB, more than an Info.plist holds") }
+        do {
+            return (BundleInfo(info: try PropertyList.read(bytes)), nil)
+        } catch {
+            return (BundleInfo(), error.description)
+        }
     }
 
     /// The compiled asset catalog of the resources directory (`Assets.car`), read once: nil

@@ -124,7 +124,11 @@ struct CheckCommand: ParsableCommand {
             throw Failure("cannot merge the layers of \(mountpoint): \(Errno(error.code).description)")
         }
         let devices = try devices(madeFor: ResourceBundle(tree: tree).madeFor)
-        let findings = PatchCheck(tree: tree, devices: devices, foldsCase: casefold || mount.foldsNames).findings()
+        let check = PatchCheck(tree: tree, devices: devices, foldsCase: casefold || mount.foldsNames)
+        let findings = check.findings()
+        for (path, reason) in check.unreadableInfo {
+            Failure("\(mountpoint)/\(path): \(reason); checked as a bundle without an Info.plist").report()
+        }
         // a patch is named with its path (there may be several); the substitution and the
         // main bundle by their role
         let name = { (index: Int) -> String in roles[index].role == "patch" ? "patch \(roles[index].path.description)" : roles[index].role }

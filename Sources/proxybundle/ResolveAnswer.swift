@@ -55,6 +55,12 @@ struct BundlePlace {
         return nil
     }
 
+    /// A path of the tree as a whole path (from the directory the tree was opened at).
+    func full(_ path: String) -> String {
+        let top = String(decoding: top.bytes, as: UTF8.self)
+        return top.hasSuffix("/") ? top + path : top + "/" + path
+    }
+
     /// A path of the tree as the user sees it: relative to ROOT.
     func shown(_ path: String) -> String {
         prefix.isEmpty ? path : String(path.dropFirst(prefix.count).drop { $0 == "/" })

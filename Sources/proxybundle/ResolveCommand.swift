@@ -106,6 +106,20 @@ struct ResolveCommand: ParsableCommand {
                              scale: image ? scale ?? 1 : nil, tall: tall, idiom: idiom)
     }
 
+    /// Says on stderr, once each, the Info.plist files that cannot be read of the bundles the
+    /// answer depends on (ROOT's, the main bundles it is loaded by, those searched): each such
+    /// bundle is taken as one without an Info.plist, as CoreFoundation takes it.
+    func sayUnreadableInfo(_ place: BundlePlace) {
+        var bundles: [ResourceBundle] = []
+        var next: ResourceBundle? = place.bundle
+        while let bundle = next { bundles.append(bundle); next = bundle.main }
+        bundles += place.bundle.searched(nested: allBundles)
+        var said: Set<String> = []
+        for case let (path, reason)? in bundles.map(\.infoProblem) where said.insert(path).inserted {
+            Failure("\(place.full(path)): \(reason); read as a bundle without an Info.plist").report()
+        }
+    }
+
     /// Says on stderr which device is assumed, when the app is made for more than one and
     /// --idiom does not choose.
     func noteAssumedIdiom(_ place: BundlePlace) {
@@ -126,6 +140,7 @@ struct ResolveCommand: ParsableCommand {
         // inside a mount that folds names, they fold here too
         let folds = casefold || RunningMount.containing(Paths.absolute(RawPath(root))).map(\.foldsNames) == true
         let place = try BundlePlace(root, foldsCase: folds)
+        sayUnreadableInfo(place)
         noteAssumedIdiom(place)
         if name == nil {
             return list(place)

@@ -204,6 +204,11 @@ final class RemountTests: XCTestCase {
         // written directly: EINVAL, all or nothing
         XCTAssertEqual(Probe.writeError("ro,bogus=1", to: fx.inMount(".remount")), EINVAL)
         XCTAssertEqual(try Disk.read(fx.inMount(".remount")), state)
+        // an option of nothing around its '=' (found by fuzzing: it ended the daemon)
+        for text in ["=", "ro,=", "=5", "entry_timeout="] {
+            XCTAssertEqual(Probe.writeError(text, to: fx.inMount(".remount")), EINVAL, text)
+            XCTAssertEqual(try Disk.read(fx.inMount(".remount")), state, "\(text): the daemon still serves, unchanged")
+        }
         // what the mount has is accepted
         let same = try proxybundle(["remount", fx.mountpoint, "-o",
                                     "substitution=\(fx.substitution),noacl,nocasefold,transport=auto,nosuid"])

@@ -128,7 +128,7 @@ final class PropertyListTests: XCTestCase {
     func testXMLForms() {
         let xml = """
             <?xml version="1.0" encoding="UTF-8"?>
-            <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd" [ <!ENTITY x "y"> ]>
+            <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
             <!-- a comment before -->
             <plist version="1.0">
             <dict>
@@ -136,7 +136,7 @@ final class PropertyListTests: XCTestCase {
               <key>Empty</key><string/>
               <key>Array</key><array/>
               <key>Dict</key><dict/>
-              <key>Hex</key><integer> 0x1F </integer>
+              <key>Hex</key><integer>0x1F</integer>
               <key>Plus</key><integer>+7</integer>
               <key>Real</key><real>-1e3</real>
               <key>Yes</key><true></true>
@@ -150,7 +150,7 @@ final class PropertyListTests: XCTestCase {
             """
         XCTAssertEqual(PropertyList.dictionary(in: Array(xml.utf8)), [
             "A": .string("<AB> &\"'<&c>"), "Empty": .string(""), "Array": .array([]), "Dict": .dictionary([:]),
-            "Hex": .integer(31), "Plus": .integer(7), "Real": .real(-1000), "Yes": .boolean(true), "Data": .data, "Date": .date,
+            "Hex": .integer(31), "Plus": .integer(7), "Real": .integer(-1000) /* exactly an integer */, "Yes": .boolean(true), "Data": .data, "Date": .date,
             "Nested": .dictionary(["In": .array([.dictionary(["Deep": .boolean(false)])])]),
         ])
         XCTAssertEqual(PropertyList.dictionary(in: Array("<dict><key>A</key><integer>1</integer></dict>".utf8)), ["A": .integer(1)],
@@ -176,6 +176,9 @@ final class PropertyListTests: XCTestCase {
             "<plist><dict><key>A</key><true>x</true></dict></plist>",
             "<plist><dict><key>A</key><string><!-- x --></string></dict></plist>",
             "<plist><dict><key>A</key><string>x</string></dict><!-- unclosed",
+            // refused by Apple's parser (FoundationEssentials), which reads XML lists
+            "<!DOCTYPE plist [ <!ENTITY x \"y\"> ]><plist><dict><key>A</key><string>x</string></dict></plist>",
+            "<plist><dict><key>A</key><integer> 1 </integer></dict></plist>",
             String(repeating: "<array>", count: 100) + String(repeating: "</array>", count: 100),
             "<plist><dict><key>A</key><array>" + String(repeating: "<array>", count: 70) + String(repeating: "</array>", count: 71)
                 + "</dict></plist>",
@@ -253,5 +256,31 @@ final class PropertyListTests: XCTestCase {
         XCTAssertNotNil(PropertyList.dictionary(in: Self.binaryList(shared)))
         let tooDeep = [[0xD1, 1, 2], a] + (2 ..< 80).map { [0xA1, UInt8($0 + 1)] } + [[0x09]]
         XCTAssertNil(PropertyList.dictionary(in: Self.binaryList(tooDeep)))
+    }
+
+    /// A binary list FoundationEssentials' `PropertyListDecoder` stops the process on (an
+    /// illegal instruction in `BPlistScanner.scanArrayOrSet`; found when binary lists were
+    /// handed to it): everyKind with one byte changed. Binary lists are read by our reader,
+    /// which refuses this one.
+    func testABinaryListTheDecoderTrapsOnIsRefused() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/plist-binary/corpus/finding-decoder-trap").standardized
+        let bytes = Array(try Data(contentsOf: file))
+        XCTAssertEqual(bytes.count, 522)
+        XCTAssertThrowsError(try PropertyList.read(bytes)) { error in
+            XCTAssertEqual("\(error)", "is not a well-formed binary property list")
+        }
+    }
+
+    /// An XML list FoundationEssentials' decoder stops the process on (a fatal error in
+    /// `BufferView._decodeScalars`, skipping the spaces of an <integer> that holds bytes that
+    /// are not UTF-8; found by the plist-xml fuzz target): refused before the decoder sees it.
+    func testAnXMLListThatIsNotUTF8IsRefused() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../../Fuzz/plist-xml/corpus/finding-decoder-trap-utf8").standardized
+        let bytes = Array(try Data(contentsOf: file))
+        XCTAssertTrue(bytes.starts(with: Array("<?xml".utf8)))
+        XCTAssertThrowsError(try PropertyList.read(bytes)) { error in XCTAssertEqual("\(error)", "is not UTF-8") }
+        XCTAssertNil(PropertyList.dictionary(in: Array("<plist><dict><key>A</key><integer>\u{1}</integer></dict></plist>".utf8) + [0xFF]))
     }
 }
