@@ -15,7 +15,7 @@
 //   name with U+0345, which becomes the letter ι before marks are ordered, or with an
 //   ignorable code point, which keeps the marks on either side apart (nor, for the latter,
 //   the canonical order of a key's marks);
-// - `equal`, `keyIfDifferent` and `FoldedName` agree with `key`.
+// - `equal` and `SpellingTable` (a directory's names by key) agree with `key`.
 // An input is one name, or two names around a byte 0xFF (never in UTF-8), compared.
 import FuzzSupport
 @testable import ProxyBundleCore
@@ -42,9 +42,9 @@ func check(_ name: [UInt8]) {
     let key = CaseFold.key(name)
     guard CaseFold.key(key) == key else { Fuzzing.fail("key(key(x)) != key(x) for \(name)") }
     guard CaseFold.equal(name, key) else { Fuzzing.fail("a name is not equal to its key: \(name)") }
-    guard FoldedName(name) == FoldedName(key) else { Fuzzing.fail("FoldedName of a name and of its key differ: \(name)") }
-    let different = CaseFold.keyIfDifferent(name)
-    guard different == (key == name ? nil : key) else { Fuzzing.fail("keyIfDifferent disagrees with key for \(name)") }
+    var table = SpellingTable()
+    table.add(name)
+    guard table.first(of: name) == name else { Fuzzing.fail("a spelling table does not find its own name: \(name)") }
     guard let text = String(validating: name, as: UTF8.self) else {
         // ext4's tables take a stray continuation byte after the first for a character of its
         // own (CaseFold.decode): such a name folds around it; any other is its own key. Either
@@ -97,5 +97,8 @@ Fuzzing.run { data in
     check(a)
     check(b)
     guard CaseFold.equal(a, b) == (CaseFold.key(a) == CaseFold.key(b)) else { Fuzzing.fail("equal disagrees with key") }
+    var table = SpellingTable()
+    table.add(a)
+    guard (table.first(of: b) != nil) == (CaseFold.key(a) == CaseFold.key(b)) else { Fuzzing.fail("a spelling table disagrees with key") }
     if let x = String(validating: a, as: UTF8.self), let y = String(validating: b, as: UTF8.self) { compare(x, y) }
 }
