@@ -5,7 +5,8 @@ import CSyscalls
 
 /// The merged view of a stack of layers (see `LayerStack`): the substitution on top, the only
 /// layer written, then the patches, then the main bundle. Operations are named after the FUSE
-/// requests that use them and take kernel node IDs; nothing here imports libfuse.
+/// requests that use them and take kernel node IDs; nothing here imports libfuse. Each takes
+/// the `Request` it serves first: the view it reads, who asks, whether the caller gave up.
 ///
 /// Every lock of the daemon, in the order they may nest: a thread holding one takes only locks
 /// of a higher number, never one of the same or a lower number.
