@@ -39,8 +39,9 @@ do {
 /// The kinds of the entries along `path` from the root (nil where one is missing).
 func kinds(_ path: [String]) -> [mode_t?] {
     var parent = rootNodeID
+    let request = Request(overlay)
     return path.map { name in
-        guard let entry = try? overlay.lookup(parent: parent, name: Array(name.utf8)) else { return nil }
+        guard let entry = try? overlay.lookup(request, parent: parent, name: Array(name.utf8)) else { return nil }
         parent = entry.node
         return entry.attributes.st_mode & S_IFMT
     }

@@ -5,7 +5,8 @@ import CSyscalls
 
 /// The merged view of a stack of layers (see `LayerStack`): the substitution on top, the only
 /// layer written, then the patches, then the main bundle. Operations are named after the FUSE
-/// requests that use them and take kernel node IDs; nothing here imports libfuse.
+/// requests that use them and take kernel node IDs; nothing here imports libfuse. Each takes
+/// the `Request` it serves first: the view it reads, who asks, whether the caller gave up.
 ///
 /// Every lock of the daemon, in the order they may nest: a thread holding one takes only locks
 /// of a higher number, never one of the same or a lower number.
@@ -18,7 +19,7 @@ import CSyscalls
 /// 3. `Overlay.changes`: held shared by every change of the substitution through the mount
 ///    for its whole length, alone by a rename that materializes a directory; the daemon calls
 ///    into the layers under it (what the kernel is to forget of other spellings, where names
-///    fold, is kept until the request's reply: see `spellingsChanged`).
+///    fold, is kept in the request until its reply: see `Request.keep(forgetting:names:)`).
 /// 4. `DirectoryCache`'s entries: may take (5) to check the table's version.
 /// 5. `NodeTable.state`: held for table changes only, never while calling into a layer or the
 ///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
@@ -40,14 +41,12 @@ import CSyscalls
 /// notification may wait for a directory lock that a request in flight holds, and that
 /// request never needs (1).
 ///
-/// Requests take none of (1) and (2): each pins the view current when it starts (`pinView`)
-/// and sees only it, so a swap of the layers waits for no request (see `StackView`).
+/// Requests take none of (1) and (2): each reads only the view its `Request` pinned when it
+/// was made, so a swap of the layers waits for no request (see `StackView`).
 public final class Overlay: Sendable {
     let nodes: NodeTable
     /// The view new requests pin: replaced whole (see `StackView`).
     let currentView: Locked<StackView>
-    /// The view each serving thread pinned.
-    private let pins = ThreadPin<StackView>()
     /// The views last replaced by other layers (a swap), newest first: a file the kernel holds
     /// through a node resolved before the swap is still found there (see `openWhereItWas`).
     private let recentViews = Locked<[StackView]>([])
@@ -67,11 +66,9 @@ public final class Overlay: Sendable {
     let watch = LayerWatch()
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
-    /// Whether changes go to the substitution (false: they answer EROFS, as always without
-    /// one); changed by a remount.
-    public var isWritable: Bool { view.layers.substitution?.isWritable ?? false }
-    /// Whether the request a thread serves was interrupted (long copies ask).
-    public let interruption = Interruption()
+    /// Whether changes go to the substitution now (false: they answer EROFS, as always
+    /// without one); changed by a remount. A request asks its own view (`Request.isWritable`).
+    public var isWritable: Bool { current.layers.substitution?.isWritable ?? false }
     /// Held shared by every change of the substitution made through the mount, and alone by
     /// a rename that materializes a directory (Materialize.swift): the kernel locks only the
     /// rename's parents, and a change beneath the directory made while its tree is copied
@@ -82,24 +79,16 @@ public final class Overlay: Sendable {
     let longCopies = Locked<[LongCopy]>([])
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
 
-    /// The view this thread's request pinned, or the current one.
-    var view: StackView { pins.pinned ?? currentView.withLock { $0 } }
-
-    /// Pins the current view on this thread until the matching `unpinView` (nested pins keep
-    /// the first): every public operation that reads placements runs wholly in one view.
-    func pinView() { pins.enter { currentView.withLock { $0 } } }
-    func unpinView() { pins.leave() }
+    /// The view new requests pin now; for what is not a request (`.stats`, an invalidation).
+    var current: StackView { currentView.withLock { $0 } }
 
     /// Holds `changes` shared until the matching `endChange`: every public operation that
     /// changes the substitution runs wholly between the two.
     func beginChange() { changes.lockShared() }
     func endChange() { changes.unlockShared() }
 
-    /// The descriptors of directories recently looked in, of this request's view.
-    var directories: DirectoryCache { view.directories }
-
-    /// The layers as they are now, top first.
-    public var layers: LayerStack { view.layers }
+    /// The layers as they are now, top first (a request reads its own: `Request.layers`).
+    public var currentLayers: LayerStack { current.layers }
 
     /// The patches of the current stack and of those it recently replaced, by the path each was
     /// opened at: a swap back to a patch of a few swaps ago takes it as it is, its index with it.
@@ -116,23 +105,9 @@ public final class Overlay: Sendable {
     }
     /// `recentPatches` as last made, and the view it was made in.
     private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil)
-    /// The substitution's layer, the only one written; EROFS for a stack without one.
-    var substitution: Layer {
-        get throws(Errno) {
-            guard let top = view.layers.substitution else { throw Errno.readOnly }
-            return top.layer
-        }
-    }
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
-    /// Told, where names fold, of what the kernel may keep of other spellings after a change
-    /// through the mount: directory nodes whose attributes and listings are outdated, and
-    /// names (a directory and a spelling) that now lead elsewhere or nowhere, or exist where
-    /// they were missing. Called with the change's locks held, it only keeps them: the FUSE
-    /// server makes the kernel drop them before the change's reply, with no lock held.
-    public let spellingsChanged = Locked<(@Sendable (_ nodes: [NodeID], _ names: [(parent: NodeID, name: [UInt8])]) -> Void)?>(nil)
-
     /// What a lookup answers: the node and its attributes as the mount reports them.
     public struct Entry: Sendable {
         public var node: NodeID
@@ -183,8 +158,7 @@ public final class Overlay: Sendable {
     /// cached: no kept inode numbers (they belonged to the old one's inodes). The old one is
     /// left without the daemon's work directory.
     func replaceSubstitution(_ layer: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
-        let current = layers
-        let next = try current.replacingSubstitution(Substitution(layer, writable: isWritable))
+        let next = try currentLayers.replacingSubstitution(Substitution(layer, writable: isWritable))
         return try install(next, listingNames: listingNames)
     }
 
@@ -248,13 +222,13 @@ public final class Overlay: Sendable {
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
     public func close() {
-        layers.substitution?.close()
+        currentLayers.substitution?.close()
     }
 
     /// The layers whose descriptors the daemon holds open: the current view's, and those that
     /// only the recent views still hold (see `publishView`), for `.stats`.
     public var openLayerCount: Int {
-        var held = Set(layers.layers.map(ObjectIdentifier.init))
+        var held = Set(currentLayers.layers.map(ObjectIdentifier.init))
         for view in recentViews.withLock({ $0 }) { held.formUnion(view.layers.layers.map(ObjectIdentifier.init)) }
         return held.count
     }
@@ -265,9 +239,8 @@ public final class Overlay: Sendable {
     // MARK: lookup and attributes
 
     /// Resolves `name` in `parent`, from the cache when it knows the answer.
-    public func lookup(parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
-        pinView(); defer { unpinView() }
-        switch try find(name, in: parent) {
+    public func lookup(_ request: Request, parent: NodeID, name: [UInt8]) throws(Errno) -> Entry {
+        switch try find(request, name, in: parent) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
         }
@@ -282,9 +255,8 @@ public final class Overlay: Sendable {
     }
 
     /// A readdirplus entry: the lookup of `item` of `listing`.
-    public func lookup(listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
-        pinView(); defer { unpinView() }
-        switch try find(listing.name(item), in: listing.node, listed: (item, listing)) {
+    public func lookup(_ request: Request, listed item: DirectoryListing.Item, in listing: DirectoryListing) throws(Errno) -> Entry {
+        switch try find(request, listing.name(item), in: listing.node, listed: (item, listing)) {
         case .found(let entry): return entry
         case .absent: throw Errno.noEntry
         }
@@ -293,18 +265,17 @@ public final class Overlay: Sendable {
     /// Resolves `name` in `parent`, from the cache when it knows the answer. A name of a
     /// directory `listed` while no name changed since is looked for only where the listing
     /// found it.
-    public func find(_ name: [UInt8], in parent: NodeID,
+    public func find(_ request: Request, _ name: [UInt8], in parent: NodeID,
                      listed: (item: DirectoryListing.Item, listing: DirectoryListing)? = nil) throws(Errno) -> Found {
-        pinView(); defer { unpinView() }
         try Names.checkLookup(name)
         if let control = ControlFile(name: name, in: parent) {
             return .found(Entry(node: control.node, attributes: controlAttributes(control)))
         }
-        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name, in: view.generation) : .unknown {
+        switch cachesLookups ? nodes.cachedLookup(parent: parent, name: name, in: request.view.generation) : .unknown {
         case .absent:
             return .absent(remembered: true)
         case .found(let id, let location):
-            let st = try? attributes(at: location.path, location.placement)
+            let st = try? attributes(request, at: location.path, location.placement)
             if let st, NodeTable.kind(of: st.st_mode) == location.kind {
                 return .found(Entry(node: id, attributes: st))
             }
@@ -316,19 +287,19 @@ public final class Overlay: Sendable {
         do throws(Errno) {
             let found: Resolved
             if let listed, cachesLookups, listed.listing.version == resolvedAt {
-                found = try resolve(listed: listed.item, of: listed.listing)
+                found = try resolve(request, listed: listed.item, of: listed.listing)
             } else {
-                found = try resolve(name, in: try descriptors(of: parent, located: resolvedAt))
+                found = try resolve(request, name, in: try descriptors(request, of: parent, located: resolvedAt))
             }
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
                                     identity: UInt64(found.attributes.st_ino), linkCount: Int(found.attributes.st_nlink),
-                                    resolvedAt: resolvedAt, in: view.generation)
+                                    resolvedAt: resolvedAt, in: request.view.generation)
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
             nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
             let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
-                                                                          in: view.generation)
+                                                                          in: request.view.generation)
             return .absent(remembered: remembered)
         }
     }
@@ -337,50 +308,48 @@ public final class Overlay: Sendable {
         nodes.forget(node, count: count)
     }
 
-    public func attributes(of node: NodeID) throws(Errno) -> stat {
-        pinView(); defer { unpinView() }
+    public func attributes(_ request: Request, of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
+        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(request, st) }
         do throws(Errno) {
-            let location = try locate(node)
-            let st = try attributes(of: node, at: location)
+            let location = try locate(request, node)
+            let st = try attributes(request, of: node, at: location)
             guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
                 // another kind of entry took the name (the kernel would mark the inode bad)
-                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return shown(st) }
+                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return shown(request, st) }
                 throw Errno.stale
             }
             return st
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open,
             // or still be where it was before the layers were swapped
-            if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(st) }
-            guard let before = nodes.lastKnownLocation(of: node, in: view.generation),
-                  let (fd, st) = openWhereItWas(before, flags: pb_O_PATH) else { throw error }
+            if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(request, st) }
+            guard let before = nodes.lastKnownLocation(of: node, in: request.view.generation),
+                  let (fd, st) = openWhereItWas(request, before, flags: pb_O_PATH) else { throw error }
             Sys.close(fd)
-            return shown(st)
+            return shown(request, st)
         }
     }
 
     /// A directory's attributes come through the descriptor kept for its lookups when there is
     /// one (a read, like a lookup: see `DirectoryCache`), everything else's by path.
-    private func attributes(of node: NodeID, at location: NodeTable.Location) throws(Errno) -> stat {
+    private func attributes(_ request: Request, of node: NodeID, at location: NodeTable.Location) throws(Errno) -> stat {
         let placement = location.placement
-        if cachesLookups, placement.isDirectory, let dirs = directories.cached(node, placement),
+        if cachesLookups, placement.isDirectory, let dirs = request.directories.cached(node, placement),
            let st = try dirs.attributes(in: Int(placement.top)) {
-            return shown(st, placement)
+            return shown(request, st, placement)
         }
-        return try attributes(at: location.path, placement)
+        return try attributes(request, at: location.path, placement)
     }
 
-    func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
-        shown(try layer(serving: placement).attributes(path), placement)
+    func attributes(_ request: Request, at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
+        shown(request, try request.layer(serving: placement).attributes(path), placement)
     }
 
-    public func readLink(_ node: NodeID) throws(Errno) -> [UInt8] {
-        pinView(); defer { unpinView() }
+    public func readLink(_ request: Request, _ node: NodeID) throws(Errno) -> [UInt8] {
         if ControlFile(node: node) != nil { throw Errno.invalid }
-        let location = try locate(node)
-        return try layer(serving: location.placement).readLink(location.path)
+        let location = try locate(request, node)
+        return try request.layer(serving: location.placement).readLink(location.path)
     }
 
     // MARK: files
@@ -395,18 +364,17 @@ public final class Overlay: Sendable {
 
     /// Opens the file behind `node`. Opening a main-bundle file for writing (or with O_TRUNC)
     /// copies it up first.
-    public func openFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
-        pinView(); defer { unpinView() }
-        if let opened = try openRemovedFile(node, flags: flags) { return opened }
+    public func openFile(_ request: Request, _ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile {
+        if let opened = try openRemovedFile(request, node, flags: flags) { return opened }
         var location: NodeTable.Location
         do {
-            location = try locate(node)
+            location = try locate(request, node)
         } catch let error where error.code == ESTALE {
             // the layers were swapped since the kernel looked the name up, and the name leads
             // to another file now: the file the kernel holds is still served, for reading
             guard flags & O_ACCMODE == O_RDONLY, flags & O_TRUNC == 0,
-                  let before = nodes.lastKnownLocation(of: node, in: view.generation),
-                  let (fd, st) = openWhereItWas(before, flags: flags & pb_O_PASSED) else { throw error }
+                  let before = nodes.lastKnownLocation(of: node, in: request.view.generation),
+                  let (fd, st) = openWhereItWas(request, before, flags: flags & pb_O_PASSED) else { throw error }
             nodes.opened(node, fd: fd)
             return OpenedFile(fd: fd, device: UInt64(st.st_dev), inode: UInt64(st.st_ino))
         }
@@ -414,11 +382,11 @@ public final class Overlay: Sendable {
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inSubstitution {
             beginChange(); defer { endChange() }
-            try copyUp(node, withData: flags & O_TRUNC == 0)
-            location = try locate(node)
+            try copyUp(request, node, withData: flags & O_TRUNC == 0)
+            location = try locate(request, node)
         }
-        if writes { try checkWritable() }
-        let fd = try layer(serving: location.placement).open(location.path, flags: flags & pb_O_PASSED)
+        if writes { try checkWritable(request) }
+        let fd = try request.layer(serving: location.placement).open(location.path, flags: flags & pb_O_PASSED)
         // a rename may have put a directory at the path since the kernel's lookup (a symlink
         // fails to open): its attributes for this inode would make the kernel mark the inode
         // bad (EIO); ESTALE makes the kernel look the name up again instead
@@ -436,13 +404,13 @@ public final class Overlay: Sendable {
     /// among the recent ones, else in this request's view and the recent ones at the same
     /// layer number (a patch is never changed through the mount). Only the very file the node
     /// is (its identity) is found. Nil when it is found nowhere.
-    private func openWhereItWas(_ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
+    private func openWhereItWas(_ request: Request, _ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
         guard !location.placement.isDirectory, location.identity != 0, location.resolvedIn != 0 else { return nil }
         let recent = recentViews.withLock { $0 }
         // only across a swap of the layers since the node was resolved: a name hidden or
         // removed in the same layers leads nowhere, as on any file system
         guard recent.contains(where: { $0.generation.number >= location.resolvedIn }) else { return nil }
-        let views = recent.filter { $0.generation.number == location.resolvedIn } + [view] + recent
+        let views = recent.filter { $0.generation.number == location.resolvedIn } + [request.view] + recent
         var tried = Set<ObjectIdentifier>()
         for candidate in views where Int(location.placement.top) < candidate.layers.count {
             let layer = candidate.layers[Int(location.placement.top)]
@@ -450,7 +418,7 @@ public final class Overlay: Sendable {
                 continue
             }
             if let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
-               UInt64(shown(st).st_ino) == location.identity {
+               UInt64(shown(request, st).st_ino) == location.identity {
                 return (fd, st)
             }
             Sys.close(fd)
@@ -471,9 +439,9 @@ public final class Overlay: Sendable {
     }
 
     /// The attributes of an open file, through its descriptor (also after its name was removed).
-    public func attributes(of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
+    public func attributes(_ request: Request, of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        return shown(try Sys.fstat(fd))
+        return shown(request, try Sys.fstat(fd))
     }
 
     // MARK: file system
@@ -482,17 +450,16 @@ public final class Overlay: Sendable {
     /// reports its upper one, or its first lower one without an upper: names of up
     /// to its limit work in every operation (a whiteout for a name too long for `.wh.` is a
     /// device, see `Whiteout.needsDevice`), never more than 255 bytes.
-    public func fileSystemStatistics() throws(Errno) -> statvfs {
-        var result = try layers[0].fileSystemStatistics()
+    public func fileSystemStatistics(_ request: Request) throws(Errno) -> statvfs {
+        var result = try request.layers[0].fileSystemStatistics()
         result.f_namemax = min(result.f_namemax, UInt(Names.maximumLength))
         return result
     }
 
-    /// access(2): checks `mask` against the node's mode for the requesting user.
-    public func checkAccess(_ node: NodeID, mask: Int32, user: Requester) throws(Errno) {
-        pinView(); defer { unpinView() }
-        let st = try attributes(of: node)
-        try Permissions.check(st, mask: mask, user: user)
+    /// access(2): checks `mask` against the node's mode for the request's caller.
+    public func checkAccess(_ request: Request, _ node: NodeID, mask: Int32) throws(Errno) {
+        let st = try attributes(request, of: node)
+        try Permissions.check(st, mask: mask, user: request.caller)
     }
 
     func controlAttributes(_ control: ControlFile) -> stat {
@@ -501,20 +468,22 @@ public final class Overlay: Sendable {
 
     /// The copy-up work directory, made (again) if it is missing: an updater may have removed
     /// it (`rsync --delete`) or moved it.
-    func workspace() throws(Errno) -> Workspace {
-        try checkWritable()
-        guard let top = view.layers.substitution else { throw Errno.readOnly }
+    func workspace(_ request: Request) throws(Errno) -> Workspace {
+        try checkWritable(request)
+        guard let top = request.layers.substitution else { throw Errno.readOnly }
         return try top.workspace()
     }
 
     /// EROFS for a read-only overlay, one without a substitution, and while the substitution
     /// directory is removed (see `Substitution.checkWritable`).
-    func checkWritable() throws(Errno) {
-        guard let top = view.layers.substitution else { throw Errno.readOnly }
+    func checkWritable(_ request: Request) throws(Errno) {
+        guard let top = request.layers.substitution else { throw Errno.readOnly }
         try top.checkWritable(warn: warn)
     }
+}
 
-    /// The layer that serves an entry placed so (its top layer).
+extension Request {
+    /// The layer that serves an entry placed so (its top layer), in this request's view.
     func layer(serving placement: Placement) -> Layer {
         layers[Int(placement.top)]
     }

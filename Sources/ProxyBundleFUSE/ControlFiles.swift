@@ -54,7 +54,7 @@ extension FuseServer {
     /// setattr: truncating `.invalidate` invalidates, truncating `.layers` removes every
     /// patch, truncating `.remount` changes nothing; times are accepted (so `touch` works) and
     /// left alone; anything else is refused.
-    func setControlAttributes(_ control: ControlFile, _ toSet: Int32) throws(Errno) -> Reply {
+    func setControlAttributes(_ control: ControlFile, _ toSet: Int32, _ request: Request) throws(Errno) -> Reply {
         let times = FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_ATIME_NOW
             | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME
         guard control != .stats, toSet & ~(times | FUSE_SET_ATTR_SIZE) == 0 else { throw Errno.notPermitted }
@@ -65,7 +65,7 @@ extension FuseServer {
             case .stats, .remount: break
             }
         }
-        return .attributes(try overlay.attributes(of: control.node), timeout: 0)
+        return .attributes(try overlay.attributes(request, of: control.node), timeout: 0)
     }
 
     /// `.stats`: one `key: value` line per figure, after the mount's description and the
@@ -81,7 +81,7 @@ extension FuseServer {
         let transport = Transport.figures
         let prefetched = prefetcher.figures
         // the main bundle and the substitution first, as before there were patches
-        let stack = overlay.layers
+        let stack = overlay.currentLayers
         let about: [(key: String, path: RawPath)] = [("main", stack.main.path)]
             + (stack.substitution.map { [("substitution", $0.layer.path)] } ?? [])
             + stack.patches.map { ("patch", $0.path) } + [("mountpoint", mountpoint)]

@@ -9,9 +9,9 @@ enum DirectoryPacker {
     /// The entries from `position` on that fit in `size` bytes, and whether the listing was
     /// read to its end (this reply is empty: the reader asked past its last entry). With a
     /// server, a readdirplus buffer: each entry given `attributes` is looked up (one more
-    /// kernel reference) only once it is known to fit.
+    /// kernel reference, in `request`) only once it is known to fit.
     static func pack(_ req: fuse_req_t?, _ position: ListingStore.Position, size: Int, server: FuseServer?,
-                     attributes: ListingReaders.Attributes = .all) -> (bytes: [UInt8], ends: Bool) {
+                     _ request: Request, attributes: ListingReaders.Attributes = .all) -> (bytes: [UInt8], ends: Bool) {
         let listing = position.listing
         var buffer = [UInt8](repeating: 0, count: size)
         var used = 0
@@ -27,7 +27,7 @@ enum DirectoryPacker {
                     if let server {
                         let withAttributes = attributes != .none && !samples.take(item, names.name(item))
                         added = addPlus(req, item, name, base + used, size - used, next, listing,
-                                        withAttributes ? server : nil)
+                                        withAttributes ? server : nil, request)
                     } else {
                         var st = stat()
                         st.st_ino = ino_t(item.inode)
@@ -72,17 +72,17 @@ enum DirectoryPacker {
     /// without, node 0 tells the kernel to keep just the name and type.
     private static func addPlus(_ req: fuse_req_t?, _ item: DirectoryListing.Item, _ name: UnsafePointer<CChar>,
                                 _ buffer: UnsafeMutablePointer<CChar>, _ room: Int, _ next: off_t,
-                                _ listing: DirectoryListing, _ server: FuseServer?) -> Int? {
+                                _ listing: DirectoryListing, _ server: FuseServer?, _ request: Request) -> Int? {
         var entry = fuse_entry_param()
         var found: Overlay.Entry?
         if let server, !EntryList.isDotOrDotDot(UnsafeRawBufferPointer(start: name, count: Int(item.length))) {
             // looked up (a kernel reference) only once the entry is known to fit
             if plusSize(nameLength: Int(item.length)) > room { return nil }
-            guard let entry = try? server.overlay.lookup(listed: item, in: listing) else { return 0 }
+            guard let entry = try? server.overlay.lookup(request, listed: item, in: listing) else { return 0 }
             found = entry
         }
         if let found, let server {
-            entry = server.entryParameters(found)
+            entry = server.entryParameters(found, request)
         } else {
             // no lookup: the kernel counts no references for these
             entry.attr.st_ino = ino_t(item.inode)

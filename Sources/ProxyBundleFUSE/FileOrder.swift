@@ -29,8 +29,8 @@ final class FileOrder {
     /// The files up to this place in name order have been read ahead.
     var readThroughByName = -1
 
-    init?(of parent: NodeID, in overlay: Overlay) {
-        guard let listing = try? overlay.listDirectory(parent) else { return nil }
+    init?(of parent: NodeID, in overlay: Overlay, _ request: Request) {
+        guard let listing = try? overlay.listDirectory(request, parent) else { return nil }
         self.listing = listing
     }
 

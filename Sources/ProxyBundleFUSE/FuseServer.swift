@@ -88,20 +88,14 @@ public final class FuseServer: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         started = now.tv_sec
-        // where names fold, what the kernel keeps of other spellings of what changed goes,
-        // once the change let go of the overlay's locks, before its reply
-        let notifier = self.notifier
-        overlay.spellingsChanged.withLock {
-            $0 = { nodes, names in notifier.deferUntilReply(nodes: nodes, names: names) }
-        }
     }
 
-    func entryParameters(_ entry: Overlay.Entry) -> fuse_entry_param {
+    func entryParameters(_ entry: Overlay.Entry, _ request: Request) -> fuse_entry_param {
         let timeouts = self.timeouts
         var result = fuse_entry_param()
         result.ino = entry.node
         result.generation = entry.node == rootNodeID ? 0 : generation
-        result.attr = shownWithinACL(entry.attributes, of: entry.node)
+        result.attr = shownWithinACL(entry.attributes, of: entry.node, request)
         result.attr_timeout = ControlFile(node: entry.node) == nil ? timeouts.attribute : 0
         result.entry_timeout = timeouts.entry
         return result
@@ -111,9 +105,9 @@ public final class FuseServer: Sendable {
     /// mode bits alone), an entry with an access ACL shows no bits the ACL refuses to someone
     /// they would grant (`Overlay.modeWithinACL`). One read of the ACL per reply; measured in
     /// docs/DESIGN.md against enforcing ACLs by default.
-    func shownWithinACL(_ st: stat, of node: NodeID) -> stat {
+    func shownWithinACL(_ st: stat, of node: NodeID, _ request: Request) -> stat {
         guard st.st_mode & 0o077 != 0, st.st_mode & S_IFMT != S_IFLNK, !enforcesACL.withLock({ $0 }) else { return st }
-        let acl = overlay.accessACL(of: node)
+        let acl = overlay.accessACL(request, of: node)
         if acl.isEmpty { return st }
         var shown = st
         shown.st_mode = Overlay.modeWithinACL(st.st_mode, acl: acl)
@@ -124,12 +118,12 @@ public final class FuseServer: Sendable {
     /// with node 0 so the kernel remembers the absence. Only an absence the daemon remembers
     /// too is cached by the kernel: an invalidation can then name it, where that is needed.
     /// "." and ".." come only from the kernel's file handle code (see `Overlay.lookupItself`).
-    func lookupReply(parent: NodeID, name: [UInt8]) throws(Errno) -> Reply {
-        if name == [0x2E] { return .entry(entryParameters(try overlay.lookupItself(parent))) }
-        if name == [0x2E, 0x2E] { return .entry(entryParameters(try overlay.lookupParent(of: parent))) }
-        switch try overlay.find(name, in: parent) {
+    func lookupReply(_ request: Request, parent: NodeID, name: [UInt8]) throws(Errno) -> Reply {
+        if name == [0x2E] { return .entry(entryParameters(try overlay.lookupItself(request, parent), request)) }
+        if name == [0x2E, 0x2E] { return .entry(entryParameters(try overlay.lookupParent(request, of: parent), request)) }
+        switch try overlay.find(request, name, in: parent) {
         case .found(let entry):
-            return .entry(entryParameters(entry))
+            return .entry(entryParameters(entry, request))
         case .absent(let remembered):
             let timeouts = self.timeouts
             guard timeouts.negative > 0, remembered || !overlay.cachesLookups else { throw Errno.noEntry }
@@ -139,11 +133,11 @@ public final class FuseServer: Sendable {
         }
     }
 
-    /// Runs `body` for request `req`, telling long copies within it whether the caller has
-    /// given up (a signal: the kernel sent FUSE_INTERRUPT); they then stop with EINTR.
-    func interruptible<T>(_ req: fuse_req_t?, _ body: () throws(Errno) -> T) throws(Errno) -> T {
+    /// Runs `body` for request `req` (as `request`), telling long copies within it whether
+    /// the caller has given up (a signal: the kernel sent FUSE_INTERRUPT); they then stop with
+    /// EINTR.
+    func interruptible<T>(_ req: fuse_req_t?, _ request: Request, _ body: () throws(Errno) -> T) throws(Errno) -> T {
         guard let req else { return try body() }
-        let request = UInt(bitPattern: req)
         // counts the interrupt when it arrives (at once if it came before); unregistered
         // before the reply, which frees the request
         fuse_req_interrupt_func(req, { _, server in
@@ -151,33 +145,15 @@ public final class FuseServer: Sendable {
             Unmanaged<FuseServer>.fromOpaque(server).takeUnretainedValue().interruptedRequests.withLock { $0 += 1 }
         }, Unmanaged.passUnretained(self).toOpaque())
         defer { fuse_req_interrupt_func(req, nil, nil) }
-        return try overlay.interruption.whileServing({
-            fuse_req_interrupted(fuse_req_t(bitPattern: request)) != 0
-        }, body)
-    }
-
-    /// Who made the request, with supplementary groups (for a permission check).
-    func requester(_ req: fuse_req_t) -> Requester {
-        let owner = owner(req)
-        var groups = [gid_t](repeating: 0, count: 64)
-        // read from /proc/PID/task/TID/status: six system calls, so only where groups matter
-        let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
-        groups.removeSubrange(max(0, min(Int(count), groups.count))...)
-        return Requester(uid: owner.uid, gid: owner.gid, groups: groups)
-    }
-
-    /// The writer whose write, truncation or change of owner clears set-ID bits (root when
-    /// unknown, which clears fewer).
-    func writer(_ req: fuse_req_t?) -> Requester {
-        req.map { requester($0) } ?? Requester(uid: 0, gid: 0, groups: [])
+        return try request.whileInterruptible(body)
     }
 
     /// Where the kernel asked for it (an OPEN with O_TRUNC, a WRITE through the daemon, by a
     /// writer without CAP_FSETID), clears the set-ID bits of the file open as `fd` before it
     /// changes; the kernel's copy of its mode is dropped, as this reply does not carry one.
-    func clearSetIDBitsBeforeWrite(_ req: fuse_req_t?, _ node: NodeID, _ fd: Int32) throws(Errno) {
+    func clearSetIDBitsBeforeWrite(_ request: Request, _ node: NodeID, _ fd: Int32) throws(Errno) {
         guard pb_request_clears_setid() != 0 else { return }
-        if try overlay.clearSetIDBits(node, openFile: fd, writer: { writer(req) }) != nil {
+        if try overlay.clearSetIDBits(request, node, openFile: fd) != nil {
             notifier.invalidateAttributes(of: node)
         }
     }
@@ -191,14 +167,31 @@ public final class FuseServer: Sendable {
 
     /// Logs a failed request as libfuse's `-d` would show it: the operation and the path it
     /// concerns (node `node`, and `name` in it), as a warning for EIO and at debug otherwise.
-    func log(failure error: Errno, in operation: StaticString, node: fuse_ino_t, name: UnsafePointer<CChar>?) {
+    func log(failure error: Errno, in operation: StaticString, node: fuse_ino_t, name: UnsafePointer<CChar>?,
+             _ request: Request) {
         let level: Logger.Level = error.code == EIO ? .warning : .debug
         guard logger.logLevel <= level else { return }
-        var path = node == 0 ? "" : overlay.displayPath(of: node)
+        var path = node == 0 ? "" : overlay.displayPath(request, of: node)
         if let name { path += (path.hasSuffix("/") ? "" : "/") + String(decoding: bytes(name), as: UTF8.self) }
         let subject = path.isEmpty ? "" : " " + path
         logger.log(level: level, "\(operation)\(subject)\(level == .warning ? " failed" : ""): \(error.name)")
     }
+}
+
+/// What only the kernel's request can tell the overlay: the caller's supplementary groups and
+/// whether the caller gave up waiting.
+struct KernelRequest: RequestOrigin {
+    let req: fuse_req_t
+
+    func groups() -> [gid_t] {
+        var groups = [gid_t](repeating: 0, count: 64)
+        // read from /proc/PID/task/TID/status: six system calls, so only where groups matter
+        let count = fuse_req_getgroups(req, Int32(groups.count), &groups)
+        groups.removeSubrange(max(0, min(Int(count), groups.count))...)
+        return groups
+    }
+
+    var isInterrupted: Bool { fuse_req_interrupted(req) != 0 }
 }
 
 /// A C string from the kernel as the overlay's byte name.

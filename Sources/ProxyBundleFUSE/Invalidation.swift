@@ -95,7 +95,7 @@ extension FuseServer {
                 patches.append(kept)
                 continue
             }
-            let layer = try Layer(path: path, preservesAccessTimes: true, foldsNames: overlay.layers.foldsNames, indexed: true)
+            let layer = try Layer(path: path, preservesAccessTimes: true, foldsNames: overlay.currentLayers.foldsNames, indexed: true)
             // a symlink may still have led into the mount
             if let mountDevice, FuseServer.deviceName(layer.device) == mountDevice { throw Errno.invalid }
             patches.append(layer)

@@ -29,8 +29,6 @@ final class KernelNotifier: @unchecked Sendable {
     private var state = State()
     /// Whether this kernel accepts FUSE_NOTIFY_INC_EPOCH on this connection (nil: not tried).
     let acceptsEpoch: Locked<Bool?>
-    /// What a request found for the kernel to forget before its reply (see `deferUntilReply`).
-    private let beforeReply = DeferredNotifications()
 
     /// `usesEpoch: false` never tries FUSE_NOTIFY_INC_EPOCH (to test the per-name fallback).
     init(usesEpoch: Bool = true) {
@@ -133,58 +131,18 @@ final class KernelNotifier: @unchecked Sendable {
         }
     }
 
-    /// Keeps what a change found for the kernel to forget (other spellings, where names fold)
-    /// until `deliverBeforeReply` on the same thread: the change holds locks of the daemon's,
-    /// and the kernel is notified with none held.
-    func deferUntilReply(nodes: [NodeID], names: [(parent: NodeID, name: [UInt8])]) {
-        beforeReply.add(nodes: nodes, names: names)
-    }
-
-    /// Tells the kernel what this thread's request deferred, before its reply: the nodes'
-    /// attributes and pages at once; the names by telling it to look every name up again
-    /// (one message, FUSE_NOTIFY_INC_EPOCH, which takes no lock, so that no later request of
-    /// the caller finds an outdated one). A kernel that does not know that message (before
+    /// Tells the kernel what a request's changes left for it to forget (other spellings, where
+    /// names fold; kept in the request while its changes held the daemon's locks), before its
+    /// reply: the nodes' attributes and pages at once; the names by telling it to look every
+    /// name up again (one message, FUSE_NOTIFY_INC_EPOCH, which takes no lock, so that no later
+    /// request of the caller finds an outdated one). A kernel that does not know that message (before
     /// 6.16) is told of each name by the worker, once the reply lets go of the directory's
     /// lock: a short while in which an old answer may still be found.
     @inline(__always)
-    func deliverBeforeReply() {
-        guard let deferred = beforeReply.take() else { return }
-        deferred.nodes.forEach(invalidateNode)
-        if deferred.names.isEmpty || expireAllNames() { return }
-        invalidateNamesLater(deferred.names)
-    }
-}
-
-/// What a request left for the kernel to forget, kept for the thread serving it until its
-/// reply (a pthread key: the request's own value will carry it once there is one).
-private final class DeferredNotifications: @unchecked Sendable {
-    final class Batch {
-        var nodes: [NodeID] = []
-        var names: [(parent: NodeID, name: [UInt8])] = []
-    }
-
-    private var key = pthread_key_t()
-
-    init() { pthread_key_create(&key, nil) }
-    deinit { pthread_key_delete(key) }
-
-    func add(nodes: [NodeID], names: [(parent: NodeID, name: [UInt8])]) {
-        let batch: Batch
-        if let raw = pthread_getspecific(key) {
-            batch = Unmanaged<Batch>.fromOpaque(raw).takeUnretainedValue()
-        } else {
-            batch = Batch()
-            pthread_setspecific(key, Unmanaged.passRetained(batch).toOpaque())
-        }
-        batch.nodes += nodes
-        batch.names += names
-    }
-
-    /// This thread's batch, now taken away; nil (one pthread_getspecific) when there is none.
-    @inline(__always)
-    func take() -> Batch? {
-        guard let raw = pthread_getspecific(key) else { return nil }
-        pthread_setspecific(key, nil)
-        return Unmanaged<Batch>.fromOpaque(raw).takeRetainedValue()
+    func deliverBeforeReply(_ forgets: KernelForgets?) {
+        guard let forgets else { return }
+        forgets.nodes.forEach(invalidateNode)
+        if forgets.names.isEmpty || expireAllNames() { return }
+        invalidateNamesLater(forgets.names)
     }
 }

@@ -39,12 +39,13 @@ final class ListingStore: Sendable {
 
     /// A listing of `directory` (open as `handle`) and the index to continue at, for a readdir
     /// at `offset`.
-    func listing(of directory: NodeID, handle: UInt64, at offset: off_t, _ overlay: Overlay) throws(Errno) -> Position {
+    func listing(of directory: NodeID, handle: UInt64, at offset: off_t, _ overlay: Overlay,
+                 _ request: Request) throws(Errno) -> Position {
         let index = offset > 0 ? Int(clamping: offset) : 0
         if offset > 0, let kept = state.withLock({ state in Self.find(directory, handle, in: &state.kept) }) {
             return Position(listing: kept, index: index)
         }
-        let listing = try overlay.listDirectory(directory)
+        let listing = try overlay.listDirectory(request, directory)
         return state.withLock { state in
             state.taken += 1
             state.kept.removeAll { $0.directory == directory && $0.handle == handle }

@@ -18,21 +18,21 @@ enum Operations {
         ops.lookup = { req, parent, name in
             var dropsCachedListing = false
             let server = FuseServer.of(req)  // the reply frees the request
-            FuseServer.handle(req, "lookup", node: parent, name: name) { server throws(Errno) in
+            FuseServer.handle(req, "lookup", node: parent, name: name) { server, request throws(Errno) in
                 dropsCachedListing = server.listingReaders.noteLookup(thread: Operations.thread(req), parent: parent)
-                return try server.lookupReply(parent: parent, name: bytes(name))
+                return try server.lookupReply(request, parent: parent, name: bytes(name))
             }
             // after the reply: the kernel's listing of the parent has names alone (ListingReaders)
             if dropsCachedListing { server?.notifier.invalidateNode(parent) }
         }
         ops.forget = { req, node, count in
-            FuseServer.handle(req, "forget") { server in
+            FuseServer.handle(req, "forget") { server, _ in
                 server.overlay.forget(node, count: count)
                 return .none
             }
         }
         ops.forget_multi = { req, count, forgets in
-            FuseServer.handle(req, "forget_multi") { server in
+            FuseServer.handle(req, "forget_multi") { server, _ in
                 for index in 0..<count {
                     guard let item = forgets?[index] else { continue }
                     server.overlay.forget(item.ino, count: item.nlookup)
@@ -41,24 +41,24 @@ enum Operations {
             }
         }
         ops.getattr = { req, node, info in
-            FuseServer.handle(req, "getattr", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "getattr", node: node) { server, request throws(Errno) in
                 let st: stat
                 if let info {
-                    st = try server.overlay.attributes(of: node, openFile: Int32(truncatingIfNeeded: info.pointee.fh))
+                    st = try server.overlay.attributes(request, of: node, openFile: Int32(truncatingIfNeeded: info.pointee.fh))
                 } else {
-                    st = try server.overlay.attributes(of: node)
+                    st = try server.overlay.attributes(request, of: node)
                 }
-                return .attributes(server.shownWithinACL(st, of: node),
+                return .attributes(server.shownWithinACL(st, of: node, request),
                                    timeout: ControlFile(node: node) == nil ? server.timeouts.attribute : 0)
             }
         }
         ops.readlink = { req, node in
-            FuseServer.handle(req, "readlink", node: node) { server throws(Errno) in
-                .link(try server.overlay.readLink(node))
+            FuseServer.handle(req, "readlink", node: node) { server, request throws(Errno) in
+                .link(try server.overlay.readLink(request, node))
             }
         }
         ops.open = { req, node, info in
-            FuseServer.handle(req, "open", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "open", node: node) { server, request throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     try server.openControl(control, info)
@@ -69,12 +69,12 @@ enum Operations {
                 // open for reading, the common one, copies nothing and sets nothing up for it)
                 let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
                 let opened = writes
-                    ? try server.interruptible(req) { () throws(Errno) -> Overlay.OpenedFile in
-                        try server.overlay.openFile(node, flags: flags)
+                    ? try server.interruptible(req, request) { () throws(Errno) -> Overlay.OpenedFile in
+                        try server.overlay.openFile(request, node, flags: flags)
                     }
-                    : try server.overlay.openFile(node, flags: flags)
+                    : try server.overlay.openFile(request, node, flags: flags)
                 do throws(Errno) {
-                    try server.clearSetIDBitsBeforeWrite(req, node, opened.fd)
+                    try server.clearSetIDBitsBeforeWrite(request, node, opened.fd)
                 } catch {
                     server.overlay.release(node, fd: opened.fd)
                     throw error
@@ -88,14 +88,14 @@ enum Operations {
             }
         }
         ops.read = { req, node, size, offset, info in
-            FuseServer.handle(req, "read", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "read", node: node) { server, request throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) { return server.readControl(control, size: size, offset: offset) }
                 return .fileData(fd: Int32(truncatingIfNeeded: info.pointee.fh), size: size, offset: offset)
             }
         }
         ops.flush = { req, node, _ in
-            FuseServer.handle(req, "flush", node: node) { server in
+            FuseServer.handle(req, "flush", node: node) { server, _ in
                 // asked only at the close of a file open for writing that passes through: pages
                 // written through a shared mapping went to the layer's file, and the kernel's
                 // copy of the times knows nothing of them (it updates them for write(2) only)
@@ -104,47 +104,47 @@ enum Operations {
             }
         }
         ops.release = { req, node, info in
-            FuseServer.handle(req, "release", node: node) { server in
+            FuseServer.handle(req, "release", node: node) { server, _ in
                 if let info { server.release(ControlFile(node: node) == nil ? .file(node) : .control, info.pointee) }
                 return .ok
             }
         }
         ops.opendir = { req, node, info in
-            FuseServer.handle(req, "opendir", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "opendir", node: node) { server, request throws(Errno) in
                 // the kernel then opens every directory without asking, and caches listings
                 server.listings.noteOpen()
                 if server.timeouts.keepsContent { throw Errno(ENOSYS) }
                 guard let info else { throw Errno.invalid }
-                try server.overlay.checkDirectory(node)
+                try server.overlay.checkDirectory(request, node)
                 // its own listing, which interleaved readers of the directory do not share
                 info.pointee.fh = server.listings.newHandle()
                 return .opened(info, .listing)
             }
         }
         ops.releasedir = { req, node, info in
-            FuseServer.handle(req, "releasedir", node: node) { server in
+            FuseServer.handle(req, "releasedir", node: node) { server, _ in
                 if let info { server.release(.listing, info.pointee) }
                 return .ok
             }
         }
         ops.readdir = { req, node, size, offset, info in
-            FuseServer.handle(req, "readdir", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "readdir", node: node) { server, request throws(Errno) in
                 let handle = info?.pointee.fh ?? 0
-                let position = try server.listings.listing(of: node, handle: handle, at: offset, server.overlay)
-                let packed = DirectoryPacker.pack(req, position, size: size, server: nil)
+                let position = try server.listings.listing(of: node, handle: handle, at: offset, server.overlay, request)
+                let packed = DirectoryPacker.pack(req, position, size: size, server: nil, request)
                 if packed.ends { server.listings.finished(position) }
                 return .bytes(packed.bytes)
             }
         }
         ops.readdirplus = { req, node, size, offset, info in
-            FuseServer.handle(req, "readdirplus", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "readdirplus", node: node) { server, request throws(Errno) in
                 let handle = info?.pointee.fh ?? 0
-                let position = try server.listings.listing(of: node, handle: handle, at: offset, server.overlay)
+                let position = try server.listings.listing(of: node, handle: handle, at: offset, server.overlay, request)
                 let readers = server.listingReaders
                 let attributes = readers.attributes(thread: Operations.thread(req), directory: node, offset: offset)
-                let packed = DirectoryPacker.pack(req, position, size: size, server: server, attributes: attributes)
+                let packed = DirectoryPacker.pack(req, position, size: size, server: server, request, attributes: attributes)
                 if attributes == .all && offset == 0 {
-                    let place = server.overlay.place(of: node)
+                    let place = server.overlay.place(request, of: node)
                     if readers.walks(thread: Operations.thread(req), directory: node, parent: place?.parent) {
                         server.prefetcher.announce(subdirectoriesOf: position.listing, listed: place)
                     }
@@ -157,26 +157,25 @@ enum Operations {
             }
         }
         ops.statfs = { req, _ in
-            FuseServer.handle(req, "statfs") { server throws(Errno) in
-                .statistics(try server.overlay.fileSystemStatistics())
+            FuseServer.handle(req, "statfs") { server, request throws(Errno) in
+                .statistics(try server.overlay.fileSystemStatistics(request))
             }
         }
         ops.getxattr = { req, node, name, size in
-            FuseServer.handle(req, "getxattr", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "getxattr", node: node) { server, request throws(Errno) in
                 server.extendedAttributeReads.withLock { $0 += 1 }
-                let value = try server.overlay.extendedAttribute(node, name: bytes(name))
+                let value = try server.overlay.extendedAttribute(request, node, name: bytes(name))
                 return try Operations.sized(value, size)
             }
         }
         ops.listxattr = { req, node, size in
-            FuseServer.handle(req, "listxattr", node: node) { server throws(Errno) in
-                try Operations.sized(try server.overlay.extendedAttributeNames(node), size)
+            FuseServer.handle(req, "listxattr", node: node) { server, request throws(Errno) in
+                try Operations.sized(try server.overlay.extendedAttributeNames(request, node), size)
             }
         }
         ops.access = { req, node, mask in
-            FuseServer.handle(req, "access", node: node) { server throws(Errno) in
-                guard let req else { throw Errno.invalid }
-                try server.overlay.checkAccess(node, mask: mask, user: server.requester(req))
+            FuseServer.handle(req, "access", node: node) { server, request throws(Errno) in
+                try server.overlay.checkAccess(request, node, mask: mask)
                 return .ok
             }
         }

@@ -127,7 +127,7 @@ final class Prefetcher: @unchecked Sendable {
             let next = pending.removeLast()
             count += 1
             pthread_mutex_unlock(&mutex)
-            overlay.warmSubdirectory(next.name, of: next.parent)
+            overlay.warmSubdirectory(Request(overlay), next.name, of: next.parent)
             pthread_mutex_lock(&mutex)
             working = 0
             pthread_mutex_unlock(&mutex)
@@ -138,20 +138,22 @@ final class Prefetcher: @unchecked Sendable {
     /// opened; returns how many.
     private func readFilesAhead(for file: (thread: pid_t, parent: NodeID, node: NodeID, previous: NodeID?)) -> Int {
         // its name now (a path built for one open in eight, not for each)
-        guard let place = overlay.place(of: file.node), place.parent == file.parent else { return 0 }
-        let previous = file.previous.flatMap { overlay.place(of: $0) }.flatMap { $0.parent == file.parent ? $0.name : nil }
-        return readFilesAhead(after: place.name, previous: previous, in: file.parent, thread: file.thread)
+        let request = Request(overlay)
+        guard let place = overlay.place(request, of: file.node), place.parent == file.parent else { return 0 }
+        let previous = file.previous.flatMap { overlay.place(request, of: $0) }.flatMap { $0.parent == file.parent ? $0.name : nil }
+        return readFilesAhead(after: place.name, previous: previous, in: file.parent, thread: file.thread, request)
     }
 
     /// Reads ahead the files that follow `name` in `parent`, in the order `thread` opens them
     /// (told by the file it opened before, `previous`, or as it was last seen); returns how
     /// many.
-    private func readFilesAhead(after name: [UInt8], previous: [UInt8]?, in parent: NodeID, thread: pid_t) -> Int {
-        if order?.parent != parent { order = FileOrder(of: parent, in: overlay) }
+    private func readFilesAhead(after name: [UInt8], previous: [UInt8]?, in parent: NodeID, thread: pid_t,
+                                _ request: Request) -> Int {
+        if order?.parent != parent { order = FileOrder(of: parent, in: overlay, request) }
         guard var current = order else { return 0 }
         var before = previous.flatMap { current.index(of: $0) }
         var found = current.index(of: name)
-        if found == nil, let relisted = FileOrder(of: parent, in: overlay) {
+        if found == nil, let relisted = FileOrder(of: parent, in: overlay, request) {
             // the directory changed since it was listed here
             current = relisted
             order = relisted

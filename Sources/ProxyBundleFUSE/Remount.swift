@@ -22,7 +22,7 @@ extension FuseServer {
     func remount(_ data: [UInt8]) throws(Errno) {
         let request = try RemountRequest(data)
         // a stack without a substitution has nowhere to write: never made writable
-        if request.readOnly == false && overlay.layers.substitution == nil { throw Errno.readOnly }
+        if request.readOnly == false && overlay.currentLayers.substitution == nil { throw Errno.readOnly }
         if request.readOnly == false && !overlay.isWritable && !claimsSubstitution() { throw Errno(EBUSY) }
         let changed = currentTimeouts.withLock { timeouts -> Bool in
             let before = timeouts

@@ -26,23 +26,25 @@ enum Reply {
 }
 
 extension FuseServer {
-    /// Runs a request's handler and sends its reply, or its error. The only place that
-    /// replies with an error.
+    /// Runs a request's handler with the request's `Request` (the view it reads, its caller)
+    /// and sends its reply, or its error. The only place that replies with an error. What the
+    /// request's changes left for the kernel to forget is told before the reply.
     @inline(__always)
     static func handle(_ req: fuse_req_t?, _ operation: StaticString, node: fuse_ino_t = 0,
-                       name: UnsafePointer<CChar>? = nil, _ body: (FuseServer) throws(Errno) -> Reply) {
+                       name: UnsafePointer<CChar>? = nil, _ body: (FuseServer, Request) throws(Errno) -> Reply) {
         guard let req else { return }
         guard let server = of(req) else {
             _ = fuse_reply_err(req, EIO)
             return
         }
+        let request = Request(server.overlay, owner: server.owner(req), origin: KernelRequest(req: req))
         do {
-            let reply = try body(server)
-            server.notifier.deliverBeforeReply()
+            let reply = try body(server, request)
+            server.notifier.deliverBeforeReply(request.takeKernelForgets())
             server.send(reply, to: req, operation)
         } catch {
-            server.notifier.deliverBeforeReply()
-            server.log(failure: error, in: operation, node: node, name: name)
+            server.notifier.deliverBeforeReply(request.takeKernelForgets())
+            server.log(failure: error, in: operation, node: node, name: name, request)
             _ = fuse_reply_err(req, error.code)
         }
     }

@@ -12,24 +12,24 @@ import ProxyBundleCore
 enum WriteOperations {
     static func install(_ ops: inout fuse_lowlevel_ops) {
         ops.create = { req, parent, name, mode, info in
-            FuseServer.handle(req, "create", node: parent, name: name) { server throws(Errno) in
-                guard let req, let info else { throw Errno.invalid }
+            FuseServer.handle(req, "create", node: parent, name: name) { server, request throws(Errno) in
+                guard let info else { throw Errno.invalid }
                 if pb_request_makes_tmpfile() != 0 {
-                    let made = try server.overlay.createUnnamed(mode: mode, flags: info.pointee.flags, in: parent,
-                                                                owner: server.owner(req))
+                    let made = try server.overlay.createUnnamed(request, mode: mode, flags: info.pointee.flags, in: parent)
                     info.pointee.fh = UInt64(made.fd)
                     try server.serve(made.entry.node, openAs: made.fd, identity: nil, info)
-                    return .created(server.entryParameters(made.entry), info, .file(made.entry.node))
+                    return .created(server.entryParameters(made.entry, request), info, .file(made.entry.node))
                 }
                 if let control = ControlFile(name: bytes(name), in: parent) {
                     try server.openControl(control, info, creating: true)
-                    return .created(server.entryParameters(try server.overlay.lookup(parent: parent, name: bytes(name))), info, .control)
+                    let entry = try server.overlay.lookup(request, parent: parent, name: bytes(name))
+                    return .created(server.entryParameters(entry, request), info, .control)
                 }
-                let made = try server.overlay.create(.file(mode: mode, flags: info.pointee.flags), named: bytes(name),
-                                                     in: parent, owner: server.owner(req))
+                let made = try server.overlay.create(request, .file(mode: mode, flags: info.pointee.flags), named: bytes(name),
+                                                     in: parent)
                 info.pointee.fh = UInt64(made.fd ?? -1)
                 if let fd = made.fd { try server.serve(made.entry.node, openAs: fd, identity: nil, info) }
-                return .created(server.entryParameters(made.entry), info, .file(made.entry.node))
+                return .created(server.entryParameters(made.entry, request), info, .file(made.entry.node))
             }
         }
         ops.mkdir = { req, parent, name, mode in
@@ -42,74 +42,73 @@ enum WriteOperations {
             WriteOperations.make(req, "symlink", .symlink(target: bytes(target)), name, parent)
         }
         ops.link = { req, node, parent, name in
-            FuseServer.handle(req, "link", node: parent, name: name) { server throws(Errno) in
-                try server.refuseWhenReadOnly()
-                return .entry(server.entryParameters(try server.overlay.link(node, as: bytes(name), in: parent)))
+            FuseServer.handle(req, "link", node: parent, name: name) { server, request throws(Errno) in
+                try server.refuseWhenReadOnly(request)
+                return .entry(server.entryParameters(try server.overlay.link(request, node, as: bytes(name), in: parent), request))
             }
         }
         ops.unlink = { req, parent, name in
-            FuseServer.handle(req, "unlink", node: parent, name: name) { server throws(Errno) in
-                try server.refuseWhenReadOnly()
-                try server.overlay.unlink(bytes(name), in: parent)
+            FuseServer.handle(req, "unlink", node: parent, name: name) { server, request throws(Errno) in
+                try server.refuseWhenReadOnly(request)
+                try server.overlay.unlink(request, bytes(name), in: parent)
                 return .ok
             }
         }
         ops.rmdir = { req, parent, name in
-            FuseServer.handle(req, "rmdir", node: parent, name: name) { server throws(Errno) in
-                try server.refuseWhenReadOnly()
-                try server.overlay.removeDirectory(bytes(name), in: parent)
+            FuseServer.handle(req, "rmdir", node: parent, name: name) { server, request throws(Errno) in
+                try server.refuseWhenReadOnly(request)
+                try server.overlay.removeDirectory(request, bytes(name), in: parent)
                 return .ok
             }
         }
         ops.rename = { req, parent, name, newParent, newName, flags in
-            FuseServer.handle(req, "rename", node: parent, name: name) { server throws(Errno) in
-                try server.refuseWhenReadOnly()
+            FuseServer.handle(req, "rename", node: parent, name: name) { server, request throws(Errno) in
+                try server.refuseWhenReadOnly(request)
                 // a directory materialized on the way may take long: the caller's signal stops it
-                try server.interruptible(req) { () throws(Errno) in
-                    try server.overlay.rename(bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
+                try server.interruptible(req, request) { () throws(Errno) in
+                    try server.overlay.rename(request, bytes(name), in: parent, to: bytes(newName), in: newParent, flags: flags)
                 }
                 return .ok
             }
         }
         ops.setattr = { req, node, attributes, toSet, info in
-            FuseServer.handle(req, "setattr", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "setattr", node: node) { server, request throws(Errno) in
                 guard let attributes else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
-                    return try server.setControlAttributes(control, toSet)
+                    return try server.setControlAttributes(control, toSet, request)
                 }
                 let changes = AttributeRequest.changes(attributes.pointee, toSet)
                 let fd = info.map { Int32(truncatingIfNeeded: $0.pointee.fh) }
-                var result = try server.interruptible(req) { () throws(Errno) -> stat in
-                    try server.overlay.setAttributes(node, changes, openFile: fd)
+                var result = try server.interruptible(req, request) { () throws(Errno) -> stat in
+                    try server.overlay.setAttributes(request, node, changes, openFile: fd)
                 }
-                if pb_request_clears_setid() != 0,
-                   let cleared = try server.overlay.clearSetIDBits(node, openFile: fd, writer: { server.writer(req) }) {
+                if pb_request_clears_setid() != 0, let cleared = try server.overlay.clearSetIDBits(request, node, openFile: fd) {
                     result = cleared
                 }
-                return .attributes(server.shownWithinACL(result, of: node), timeout: server.timeouts.attribute)
+                return .attributes(server.shownWithinACL(result, of: node, request), timeout: server.timeouts.attribute)
             }
         }
         ops.write = { req, node, buffer, size, offset, info in
-            FuseServer.handle(req, "write", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "write", node: node) { server, request throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     let data = buffer.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
                     return try server.writeControl(control, data)
                 }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
-                try server.clearSetIDBitsBeforeWrite(req, node, fd)
+                try server.clearSetIDBitsBeforeWrite(request, node, fd)
                 let count = pwrite(fd, buffer, size, offset)
                 if count < 0 { throw Errno.current }
                 return .written(count)
             }
         }
         ops.write_buf = { req, node, source, offset, info in
-            FuseServer.handle(req, "write_buf", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "write_buf", node: node) { server, request throws(Errno) in
                 guard let info, let source else { throw Errno.invalid }
                 if let control = ControlFile(node: node) {
                     return try server.writeControl(control, try WriteOperations.gather(source))
                 }
-                try server.clearSetIDBitsBeforeWrite(req, node, Int32(truncatingIfNeeded: info.pointee.fh))
+                try server.clearSetIDBitsBeforeWrite(request, node, Int32(truncatingIfNeeded: info.pointee.fh))
                 var destination = fuse_bufvec()
                 destination.count = 1
                 destination.buf.size = fuse_buf_size(source)
@@ -122,7 +121,7 @@ enum WriteOperations {
             }
         }
         ops.fsync = { req, node, dataOnly, info in
-            FuseServer.handle(req, "fsync", node: node) { _ throws(Errno) in
+            FuseServer.handle(req, "fsync", node: node) { _, _ throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if ControlFile(node: node) != nil { return .ok }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
@@ -131,13 +130,13 @@ enum WriteOperations {
             }
         }
         ops.fsyncdir = { req, node, dataOnly, _ in
-            FuseServer.handle(req, "fsyncdir", node: node) { server throws(Errno) in
-                try server.overlay.syncDirectory(node, dataOnly: dataOnly != 0)
+            FuseServer.handle(req, "fsyncdir", node: node) { server, request throws(Errno) in
+                try server.overlay.syncDirectory(request, node, dataOnly: dataOnly != 0)
                 return .ok
             }
         }
         ops.copy_file_range = { req, nodeIn, offsetIn, infoIn, nodeOut, offsetOut, infoOut, length, flags in
-            FuseServer.handle(req, "copy_file_range") { _ throws(Errno) in
+            FuseServer.handle(req, "copy_file_range") { _, _ throws(Errno) in
                 guard let infoIn, let infoOut, flags == 0 else { throw Errno.invalid }
                 if ControlFile(node: nodeIn) != nil || ControlFile(node: nodeOut) != nil { throw Errno(EOPNOTSUPP) }
                 var input = Int64(offsetIn)
@@ -149,32 +148,29 @@ enum WriteOperations {
             }
         }
         ops.fallocate = { req, node, mode, offset, length, info in
-            FuseServer.handle(req, "fallocate", node: node) { server throws(Errno) in
+            FuseServer.handle(req, "fallocate", node: node) { server, request throws(Errno) in
                 guard let info else { throw Errno.invalid }
                 if ControlFile(node: node) != nil { throw Errno.notPermitted }
-                if !server.overlay.isWritable { throw Errno.readOnly }
+                if !request.isWritable { throw Errno.readOnly }
                 let fd = Int32(truncatingIfNeeded: info.pointee.fh)
                 _ = try WriteOperations.syncCall { pb_fallocate(fd, mode, Int64(offset), Int64(length)) }
                 return .ok
             }
         }
         ops.setxattr = { req, node, name, value, size, flags in
-            FuseServer.handle(req, "setxattr", node: node) { server throws(Errno) in
-                try server.refuseWhenReadOnly()
+            FuseServer.handle(req, "setxattr", node: node) { server, request throws(Errno) in
+                try server.refuseWhenReadOnly(request)
                 let data = value.map { Array(UnsafeRawBufferPointer(start: $0, count: size)) } ?? []
-                let key = bytes(name)
-                // groups are read only for the access ACL, the one attribute they matter to
-                let writer = key == Overlay.accessACL ? server.writer(req) : nil
-                let setsMode = try server.overlay.setExtendedAttribute(node, name: key, value: data, flags: flags, by: writer)
+                let setsMode = try server.overlay.setExtendedAttribute(request, node, name: bytes(name), value: data, flags: flags)
                 // the kernel marks only the change time stale after SETXATTR (without -o acl)
                 if setsMode { server.notifier.invalidateAttributes(of: node) }
                 return .ok
             }
         }
         ops.removexattr = { req, node, name in
-            FuseServer.handle(req, "removexattr", node: node) { server throws(Errno) in
-                try server.refuseWhenReadOnly()
-                try server.overlay.removeExtendedAttribute(node, name: bytes(name))
+            FuseServer.handle(req, "removexattr", node: node) { server, request throws(Errno) in
+                try server.refuseWhenReadOnly(request)
+                try server.overlay.removeExtendedAttribute(request, node, name: bytes(name))
                 return .ok
             }
         }
@@ -182,11 +178,10 @@ enum WriteOperations {
 
     static func make(_ req: fuse_req_t?, _ operation: StaticString, _ entry: Overlay.NewEntry,
                      _ name: UnsafePointer<CChar>?, _ parent: fuse_ino_t) {
-        FuseServer.handle(req, operation, node: parent, name: name) { server throws(Errno) in
-            guard let req else { throw Errno.invalid }
-            try server.refuseWhenReadOnly()
-            let made = try server.overlay.create(entry, named: bytes(name), in: parent, owner: server.owner(req))
-            return .entry(server.entryParameters(made.entry))
+        FuseServer.handle(req, operation, node: parent, name: name) { server, request throws(Errno) in
+            try server.refuseWhenReadOnly(request)
+            let made = try server.overlay.create(request, entry, named: bytes(name), in: parent)
+            return .entry(server.entryParameters(made.entry, request))
         }
     }
 
@@ -237,9 +232,9 @@ enum AttributeRequest {
 }
 
 extension FuseServer {
-    /// EROFS on a read-only mount.
+    /// EROFS on a read-only mount (as the request's view has it).
     @inline(__always)
-    func refuseWhenReadOnly() throws(Errno) {
-        if !overlay.isWritable { throw Errno.readOnly }
+    func refuseWhenReadOnly(_ request: Request) throws(Errno) {
+        if !request.isWritable { throw Errno.readOnly }
     }
 }

@@ -56,7 +56,7 @@ public final class LayeredTree: ResourceTree {
     /// The layers whose entries the tree shows at `path`, top first: one, or each layer of a
     /// merged directory. Symlinks on the way are not followed: none when there is one.
     public func layers(at path: String) -> [Int] {
-        guard let serving = try? overlay.serving(LayerPath(path)), serving.source == .layer || serving.source == .merged else {
+        guard let serving = try? overlay.serving(Request(overlay), LayerPath(path)), serving.source == .layer || serving.source == .merged else {
             return []
         }
         return serving.places.map(\.layer)
@@ -95,8 +95,9 @@ public final class LayeredTree: ResourceTree {
         guard let entry = walk(path, follow: true), entry.kind == .directory, let names = entry.names else { return [] }
         var node = rootNodeID
         do {
-            for name in names { node = try overlay.lookup(parent: node, name: Array(name.utf8)).node }
-            return try overlay.listDirectory(node).named.compactMap { name, item in
+            let request = Request(overlay)
+            for name in names { node = try overlay.lookup(request, parent: node, name: Array(name.utf8)).node }
+            return try overlay.listDirectory(request, node).named.compactMap { name, item in
                 guard name != [0x2E] && name != [0x2E, 0x2E], let text = String(validating: name, as: UTF8.self) else {
                     return nil
                 }
@@ -190,7 +191,7 @@ public final class LayeredTree: ResourceTree {
 
     private func serve(_ names: [String]) -> Served {
         let path = LayerPath(names.joined(separator: "/"))
-        guard let serving = try? overlay.serving(path) else { return .unreachable }
+        guard let serving = try? overlay.serving(Request(overlay), path) else { return .unreachable }
         guard serving.source == .layer || serving.source == .merged else { return .absent }
         guard let top = serving.places.first, let st = try? stack[top.layer].attributes(top.path) else { return .absent }
         return .entry(top.layer, st)

@@ -86,15 +86,16 @@ struct WhichCommand: ParsableCommand {
         }
         let serving: Serving
         do {
-            serving = try overlay.serving(LayerPath(bytes: relative))
+            serving = try overlay.serving(Request(overlay), LayerPath(bytes: relative))
         } catch {
             throw Failure("\(path) cannot be resolved: \(Errno(error.code).description)")
         }
         if serving.source == .missing { throw Failure("\(path) is in no layer") }
         // each backing path as its layer spells it, where the mount folds names
         return Answer(source: serving.source, places: serving.places.map { place in
-            (role: overlay.layers.role(place.layer).rawValue,
-             path: WhichCommand.join(paths[place.layer], place.isSpelled ? place.path : overlay.layers[place.layer].spelled(place.path)))
+            (role: overlay.currentLayers.role(place.layer).rawValue,
+             path: WhichCommand.join(paths[place.layer],
+                                     place.isSpelled ? place.path : overlay.currentLayers[place.layer].spelled(place.path)))
         })
     }
 

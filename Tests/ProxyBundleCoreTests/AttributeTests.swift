@@ -55,18 +55,18 @@ final class AttributeTests: OverlayTestCase {
             if name == "merged" { expected.st_nlink = 1 }
             let entry = try lookup(overlay, name)
             assertSameAttributes(entry.attributes, expected, "lookup \(name)")
-            assertSameAttributes(try overlay.attributes(of: entry.node), expected, "attributes(of:) \(name)")
+            assertSameAttributes(try overlay.attributes(Request(overlay), of: entry.node), expected, "attributes(of:) \(name)")
         }
         var root = try lstatOf(.patch, "")
         root.st_nlink = 1
-        assertSameAttributes(try overlay.attributes(of: rootNodeID), root, "root")
-        let mainFile = try overlay.attributes(of: try lookup(overlay, "main-file").node)
+        assertSameAttributes(try overlay.attributes(Request(overlay), of: rootNodeID), root, "root")
+        let mainFile = try overlay.attributes(Request(overlay), of: try lookup(overlay, "main-file").node)
         XCTAssertEqual(mainFile.st_mode, S_IFREG | 0o640)
         XCTAssertEqual(mainFile.st_size, 17)
         XCTAssertEqual(mainFile.st_uid, 1234)
         XCTAssertEqual(mainFile.st_mtim.tv_sec, 1_000_000_000)
         XCTAssertEqual(mainFile.st_mtim.tv_nsec, 123_456_789)
-        let shadowed = try overlay.attributes(of: try lookup(overlay, "shadowed").node)
+        let shadowed = try overlay.attributes(Request(overlay), of: try lookup(overlay, "shadowed").node)
         XCTAssertEqual(shadowed.st_mode, S_IFREG | 0o600)
         XCTAssertEqual(shadowed.st_size, 5)
         XCTAssertEqual(shadowed.st_uid, 4321)
@@ -79,7 +79,7 @@ final class AttributeTests: OverlayTestCase {
         let f = try lookup(overlay, "f")
         XCTAssertEqual(f.attributes.st_size, 5)
         try write(.main, "f", "much longer now", mode: 0o600)
-        let now = try overlay.attributes(of: f.node)
+        let now = try overlay.attributes(Request(overlay), of: f.node)
         XCTAssertEqual(now.st_size, 15)
         XCTAssertEqual(now.st_mode, S_IFREG | 0o600)
     }
@@ -92,8 +92,8 @@ final class AttributeTests: OverlayTestCase {
         let g = try lookup(overlay, "d/g")
         try remove(.main, "f")
         try remove(.main, "d/g")
-        assertErrno(ENOENT, try overlay.attributes(of: f.node))
-        assertErrno(ENOENT, try overlay.attributes(of: g.node))
+        assertErrno(ENOENT, try overlay.attributes(Request(overlay), of: f.node))
+        assertErrno(ENOENT, try overlay.attributes(Request(overlay), of: g.node))
     }
 
     // MARK: opening files
@@ -115,7 +115,7 @@ final class AttributeTests: OverlayTestCase {
     func testOpenedDescriptorIsReadOnly() throws {
         try write(.main, "m", "main")
         let overlay = try makeOverlay()
-        let fd = try overlay.openFile(try lookup(overlay, "m").node, flags: O_RDONLY).fd
+        let fd = try overlay.openFile(Request(overlay), try lookup(overlay, "m").node, flags: O_RDONLY).fd
         defer { close(fd) }
         let flags = fcntl(fd, F_GETFL)
         XCTAssertEqual(flags & O_ACCMODE, O_RDONLY)
@@ -129,10 +129,10 @@ final class AttributeTests: OverlayTestCase {
         let overlay = try makeOverlay()
         for name in ["m", "p"] {
             let node = try lookup(overlay, name).node
-            assertErrno(EROFS, try overlay.openFile(node, flags: O_WRONLY), name)
-            assertErrno(EROFS, try overlay.openFile(node, flags: O_RDWR), name)
-            assertErrno(EROFS, try overlay.openFile(node, flags: O_WRONLY | O_APPEND), name)
-            assertErrno(EROFS, try overlay.openFile(node, flags: O_RDONLY | O_TRUNC), name)
+            assertErrno(EROFS, try overlay.openFile(Request(overlay), node, flags: O_WRONLY), name)
+            assertErrno(EROFS, try overlay.openFile(Request(overlay), node, flags: O_RDWR), name)
+            assertErrno(EROFS, try overlay.openFile(Request(overlay), node, flags: O_WRONLY | O_APPEND), name)
+            assertErrno(EROFS, try overlay.openFile(Request(overlay), node, flags: O_RDONLY | O_TRUNC), name)
         }
         XCTAssertEqual(try String(contentsOfFile: path(.main, "m"), encoding: .utf8), "main")
         XCTAssertEqual(try String(contentsOfFile: path(.patch, "p"), encoding: .utf8), "patch")
@@ -145,15 +145,15 @@ final class AttributeTests: OverlayTestCase {
         try mkdir(.patch, "merged")
         let overlay = try makeOverlay()
         for name in ["main-dir", "patch-dir", "merged"] {
-            assertErrno(EISDIR, try overlay.openFile(try lookup(overlay, name).node, flags: O_RDONLY), name)
+            assertErrno(EISDIR, try overlay.openFile(Request(overlay), try lookup(overlay, name).node, flags: O_RDONLY), name)
         }
-        assertErrno(EISDIR, try overlay.openFile(rootNodeID, flags: O_RDONLY))
+        assertErrno(EISDIR, try overlay.openFile(Request(overlay), rootNodeID, flags: O_RDONLY))
     }
 
     func testOpenWithCreateFlagsOpensTheExistingFile() throws {
         try write(.main, "m", "main")
         let overlay = try makeOverlay()
-        let fd = try overlay.openFile(try lookup(overlay, "m").node, flags: O_RDONLY | O_CREAT | O_EXCL).fd
+        let fd = try overlay.openFile(Request(overlay), try lookup(overlay, "m").node, flags: O_RDONLY | O_CREAT | O_EXCL).fd
         defer { close(fd) }
         XCTAssertEqual(try readAll(fd), "main")
     }
@@ -162,7 +162,7 @@ final class AttributeTests: OverlayTestCase {
         try write(.main, "target", "target content")
         try symlink(.main, "link", to: "target")
         let overlay = try makeOverlay()
-        assertErrno(ELOOP, try overlay.openFile(try lookup(overlay, "link").node, flags: O_RDONLY))
+        assertErrno(ELOOP, try overlay.openFile(Request(overlay), try lookup(overlay, "link").node, flags: O_RDONLY))
     }
 
     // MARK: file system statistics
@@ -173,7 +173,7 @@ final class AttributeTests: OverlayTestCase {
         let overlay = try makeOverlay()
         var expected = statvfs()
         XCTAssertEqual(statvfs(patchRoot, &expected), 0)
-        let reported = try overlay.fileSystemStatistics()
+        let reported = try overlay.fileSystemStatistics(Request(overlay))
         XCTAssertEqual(reported.f_namemax, expected.f_namemax)
         XCTAssertEqual(reported.f_namemax, 255)
         XCTAssertEqual(reported.f_bsize, expected.f_bsize)
@@ -188,7 +188,7 @@ final class AttributeTests: OverlayTestCase {
         XCTAssertEqual(statvfs(shm, &shmStats), 0)
         try XCTSkipIf(tmp.f_fsid == shmStats.f_fsid, "/dev/shm is the same file system as /tmp")
         let overlay = try Overlay(main: Layer(path: mainRoot), substitution: Layer(path: shm))
-        let reported = try overlay.fileSystemStatistics()
+        let reported = try overlay.fileSystemStatistics(Request(overlay))
         XCTAssertEqual(reported.f_fsid, shmStats.f_fsid)
         XCTAssertEqual(reported.f_blocks, shmStats.f_blocks)
         XCTAssertEqual(reported.f_namemax, shmStats.f_namemax)
@@ -209,19 +209,19 @@ final class AttributeTests: OverlayTestCase {
         let other = Requester(uid: 3000, gid: 3000, groups: [])
         let root = Requester(uid: 0, gid: 0, groups: [])
 
-        XCTAssertNoThrow(try overlay.checkAccess(f, mask: R_OK | W_OK, user: owner))
-        assertErrno(EACCES, try overlay.checkAccess(f, mask: X_OK, user: owner))
-        XCTAssertNoThrow(try overlay.checkAccess(f, mask: R_OK, user: member))
-        assertErrno(EACCES, try overlay.checkAccess(f, mask: W_OK, user: member))
-        assertErrno(EACCES, try overlay.checkAccess(f, mask: R_OK, user: other))
-        XCTAssertNoThrow(try overlay.checkAccess(f, mask: F_OK, user: other))
-        XCTAssertNoThrow(try overlay.checkAccess(f, mask: R_OK | W_OK, user: root))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: owner), f, mask: R_OK | W_OK))
+        assertErrno(EACCES, try overlay.checkAccess(Request(overlay, owner: owner), f, mask: X_OK))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: member), f, mask: R_OK))
+        assertErrno(EACCES, try overlay.checkAccess(Request(overlay, owner: member), f, mask: W_OK))
+        assertErrno(EACCES, try overlay.checkAccess(Request(overlay, owner: other), f, mask: R_OK))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: other), f, mask: F_OK))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: root), f, mask: R_OK | W_OK))
 
         let d = try lookup(overlay, "d").node
-        XCTAssertNoThrow(try overlay.checkAccess(d, mask: X_OK, user: root))
-        assertErrno(EACCES, try overlay.checkAccess(d, mask: X_OK, user: other))
-        assertErrno(EACCES, try overlay.checkAccess(try lookup(overlay, "noexec").node, mask: X_OK, user: root))
-        XCTAssertNoThrow(try overlay.checkAccess(try lookup(overlay, "anyexec").node, mask: X_OK, user: root))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: root), d, mask: X_OK))
+        assertErrno(EACCES, try overlay.checkAccess(Request(overlay, owner: other), d, mask: X_OK))
+        assertErrno(EACCES, try overlay.checkAccess(Request(overlay, owner: root), try lookup(overlay, "noexec").node, mask: X_OK))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: root), try lookup(overlay, "anyexec").node, mask: X_OK))
     }
 
     func testAccessUsesTheServingLayersMode() throws {
@@ -229,6 +229,6 @@ final class AttributeTests: OverlayTestCase {
         try write(.patch, "f", "f", mode: 0o604)
         let overlay = try makeOverlay()
         let other = Requester(uid: 3000, gid: 3000, groups: [])
-        XCTAssertNoThrow(try overlay.checkAccess(try lookup(overlay, "f").node, mask: R_OK, user: other))
+        XCTAssertNoThrow(try overlay.checkAccess(Request(overlay, owner: other), try lookup(overlay, "f").node, mask: R_OK))
     }
 }

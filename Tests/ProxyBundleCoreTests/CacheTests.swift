@@ -36,7 +36,7 @@ final class CacheTests: OverlayTestCase {
         XCTAssertNotEqual(new.node, old.node)
         XCTAssertEqual(new.attributes.st_ino, try lstatOf(.patch, "a").st_ino)
         XCTAssertEqual(try readContent(overlay, new.node), "new content")
-        assertErrno(ESTALE, try overlay.attributes(of: old.node))
+        assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: old.node))
     }
 
     func testOldNodeOfReplacedMainFileIsStaleBeforeTheNameIsLookedUpAgain() throws {
@@ -45,8 +45,8 @@ final class CacheTests: OverlayTestCase {
         let old = try lookup(overlay, "a")
         try replaceOnDisk(.main, "a", "two")
         _ = try overlay.invalidate()
-        assertErrno(ESTALE, try overlay.attributes(of: old.node))
-        assertErrno(ESTALE, try overlay.openFile(old.node, flags: O_RDONLY))
+        assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: old.node))
+        assertErrno(ESTALE, try overlay.openFile(Request(overlay), old.node, flags: O_RDONLY))
         let new = try lookup(overlay, "a")
         XCTAssertNotEqual(new.node, old.node)
         XCTAssertEqual(try readContent(overlay, new.node), "two")
@@ -75,7 +75,7 @@ final class CacheTests: OverlayTestCase {
         XCTAssertNotEqual(new.node, old.node)
         XCTAssertEqual(fileType(new.attributes), S_IFDIR)
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "x/inner").node), "in")
-        assertErrno(ESTALE, try overlay.attributes(of: old.node))
+        assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: old.node))
     }
 
     func testDirectoryBecomingFileGetsNewNodeAndItsChildrenAreStale() throws {
@@ -89,8 +89,8 @@ final class CacheTests: OverlayTestCase {
         let new = try lookup(overlay, "d")
         XCTAssertNotEqual(new.node, dir.node)
         XCTAssertEqual(fileType(new.attributes), S_IFREG)
-        assertErrno(ESTALE, try overlay.listDirectory(dir.node))
-        assertErrno(ESTALE, try overlay.attributes(of: inner.node))
+        assertErrno(ESTALE, try overlay.listDirectory(Request(overlay), dir.node))
+        assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: inner.node))
     }
 
     func testDirectoryBecomingMergedKeepsItsNodeAndListsBothLayers() throws {
@@ -98,12 +98,12 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         let dir = try lookup(overlay, "d")
         try write(.patch, "d/p", "patch")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(dir.node)), ["m"], "still main-only until invalidation")
-        assertErrno(ENOENT, try overlay.lookup(parent: dir.node, name: n("p")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), dir.node)), ["m"], "still main-only until invalidation")
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: dir.node, name: n("p")))
         _ = try overlay.invalidate()
-        XCTAssertEqual(entryNames(try overlay.listDirectory(dir.node)), ["m", "p"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), dir.node)), ["m", "p"])
         XCTAssertEqual(try lookup(overlay, "d").node, dir.node)
-        let p = try overlay.lookup(parent: dir.node, name: n("p"))
+        let p = try overlay.lookup(Request(overlay), parent: dir.node, name: n("p"))
         XCTAssertEqual(p.attributes.st_ino, try lstatOf(.patch, "d/p").st_ino)
     }
 
@@ -115,7 +115,7 @@ final class CacheTests: OverlayTestCase {
         XCTAssertEqual(try lookup(overlay, "a").node, a.node, "cached until invalidation")
         _ = try overlay.invalidate()
         assertErrno(ENOENT, try lookup(overlay, "a"))
-        assertErrno(ESTALE, try overlay.attributes(of: a.node))
+        assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: a.node))
     }
 
     func testWhiteoutRemovedOnDiskShowsMainFileAfterInvalidation() throws {
@@ -140,7 +140,7 @@ final class CacheTests: OverlayTestCase {
         _ = try overlay.invalidate()
         XCTAssertEqual(try lookup(overlay, "d").node, dir.node)
         assertErrno(ENOENT, try lookup(overlay, "d/m"))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(dir.node)), ["p"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), dir.node)), ["p"])
     }
 
     func testOpaqueMarkerAddedAtSubstitutionRootHidesMainAfterInvalidation() throws {
@@ -151,7 +151,7 @@ final class CacheTests: OverlayTestCase {
         try write(.patch, ".wh..wh..opq")
         _ = try overlay.invalidate()
         assertErrno(ENOENT, try lookup(overlay, "m"))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["p"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["p"])
     }
 
     // MARK: partial invalidation
@@ -222,7 +222,7 @@ final class CacheTests: OverlayTestCase {
     func testCreateOfNameCachedAsAbsentIsFoundAtOnce() throws {
         let overlay = try makeCachingOverlay()
         assertErrno(ENOENT, try lookup(overlay, "new"))
-        let (created, fd) = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: rootNodeID, owner: me)
+        let (created, fd) = try overlay.create(Request(overlay, owner: me), .file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: rootNodeID)
         overlay.release(created.node, fd: try XCTUnwrap(fd))
         let found = try lookup(overlay, "new")
         XCTAssertEqual(found.node, created.node)
@@ -233,11 +233,11 @@ final class CacheTests: OverlayTestCase {
         try write(.main, "a", "main")
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
-        try overlay.unlink(n("a"), in: rootNodeID)
+        try overlay.unlink(Request(overlay), n("a"), in: rootNodeID)
         assertErrno(ENOENT, try lookup(overlay, "a"))
         // the kernel may still hold the node (an open directory, an O_PATH descriptor): it
         // shows the removed entry, here the main bundle's file, which stays as it was
-        XCTAssertEqual(try overlay.attributes(of: a.node).st_size, 4)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: a.node).st_size, 4)
         XCTAssertEqual(try lstatOf(.main, "a").st_size, 4, "the main bundle is not touched")
     }
 
@@ -246,7 +246,7 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
         assertErrno(ENOENT, try lookup(overlay, "b"))
-        try overlay.rename(n("a"), in: rootNodeID, to: n("b"), in: rootNodeID, flags: 0)
+        try overlay.rename(Request(overlay), n("a"), in: rootNodeID, to: n("b"), in: rootNodeID, flags: 0)
         XCTAssertEqual(try lookup(overlay, "b").node, a.node)
         assertErrno(ENOENT, try lookup(overlay, "a"))
         XCTAssertEqual(try readContent(overlay, a.node), "A")
@@ -258,33 +258,33 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
         let b = try lookup(overlay, "b")
-        try overlay.rename(n("a"), in: rootNodeID, to: n("b"), in: rootNodeID, flags: 0)
+        try overlay.rename(Request(overlay), n("a"), in: rootNodeID, to: n("b"), in: rootNodeID, flags: 0)
         XCTAssertEqual(try lookup(overlay, "b").node, a.node)
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "b").node), "A")
-        let replaced = try overlay.attributes(of: b.node)  // the replaced file, no longer named
+        let replaced = try overlay.attributes(Request(overlay), of: b.node)  // the replaced file, no longer named
         XCTAssertEqual(replaced.st_nlink, 0)
         XCTAssertEqual(replaced.st_size, 1)
         overlay.forget(b.node, count: 1)
-        assertErrno(ESTALE, try overlay.attributes(of: b.node))
+        assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: b.node))
     }
 
     func testMkdirAndRmdirThroughOverlayNeedNoInvalidation() throws {
         let overlay = try makeCachingOverlay()
         assertErrno(ENOENT, try lookup(overlay, "d"))
-        let (made, _) = try overlay.create(.directory(mode: 0o755), named: n("d"), in: rootNodeID, owner: me)
+        let (made, _) = try overlay.create(Request(overlay, owner: me), .directory(mode: 0o755), named: n("d"), in: rootNodeID)
         let found = try lookup(overlay, "d")
         XCTAssertEqual(found.node, made.node)
         XCTAssertEqual(fileType(found.attributes), S_IFDIR)
-        try overlay.removeDirectory(n("d"), in: rootNodeID)
+        try overlay.removeDirectory(Request(overlay), n("d"), in: rootNodeID)
         assertErrno(ENOENT, try lookup(overlay, "d"))
-        assertErrno(ESTALE, try overlay.listDirectory(made.node))
+        assertErrno(ESTALE, try overlay.listDirectory(Request(overlay), made.node))
     }
 
     func testRmdirOfMainDirectoryThroughOverlay() throws {
         try mkdir(.main, "e")
         let overlay = try makeCachingOverlay()
         _ = try lookup(overlay, "e")
-        try overlay.removeDirectory(n("e"), in: rootNodeID)
+        try overlay.removeDirectory(Request(overlay), n("e"), in: rootNodeID)
         assertErrno(ENOENT, try lookup(overlay, "e"))
         XCTAssertEqual(fileType(try lstatOf(.main, "e")), S_IFDIR, "the main bundle is not touched")
     }
@@ -294,7 +294,7 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
         assertErrno(ENOENT, try lookup(overlay, "b"))
-        _ = try overlay.link(a.node, as: n("b"), in: rootNodeID)
+        _ = try overlay.link(Request(overlay), a.node, as: n("b"), in: rootNodeID)
         XCTAssertEqual(try lookup(overlay, "b").node, a.node)
         XCTAssertEqual(try lstatOf(.patch, "b").st_ino, try lstatOf(.patch, "a").st_ino)
     }
@@ -304,11 +304,11 @@ final class CacheTests: OverlayTestCase {
         try write(.patch, "a", "A")
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
-        _ = try overlay.link(a.node, as: n("b"), in: rootNodeID)
-        try overlay.rename(n("b"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
-        try overlay.unlink(n("c"), in: rootNodeID)
+        _ = try overlay.link(Request(overlay), a.node, as: n("b"), in: rootNodeID)
+        try overlay.rename(Request(overlay), n("b"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
+        try overlay.unlink(Request(overlay), n("c"), in: rootNodeID)
         XCTAssertEqual(try lookup(overlay, "a").node, a.node)
-        XCTAssertEqual(try overlay.attributes(of: a.node).st_ino, try lstatOf(.patch, "a").st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: a.node).st_ino, try lstatOf(.patch, "a").st_ino)
         XCTAssertEqual(try readContent(overlay, a.node), "A")
     }
 
@@ -317,11 +317,11 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         let dir = try lookup(overlay, "d")
         assertErrno(ENOENT, try lookup(overlay, "d/new"))
-        let (made, fd) = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: dir.node, owner: me)
+        let (made, fd) = try overlay.create(Request(overlay, owner: me), .file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: dir.node)
         overlay.release(made.node, fd: try XCTUnwrap(fd))
         XCTAssertEqual(try lookup(overlay, "d/new").node, made.node)
         XCTAssertNoThrow(try lookup(overlay, "d/m"))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(dir.node)), ["m", "new"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), dir.node)), ["m", "new"])
     }
 
     func testSetAttributesCopiesUpAndLookupSeesTheCopy() throws {
@@ -330,7 +330,7 @@ final class CacheTests: OverlayTestCase {
         let a = try lookup(overlay, "a")
         var changes = Overlay.AttributeChanges()
         changes.mode = 0o600
-        _ = try overlay.setAttributes(a.node, changes, openFile: nil)
+        _ = try overlay.setAttributes(Request(overlay), a.node, changes, openFile: nil)
         let found = try lookup(overlay, "a")
         XCTAssertEqual(found.node, a.node)
         XCTAssertEqual(found.attributes.st_ino, a.attributes.st_ino, "a copied-up file keeps its inode number")
@@ -342,7 +342,7 @@ final class CacheTests: OverlayTestCase {
         try write(.main, "a", "main")
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
-        let fd = try overlay.openFile(a.node, flags: O_WRONLY | O_TRUNC).fd
+        let fd = try overlay.openFile(Request(overlay), a.node, flags: O_WRONLY | O_TRUNC).fd
         let bytes = n("changed")
         XCTAssertEqual(bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }, 7)
         overlay.release(a.node, fd: fd)
@@ -395,10 +395,10 @@ final class CacheTests: OverlayTestCase {
         XCTAssertEqual(stats.node, 3)
         XCTAssertEqual(ControlFile.invalidate.node, 2)
         XCTAssertEqual(ControlFile.stats.node, 3)
-        let st = try overlay.attributes(of: ControlFile.invalidate.node)
+        let st = try overlay.attributes(Request(overlay), of: ControlFile.invalidate.node)
         XCTAssertEqual(st.st_mode, S_IFREG | 0o644)
         XCTAssertEqual(st.st_size, 0)
-        XCTAssertEqual(try overlay.attributes(of: ControlFile.stats.node).st_mode, S_IFREG | 0o444)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: ControlFile.stats.node).st_mode, S_IFREG | 0o444)
     }
 
     func testControlFilesHideLayerFilesOfTheSameName() throws {
@@ -408,7 +408,7 @@ final class CacheTests: OverlayTestCase {
         XCTAssertEqual(try lookup(overlay, ".invalidate").node, ControlFile.invalidate.node)
         XCTAssertEqual(try lookup(overlay, ".stats").attributes.st_size, 0)
         // neither the control files nor the layers' files of their names are listed
-        let items = try overlay.listDirectory(rootNodeID).named
+        let items = try overlay.listDirectory(Request(overlay), rootNodeID).named
         XCTAssertEqual(items.filter { $0.name == n(".invalidate") || $0.name == n(".stats") }.count, 0)
     }
 
@@ -417,7 +417,7 @@ final class CacheTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         XCTAssertEqual(try lookup(overlay, ".stats").node, ControlFile.stats.node)
         let dir = try lookup(overlay, "d")
-        let subItems = try overlay.listDirectory(dir.node).named.map { String(decoding: $0.name, as: UTF8.self) }
+        let subItems = try overlay.listDirectory(Request(overlay), dir.node).named.map { String(decoding: $0.name, as: UTF8.self) }
         XCTAssertEqual(subItems.sorted(), [".", "..", ".stats"])
         let entry = try lookup(overlay, "d/.stats")
         XCTAssertNotEqual(entry.node, ControlFile.stats.node)
@@ -428,13 +428,13 @@ final class CacheTests: OverlayTestCase {
         try write(.patch, "a", "A")
         let overlay = try makeCachingOverlay()
         let a = try lookup(overlay, "a")
-        assertErrno(EEXIST, try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n(".invalidate"), in: rootNodeID, owner: me))
-        assertErrno(EEXIST, try overlay.create(.directory(mode: 0o755), named: n(".stats"), in: rootNodeID, owner: me))
-        assertErrno(EEXIST, try overlay.link(a.node, as: n(".stats"), in: rootNodeID))
-        assertErrno(EPERM, try overlay.unlink(n(".invalidate"), in: rootNodeID))
-        assertErrno(EPERM, try overlay.removeDirectory(n(".stats"), in: rootNodeID))
-        assertErrno(EPERM, try overlay.rename(n("a"), in: rootNodeID, to: n(".stats"), in: rootNodeID, flags: 0))
-        assertErrno(EPERM, try overlay.rename(n(".invalidate"), in: rootNodeID, to: n("b"), in: rootNodeID, flags: 0))
+        assertErrno(EEXIST, try overlay.create(Request(overlay, owner: me), .file(mode: 0o644, flags: O_WRONLY), named: n(".invalidate"), in: rootNodeID))
+        assertErrno(EEXIST, try overlay.create(Request(overlay, owner: me), .directory(mode: 0o755), named: n(".stats"), in: rootNodeID))
+        assertErrno(EEXIST, try overlay.link(Request(overlay), a.node, as: n(".stats"), in: rootNodeID))
+        assertErrno(EPERM, try overlay.unlink(Request(overlay), n(".invalidate"), in: rootNodeID))
+        assertErrno(EPERM, try overlay.removeDirectory(Request(overlay), n(".stats"), in: rootNodeID))
+        assertErrno(EPERM, try overlay.rename(Request(overlay), n("a"), in: rootNodeID, to: n(".stats"), in: rootNodeID, flags: 0))
+        assertErrno(EPERM, try overlay.rename(Request(overlay), n(".invalidate"), in: rootNodeID, to: n("b"), in: rootNodeID, flags: 0))
         XCTAssertEqual(try readContent(overlay, a.node), "A")
     }
 
@@ -482,13 +482,13 @@ final class CacheTests: OverlayTestCase {
         try write(.patch, "open", "old")
         let overlay = try makeCachingOverlay()
         let old = try lookup(overlay, "open")
-        let fd = try overlay.openFile(old.node, flags: O_RDONLY).fd
+        let fd = try overlay.openFile(Request(overlay), old.node, flags: O_RDONLY).fd
         defer { overlay.release(old.node, fd: fd) }
         try replaceOnDisk(.patch, "open", "replaced")
         let result = try overlay.invalidate()
         XCTAssertTrue(result.nodes.contains(old.node), "an open file's inode outlives its entry")
-        XCTAssertEqual(try overlay.attributes(of: old.node).st_size, 3, "the open file's own attributes, first time")
-        XCTAssertEqual(try overlay.attributes(of: old.node).st_size, 3)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: old.node).st_size, 3, "the open file's own attributes, first time")
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: old.node).st_size, 3)
     }
 
     func testSubtreeInvalidationAfterRootOpaqueMarkerInvalidatesEverything() throws {
@@ -499,7 +499,7 @@ final class CacheTests: OverlayTestCase {
         try write(.patch, ".wh..wh..opq")
         _ = try overlay.invalidate(subtree: n("d"))
         assertErrno(ENOENT, try lookup(overlay, "m"), "the listing and the lookup agree")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), [])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), [])
     }
 
     /// A rename can put a directory at a file's path between the kernel's lookup and its
@@ -518,7 +518,7 @@ final class CacheTests: OverlayTestCase {
         try mkdir(.patch, "f")
         try remove(.patch, "l")
         try symlink(.patch, "l", to: "f")
-        assertErrno(ESTALE, try overlay.openFile(file, flags: O_RDONLY), "a directory at the path")
-        assertErrno(ELOOP, try overlay.openFile(other, flags: O_RDONLY), "a symlink at the path")
+        assertErrno(ESTALE, try overlay.openFile(Request(overlay), file, flags: O_RDONLY), "a directory at the path")
+        assertErrno(ELOOP, try overlay.openFile(Request(overlay), other, flags: O_RDONLY), "a symlink at the path")
     }
 }

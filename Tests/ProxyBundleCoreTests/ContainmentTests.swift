@@ -28,11 +28,11 @@ final class ContainmentTests: OverlayTestCase {
         let entry = try lookup(overlay, relative)
         XCTAssertEqual(fileType(entry.attributes), S_IFLNK, relative, file: file, line: line)
         XCTAssertEqual(entry.attributes.st_size, off_t(target.utf8.count), file: file, line: line)
-        XCTAssertEqual(fileType(try overlay.attributes(of: entry.node)), S_IFLNK, file: file, line: line)
-        XCTAssertEqual(try overlay.readLink(entry.node), n(target), "readLink is verbatim", file: file, line: line)
-        assertErrno(ENOTDIR, try overlay.lookup(parent: entry.node, name: n("sentinel")), file: file, line: line)
-        assertErrno(ENOTDIR, try overlay.listDirectory(entry.node), file: file, line: line)
-        assertErrno(ELOOP, try overlay.openFile(entry.node, flags: O_RDONLY), "opening a symlink must not open its target",
+        XCTAssertEqual(fileType(try overlay.attributes(Request(overlay), of: entry.node)), S_IFLNK, file: file, line: line)
+        XCTAssertEqual(try overlay.readLink(Request(overlay), entry.node), n(target), "readLink is verbatim", file: file, line: line)
+        assertErrno(ENOTDIR, try overlay.lookup(Request(overlay), parent: entry.node, name: n("sentinel")), file: file, line: line)
+        assertErrno(ENOTDIR, try overlay.listDirectory(Request(overlay), entry.node), file: file, line: line)
+        assertErrno(ELOOP, try overlay.openFile(Request(overlay), entry.node, flags: O_RDONLY), "opening a symlink must not open its target",
                     file: file, line: line)
     }
 
@@ -44,7 +44,7 @@ final class ContainmentTests: OverlayTestCase {
         let overlay = try makeOverlay()
         try checkIsSymlinkNotFollowed(overlay, "out", target: outsideRoot)
         try checkIsSymlinkNotFollowed(overlay, "out-file", target: outsideRoot + "/sentinel")
-        XCTAssertEqual(item(try overlay.listDirectory(rootNodeID), "out")?.type, UInt8(DT_LNK))
+        XCTAssertEqual(item(try overlay.listDirectory(Request(overlay), rootNodeID), "out")?.type, UInt8(DT_LNK))
     }
 
     func testSubstitutionSymlinkToAbsolutePathOutside() throws {
@@ -81,8 +81,8 @@ final class ContainmentTests: OverlayTestCase {
         try symlink(.patch, "link", to: outsideRoot + "/sentinel")
         let overlay = try makeOverlay()
         let link = try lookup(overlay, "link")
-        assertErrno(ENODATA, try overlay.extendedAttribute(link.node, name: n("user.secret")))
-        let names = try overlay.extendedAttributeNames(link.node)
+        assertErrno(ENODATA, try overlay.extendedAttribute(Request(overlay), link.node, name: n("user.secret")))
+        let names = try overlay.extendedAttributeNames(Request(overlay), link.node)
         XCTAssertFalse(String(decoding: names, as: UTF8.self).contains("user.secret"))
     }
 
@@ -94,10 +94,10 @@ final class ContainmentTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
         XCTAssertEqual(fileType(res.attributes), S_IFLNK)
-        XCTAssertEqual(try overlay.readLink(res.node), n(outsideRoot))
-        assertErrno(ENOTDIR, try overlay.lookup(parent: res.node, name: n("sentinel")))
-        assertErrno(ENOTDIR, try overlay.lookup(parent: res.node, name: n("a")))
-        XCTAssertEqual(item(try overlay.listDirectory(rootNodeID), "res")?.type, UInt8(DT_LNK))
+        XCTAssertEqual(try overlay.readLink(Request(overlay), res.node), n(outsideRoot))
+        assertErrno(ENOTDIR, try overlay.lookup(Request(overlay), parent: res.node, name: n("sentinel")))
+        assertErrno(ENOTDIR, try overlay.lookup(Request(overlay), parent: res.node, name: n("a")))
+        XCTAssertEqual(item(try overlay.listDirectory(Request(overlay), rootNodeID), "res")?.type, UInt8(DT_LNK))
     }
 
     /// The directory was real when the kernel looked it up; it is swapped for a symlink later.
@@ -113,14 +113,14 @@ final class ContainmentTests: OverlayTestCase {
         try symlink(.patch, "res", to: outsideRoot)
 
         // the directory is now the main bundle's alone, which has no "sentinel"
-        assertErrno(ENOENT, try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), ["a"], "only the main bundle's res is listed")
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), res.node)), ["a"], "only the main bundle's res is listed")
         // the node's path in the substitution goes through the symlink
-        assertErrno(ELOOP, try overlay.attributes(of: a.node), "attributes of the outside file")
+        assertErrno(ELOOP, try overlay.attributes(Request(overlay), of: a.node), "attributes of the outside file")
         assertErrno(ELOOP, try readContent(overlay, a.node), "read the outside file")
         // read beside the descriptor kept for the moved directory (Linux 6.13), the node's own
         // file is asked, which has no such attribute; else the path, through the symlink
-        assertErrno(Sys.hasAttributeCallsAt ? ENODATA : ELOOP, try overlay.extendedAttribute(a.node, name: n("user.secret")),
+        assertErrno(Sys.hasAttributeCallsAt ? ENODATA : ELOOP, try overlay.extendedAttribute(Request(overlay), a.node, name: n("user.secret")),
                     "read an attribute through the symlink")
     }
 
@@ -132,8 +132,8 @@ final class ContainmentTests: OverlayTestCase {
         try rename(.main, "res", "res.moved")
         try symlink(.main, "res", to: outsideRoot)
         // neither layer has a directory res any more
-        assertErrno(ENOENT, try overlay.lookup(parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), [], "listing shows the outside directory")
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: res.node, name: n("sentinel")), "lookup reached the sentinel")
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), res.node)), [], "listing shows the outside directory")
         assertErrno(ELOOP, try readContent(overlay, a.node), "read the outside file")
     }
 
@@ -150,12 +150,12 @@ final class ContainmentTests: OverlayTestCase {
         for node in [f.node, g.node] {
             // the node was a file: now that the name leads to a symlink it is stale (the
             // kernel looks the name up again and gets a new node for the symlink itself)
-            assertErrno(ESTALE, try overlay.attributes(of: node))
+            assertErrno(ESTALE, try overlay.attributes(Request(overlay), of: node))
             XCTAssertEqual(fileType(try lookup(overlay, node == f.node ? "f" : "dir/g").attributes), S_IFLNK,
                            "the name's new node is the symlink's own")
-            assertErrno(ESTALE, try overlay.openFile(node, flags: O_RDONLY), "opened the sentinel")
+            assertErrno(ESTALE, try overlay.openFile(Request(overlay), node, flags: O_RDONLY), "opened the sentinel")
             // the old node is detached by the new lookup: stale, and never the sentinel's value
-            assertErrno(ESTALE, try overlay.extendedAttribute(node, name: n("user.secret")), "read the sentinel's xattr")
+            assertErrno(ESTALE, try overlay.extendedAttribute(Request(overlay), node, name: n("user.secret")), "read the sentinel's xattr")
         }
     }
 
@@ -167,14 +167,14 @@ final class ContainmentTests: OverlayTestCase {
         try symlink(.main, "mout", to: outsideRoot)
         let overlay = try makeOverlay()
         for name in ["out/sentinel", "mout/sentinel"] {
-            assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: n(name)), "lookup of \(name)")
+            assertErrno(EINVAL, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n(name)), "lookup of \(name)")
         }
     }
 
     func testNameWithNULIsNotTruncated() throws {
         try write(.main, "a", "a")
         let overlay = try makeOverlay()
-        assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: [0x61, 0x00, 0x62]), "\"a\\0b\" resolved to \"a\"")
+        assertErrno(EINVAL, try overlay.lookup(Request(overlay), parent: rootNodeID, name: [0x61, 0x00, 0x62]), "\"a\\0b\" resolved to \"a\"")
     }
 
     func testLayerRootGivenAsSymlinkIsAccepted() throws {
@@ -243,6 +243,6 @@ final class NoAccessTimeLayerTests: OverlayTestCase {
         XCTAssertEqual(Glibc.rename(patchRoot, aside), 0)
         XCTAssertEqual(Glibc.mkdir(patchRoot, 0o755), 0)
         XCTAssertTrue(try overlay.invalidate().swappedSubstitution)
-        XCTAssertEqual(try overlay.substitution.accessTimes, .noatime)
+        XCTAssertEqual(try Request(overlay).substitution.accessTimes, .noatime)
     }
 }

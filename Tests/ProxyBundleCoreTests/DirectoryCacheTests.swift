@@ -20,9 +20,9 @@ final class DirectoryCacheTests: OverlayTestCase {
         _ = try lookup(overlay, "b")
         let located = overlay.nodes.version
         let outdated = try overlay.nodes.location(of: a, in: overlay.nodes.generation)
-        try overlay.rename(n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
-        try overlay.rename(n("b"), in: rootNodeID, to: n("a"), in: rootNodeID, flags: 0)
-        let served = try overlay.directories.descriptors(a, outdated, located: located, layers: overlay.layers)
+        try overlay.rename(Request(overlay), n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
+        try overlay.rename(Request(overlay), n("b"), in: rootNodeID, to: n("a"), in: rootNodeID, flags: 0)
+        let served = try overlay.current.directories.descriptors(a, outdated, located: located, layers: overlay.currentLayers)
         XCTAssertGreaterThanOrEqual(served[0], 0, "served once all the same")
         XCTAssertEqual(try lookup(overlay, "c").node, a)
         XCTAssertEqual(try lookup(overlay, "c/x").attributes.st_size, 4, "a's own x")
@@ -41,11 +41,11 @@ final class DirectoryCacheTests: OverlayTestCase {
         let b = try lookup(overlay, "a/b").node
         _ = try lookup(overlay, "a/b/f")
         let a = try lookup(overlay, "a").node
-        try overlay.rename(n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
-        XCTAssertEqual(try overlay.attributes(of: a).st_nlink, 3, "materialized")
+        try overlay.rename(Request(overlay), n("a"), in: rootNodeID, to: n("c"), in: rootNodeID, flags: 0)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: a).st_nlink, 3, "materialized")
         XCTAssertEqual(try lookup(overlay, "c/b/g").attributes.st_size, 15)
-        XCTAssertEqual(try overlay.attributes(of: b).st_size, try lstatOf(.patch, "c/b").st_size)
-        XCTAssertGreaterThan(try overlay.attributes(of: b).st_size, 0)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: b).st_size, try lstatOf(.patch, "c/b").st_size)
+        XCTAssertGreaterThan(try overlay.attributes(Request(overlay), of: b).st_size, 0)
     }
 
     /// d in both layers, its descriptors opened while the substitution's copy was away (moved
@@ -57,8 +57,8 @@ final class DirectoryCacheTests: OverlayTestCase {
         let d = try lookup(overlay, "d").node
         let location = try overlay.nodes.location(of: d, in: overlay.nodes.generation)
         try rename(.patch, "d", "away")
-        let opened = try overlay.directories.descriptors(d, location, located: overlay.nodes.version,
-                                                         layers: overlay.layers)
+        let opened = try overlay.current.directories.descriptors(d, location, located: overlay.nodes.version,
+                                                         layers: overlay.currentLayers)
         XCTAssertEqual(opened[0], -1, "fixture: opened while away")
         try rename(.patch, "away", "d")
         return (overlay, d)
@@ -68,7 +68,7 @@ final class DirectoryCacheTests: OverlayTestCase {
     /// layer the directory was away from. Before the fix: EBADF (fstat of -1).
     func testAttributesOfADirectoryAwayWhenItsDescriptorsWereOpenedComeByPath() throws {
         let (overlay, d) = try overlayWithDescriptorsOpenedWhileAway()
-        let st = try overlay.attributes(of: d)
+        let st = try overlay.attributes(Request(overlay), of: d)
         XCTAssertEqual(fileType(st), S_IFDIR)
         XCTAssertEqual(st.st_mtim.tv_nsec, try lstatOf(.patch, "d").st_mtim.tv_nsec)
     }
@@ -101,15 +101,15 @@ final class DirectoryCacheTests: OverlayTestCase {
         let overlay = try Overlay(main: Layer(path: mainRoot), patches: patches, substitution: Layer(path: patchRoot),
                                   writable: false, cachesLookups: true)
         let top = try lookup(overlay, "top").node
-        let listing = try overlay.listDirectory(top)
+        let listing = try overlay.listDirectory(Request(overlay), top)
         XCTAssertGreaterThan(subdirectories, DirectoryCache.limit(descriptors: patches.count + 2, layers: patches.count + 2),
                              "fixture: the cache fills")
         for (name, item) in listing.named where name.first != UInt8(ascii: ".") {
-            let sub = try overlay.lookup(listed: item, in: listing).node
-            XCTAssertTrue(try overlay.listDirectory(sub).directories.isFiltered,
+            let sub = try overlay.lookup(Request(overlay), listed: item, in: listing).node
+            XCTAssertTrue(try overlay.listDirectory(Request(overlay), sub).directories.isFiltered,
                           "\(String(decoding: name, as: UTF8.self)) opened where top's names say")
         }
         let placement = try XCTUnwrap(overlay.nodes.placement(of: top))
-        XCTAssertNotNil(overlay.directories.cached(top, placement), "top kept")
+        XCTAssertNotNil(overlay.current.directories.cached(top, placement), "top kept")
     }
 }

@@ -57,7 +57,7 @@ final class EntryListTests: OverlayTestCase {
         for index in stride(from: 1, to: 600, by: 12) { try write(.patch, "many/.wh.m\(index)", "") }
         for index in 0 ..< 100 { try write(.patch, "many/new\(index)", "new") }
         let overlay = try makeOverlay()
-        let names = entryNames(try overlay.listDirectory(try lookup(overlay, "many").node))
+        let names = entryNames(try overlay.listDirectory(Request(overlay), try lookup(overlay, "many").node))
         let expected = (0 ..< 600).filter { $0 % 12 != 1 }.map { "m\($0)" } + (0 ..< 100).map { "new\($0)" }
         XCTAssertEqual(names, expected.sorted())
     }

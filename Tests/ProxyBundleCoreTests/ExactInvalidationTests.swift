@@ -55,7 +55,7 @@ final class ExactInvalidationTests: OverlayTestCase {
         XCTAssertTrue(result.exact)
         XCTAssertFalse(touched(result, rootNodeID, "f"), "the name still leads to the same file")
         XCTAssertTrue(result.nodes.contains(f), "its pages and attributes go")
-        XCTAssertEqual(try overlay.attributes(of: f).st_size, 11)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: f).st_size, 11)
     }
 
     func testWhiteoutAndOpaqueMarkerAddedOnDiskHideMainEntries() throws {
@@ -73,7 +73,7 @@ final class ExactInvalidationTests: OverlayTestCase {
         assertErrno(ENOENT, try lookup(overlay, "d/a"))
         XCTAssertNoThrow(try lookup(overlay, "d/b"))
         assertErrno(ENOENT, try lookup(overlay, "e/c"), "the opaque marker hides all of main's e")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(try lookup(overlay, "e").node)), [])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), try lookup(overlay, "e").node)), [])
     }
 
     func testReplacedDirectoryIsForgottenWithEverythingBeneath() throws {
@@ -93,8 +93,8 @@ final class ExactInvalidationTests: OverlayTestCase {
 
     func testDirectoryMadeThroughTheOverlayIsWatchedToo() throws {
         let overlay = try makeCachingOverlay()
-        let d = try overlay.create(.directory(mode: 0o755), named: n("d"), in: rootNodeID, owner: me).entry.node
-        let made = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("f"), in: d, owner: me)
+        let d = try overlay.create(Request(overlay, owner: me), .directory(mode: 0o755), named: n("d"), in: rootNodeID).entry.node
+        let made = try overlay.create(Request(overlay, owner: me), .file(mode: 0o644, flags: O_WRONLY), named: n("f"), in: d)
         if let fd = made.fd { close(fd) }
         try remove(.patch, "d/f")  // no lookup in d happened: d was never opened for one
         let result = try overlay.invalidate()

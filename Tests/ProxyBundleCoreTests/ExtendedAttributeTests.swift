@@ -9,7 +9,7 @@ import Glibc
 /// Extended attributes come from the serving layer; the overlay's own are hidden.
 final class ExtendedAttributeTests: OverlayTestCase {
     private func attributeNames(_ overlay: Overlay, _ node: NodeID) throws -> Set<String> {
-        let bytes = try overlay.extendedAttributeNames(node)
+        let bytes = try overlay.extendedAttributeNames(Request(overlay), node)
         if !bytes.isEmpty { XCTAssertEqual(bytes.last, 0, "names are NUL-terminated") }
         return Set(bytes.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
     }
@@ -19,17 +19,17 @@ final class ExtendedAttributeTests: OverlayTestCase {
         try setAttribute(.main, "f", "user.test", "hello")
         let overlay = try makeOverlay()
         let f = try lookup(overlay, "f")
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.test")), n("hello"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.test")), n("hello"))
         XCTAssertEqual(try attributeNames(overlay, f.node), ["user.test"])
-        XCTAssertEqual(try overlay.extendedAttributeNames(f.node), n("user.test") + [0])
+        XCTAssertEqual(try overlay.extendedAttributeNames(Request(overlay), f.node), n("user.test") + [0])
     }
 
     func testMissingAttributeIsNoData() throws {
         try write(.main, "f", "f")
         let overlay = try makeOverlay()
         let f = try lookup(overlay, "f")
-        assertErrno(ENODATA, try overlay.extendedAttribute(f.node, name: n("user.absent")))
-        XCTAssertEqual(try overlay.extendedAttributeNames(f.node), [])
+        assertErrno(ENODATA, try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.absent")))
+        XCTAssertEqual(try overlay.extendedAttributeNames(Request(overlay), f.node), [])
     }
 
     func testShadowingFileShowsOnlyItsOwnAttributes() throws {
@@ -42,8 +42,8 @@ final class ExtendedAttributeTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let f = try lookup(overlay, "f")
         XCTAssertEqual(try attributeNames(overlay, f.node), ["user.from-patch", "user.both"])
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.both")), n("patch value"))
-        assertErrno(ENODATA, try overlay.extendedAttribute(f.node, name: n("user.from-main")))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.both")), n("patch value"))
+        assertErrno(ENODATA, try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.from-main")))
     }
 
     func testEmptyAndBinaryValues() throws {
@@ -56,9 +56,9 @@ final class ExtendedAttributeTests: OverlayTestCase {
         try setAttribute(.main, "f", "user.big", big)
         let overlay = try makeOverlay()
         let f = try lookup(overlay, "f")
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.binary")), binary)
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.empty")), [])
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.big")), n(big))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.binary")), binary)
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.empty")), [])
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.big")), n(big))
     }
 
     func testOverlayAttributesAreHiddenFromGetAndList() throws {
@@ -72,10 +72,10 @@ final class ExtendedAttributeTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
         for name in ["trusted.overlay.opaque", "user.overlay.opaque", "trusted.overlay.origin"] {
-            assertErrno(ENODATA, try overlay.extendedAttribute(res.node, name: n(name)), name)
+            assertErrno(ENODATA, try overlay.extendedAttribute(Request(overlay), res.node, name: n(name)), name)
         }
-        XCTAssertEqual(try overlay.extendedAttribute(res.node, name: n("user.visible")), n("v"))
-        XCTAssertEqual(try overlay.extendedAttribute(res.node, name: n("trusted.other")), n("t"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), res.node, name: n("user.visible")), n("v"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), res.node, name: n("trusted.other")), n("t"))
         XCTAssertEqual(try attributeNames(overlay, res.node), ["user.visible", "trusted.other"])
     }
 
@@ -83,7 +83,7 @@ final class ExtendedAttributeTests: OverlayTestCase {
         try setAttribute(.patch, "", "user.overlay.opaque", "n")
         try setAttribute(.patch, "", "user.root", "r")
         let overlay = try makeOverlay()
-        assertErrno(ENODATA, try overlay.extendedAttribute(rootNodeID, name: n("user.overlay.opaque")))
+        assertErrno(ENODATA, try overlay.extendedAttribute(Request(overlay), rootNodeID, name: n("user.overlay.opaque")))
         XCTAssertEqual(try attributeNames(overlay, rootNodeID), ["user.root"])
     }
 
@@ -92,7 +92,7 @@ final class ExtendedAttributeTests: OverlayTestCase {
         try setAttribute(.main, "d", "user.dir", "main dir")
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d")
-        XCTAssertEqual(try overlay.extendedAttribute(d.node, name: n("user.dir")), n("main dir"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), d.node, name: n("user.dir")), n("main dir"))
     }
 
     func testAttributesOfAMergedDirectoryAreTheSubstitutions() throws {
@@ -120,14 +120,14 @@ final class ExtendedAttributeTests: OverlayTestCase {
         let f = try lookup(overlay, "d/e/f")
         let g = try lookup(overlay, "d/e/g")
         let link = try lookup(overlay, "d/e/link")
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.where")), n("main"))
-        XCTAssertEqual(try overlay.extendedAttribute(g.node, name: n("user.where")), n("patch"))
-        XCTAssertEqual(try overlay.extendedAttribute(link.node, name: n("trusted.where")), n("link"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.where")), n("main"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), g.node, name: n("user.where")), n("patch"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), link.node, name: n("trusted.where")), n("link"))
         XCTAssertEqual(try attributeNames(overlay, link.node), ["trusted.where"])
-        assertErrno(ENODATA, try overlay.extendedAttribute(f.node, name: n("user.absent")))
+        assertErrno(ENODATA, try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.absent")))
 
-        try overlay.setExtendedAttribute(f.node, name: n("user.added"), value: n("copy"), flags: 0)
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.added")), n("copy"))
+        try overlay.setExtendedAttribute(Request(overlay), f.node, name: n("user.added"), value: n("copy"), flags: 0)
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.added")), n("copy"))
         XCTAssertEqual(try attributeNames(overlay, f.node), ["user.where", "user.added"])
         XCTAssertEqual(try lstatOf(.main, "d/e/f").st_size, 1, "the main bundle's file is untouched")
     }
@@ -141,10 +141,10 @@ final class ExtendedAttributeTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         let f = try lookup(overlay, "d/f")
         try rename(.main, "d", "moved")
-        XCTAssertEqual(try overlay.extendedAttribute(f.node, name: n("user.a")), n("1"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.a")), n("1"))
         XCTAssertEqual(try attributeNames(overlay, f.node), ["user.a"])
         _ = try overlay.invalidate()
-        assertErrno(ESTALE, try overlay.extendedAttribute(f.node, name: n("user.a")), "gone: its name is resolved again")
+        assertErrno(ESTALE, try overlay.extendedAttribute(Request(overlay), f.node, name: n("user.a")), "gone: its name is resolved again")
     }
     /// A main-bundle directory copied up (to make an entry in it) keeps its extended
     /// attributes, a default ACL among them, as kernel overlayfs keeps them.
@@ -154,11 +154,11 @@ final class ExtendedAttributeTests: OverlayTestCase {
         try setAttribute(.main, "d/e", "user.dir", "inner")
         let overlay = try makeCachingOverlay()
         let e = try lookup(overlay, "d/e")
-        _ = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: e.node, owner: me)
+        _ = try overlay.create(Request(overlay, owner: me), .file(mode: 0o644, flags: O_WRONLY), named: n("new"), in: e.node)
         XCTAssertEqual(try lstatOf(.patch, "d/e").st_mode & S_IFMT, S_IFDIR, "copied up")
         let d = try lookup(overlay, "d")
-        XCTAssertEqual(try overlay.extendedAttribute(d.node, name: n("user.dir")), n("outer"))
-        XCTAssertEqual(try overlay.extendedAttribute(e.node, name: n("user.dir")), n("inner"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), d.node, name: n("user.dir")), n("outer"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), e.node, name: n("user.dir")), n("inner"))
         var value = [UInt8](repeating: 0, count: 16)
         XCTAssertEqual(lgetxattr(path(.patch, "d/e"), "user.dir", &value, value.count), 5, "on the copy itself")
     }
@@ -175,7 +175,7 @@ final class ExtendedAttributeTests: OverlayTestCase {
         var changes = Overlay.AttributeChanges()
         changes.uid = 1234
         for name in ["link", "fifo"] {
-            _ = try overlay.setAttributes(try lookup(overlay, name).node, changes, openFile: nil)
+            _ = try overlay.setAttributes(Request(overlay), try lookup(overlay, name).node, changes, openFile: nil)
             XCTAssertEqual(try lstatOf(.patch, name).st_uid, 1234, "\(name) copied up")
         }
         var value = [UInt8](repeating: 0, count: 16)
@@ -183,6 +183,6 @@ final class ExtendedAttributeTests: OverlayTestCase {
         XCTAssertEqual(Array(value.prefix(4)), n("link"))
         XCTAssertEqual(lgetxattr(path(.patch, "fifo"), "trusted.mark", &value, value.count), 4)
         XCTAssertEqual(Array(value.prefix(4)), n("fifo"))
-        XCTAssertEqual(try overlay.extendedAttribute(try lookup(overlay, "link").node, name: n("trusted.mark")), n("link"))
+        XCTAssertEqual(try overlay.extendedAttribute(Request(overlay), try lookup(overlay, "link").node, name: n("trusted.mark")), n("link"))
     }
 }

@@ -63,14 +63,14 @@ final class KnownNamesTests: OverlayTestCase {
     func testNamesMadeThroughTheMountAreFound() throws {
         try write(.main, "e/moving", "moves")
         let (overlay, d) = try overlayWithNamesRead()
-        let (file, fd) = try overlay.create(.file(mode: 0o644, flags: O_WRONLY), named: n("file"), in: d, owner: me)
+        let (file, fd) = try overlay.create(Request(overlay, owner: me), .file(mode: 0o644, flags: O_WRONLY), named: n("file"), in: d)
         if let fd { close(fd) }
-        let (directory, _) = try overlay.create(.directory(mode: 0o755), named: n("directory"), in: d, owner: me)
-        let (link, _) = try overlay.create(.symlink(target: n("file")), named: n("symlink"), in: d, owner: me)
+        let (directory, _) = try overlay.create(Request(overlay, owner: me), .directory(mode: 0o755), named: n("directory"), in: d)
+        let (link, _) = try overlay.create(Request(overlay, owner: me), .symlink(target: n("file")), named: n("symlink"), in: d)
         let low = try lookup(overlay, "d/low").node
-        _ = try overlay.link(low, as: n("hardlink"), in: d)
+        _ = try overlay.link(Request(overlay), low, as: n("hardlink"), in: d)
         let e = try lookup(overlay, "e").node
-        try overlay.rename(n("moving"), in: e, to: n("moved"), in: d, flags: 0)
+        try overlay.rename(Request(overlay), n("moving"), in: e, to: n("moved"), in: d, flags: 0)
         for node in [file.node, directory.node, link.node, low] { overlay.forget(node, count: 10) }
         for name in ["file", "directory", "symlink", "hardlink", "moved"] {
             XCTAssertNoThrow(try lookup(overlay, "d/\(name)"), name)

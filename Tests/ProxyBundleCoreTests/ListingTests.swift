@@ -16,7 +16,7 @@ final class ListingTests: OverlayTestCase {
         try mkdir(.patch, "dir-both")
         try symlink(.patch, "link", to: "both")
         let overlay = try makeOverlay()
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         let all = names(listing)
         XCTAssertEqual(Array(all.prefix(2)), [".", ".."])
         XCTAssertEqual(all.count, 7)
@@ -35,7 +35,7 @@ final class ListingTests: OverlayTestCase {
         try write(.patch, "becomes-file", "patch file")
         try makeCharacterDevice(.main, "null", major: 1, minor: 3)
         let overlay = try makeOverlay()
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         XCTAssertEqual(item(listing, ".")?.type, UInt8(DT_DIR))
         XCTAssertEqual(item(listing, "..")?.type, UInt8(DT_DIR))
         XCTAssertEqual(item(listing, "file")?.type, UInt8(DT_REG))
@@ -55,9 +55,9 @@ final class ListingTests: OverlayTestCase {
         try write(.patch, "d/y", "y")
         try symlink(.patch, "link", to: "nowhere")
         let overlay = try makeOverlay()
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         for (name, item) in listing.named where name != [0x2E] && name != [0x2E, 0x2E] {
-            let entry = try overlay.lookup(parent: rootNodeID, name: name)
+            let entry = try overlay.lookup(Request(overlay), parent: rootNodeID, name: name)
             XCTAssertEqual(item.inode, UInt64(entry.attributes.st_ino), String(decoding: name, as: UTF8.self))
         }
         XCTAssertEqual(item(listing, "both")?.inode, UInt64(try lstatOf(.patch, "both").st_ino))
@@ -69,19 +69,19 @@ final class ListingTests: OverlayTestCase {
         try write(.main, "a/b/file", "f")
         try mkdir(.patch, "a")
         let overlay = try makeOverlay()
-        let rootListing = try overlay.listDirectory(rootNodeID)
+        let rootListing = try overlay.listDirectory(Request(overlay), rootNodeID)
         let rootIno = UInt64(try lstatOf(.patch, "").st_ino)
         XCTAssertEqual(rootListing.items[0].inode, rootIno)
         XCTAssertEqual(rootListing.items[1].inode, rootIno, "the root's .. is itself")
 
         let a = try lookup(overlay, "a")
-        let aListing = try overlay.listDirectory(a.node)
+        let aListing = try overlay.listDirectory(Request(overlay), a.node)
         XCTAssertEqual(names(aListing), [".", "..", "b"])
         XCTAssertEqual(aListing.items[0].inode, UInt64(try lstatOf(.patch, "a").st_ino))
         XCTAssertEqual(aListing.items[1].inode, rootIno)
 
         let b = try lookup(overlay, "a/b")
-        let bListing = try overlay.listDirectory(b.node)
+        let bListing = try overlay.listDirectory(Request(overlay), b.node)
         XCTAssertEqual(names(bListing), [".", "..", "file"])
         XCTAssertEqual(bListing.items[0].inode, UInt64(try lstatOf(.main, "a/b").st_ino))
         XCTAssertEqual(bListing.items[1].inode, UInt64(try lstatOf(.patch, "a").st_ino))
@@ -93,7 +93,7 @@ final class ListingTests: OverlayTestCase {
         try mkdir(.main, "res/sub")
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
-        let listing = try overlay.listDirectory(res.node)
+        let listing = try overlay.listDirectory(Request(overlay), res.node)
         XCTAssertEqual(Array(names(listing).prefix(2)), [".", ".."])
         XCTAssertEqual(entryNames(listing), ["one", "sub", "two"])
     }
@@ -104,7 +104,7 @@ final class ListingTests: OverlayTestCase {
         try write(.main, "one", "root one in main")
         let overlay = try makeOverlay()
         let added = try lookup(overlay, "added")
-        let listing = try overlay.listDirectory(added.node)
+        let listing = try overlay.listDirectory(Request(overlay), added.node)
         XCTAssertEqual(Array(names(listing).prefix(2)), [".", ".."])
         XCTAssertEqual(entryNames(listing), ["link", "one"])
     }
@@ -117,13 +117,13 @@ final class ListingTests: OverlayTestCase {
         let overlay = try makeOverlay()
         for name in ["empty-main", "empty-patch", "empty-both"] {
             let dir = try lookup(overlay, name)
-            XCTAssertEqual(names(try overlay.listDirectory(dir.node)), [".", ".."], name)
+            XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), dir.node)), [".", ".."], name)
         }
     }
 
     func testEmptyLayersListOnlyDotAndDotDot() throws {
         let overlay = try makeOverlay()
-        XCTAssertEqual(names(try overlay.listDirectory(rootNodeID)), [".", ".."])
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), rootNodeID)), [".", ".."])
     }
 
     func testMergedSubdirectoryListing() throws {
@@ -133,7 +133,7 @@ final class ListingTests: OverlayTestCase {
         try write(.patch, "res/c", "pc")
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
-        let listing = try overlay.listDirectory(res.node)
+        let listing = try overlay.listDirectory(Request(overlay), res.node)
         XCTAssertEqual(Array(names(listing).prefix(2)), [".", ".."])
         XCTAssertEqual(names(listing).count, 5)
         XCTAssertEqual(entryNames(listing), ["a", "b", "c"])
@@ -145,7 +145,7 @@ final class ListingTests: OverlayTestCase {
         for i in 150..<450 { try write(.patch, "many/m\(i)") }
         let overlay = try makeOverlay()
         let many = try lookup(overlay, "many")
-        let listing = try overlay.listDirectory(many.node)
+        let listing = try overlay.listDirectory(Request(overlay), many.node)
         let all = names(listing)
         XCTAssertEqual(all.count, 452)
         XCTAssertEqual(Set(all).count, 452)
@@ -162,7 +162,7 @@ final class ListingTests: OverlayTestCase {
         try write(.main, "file", "f")
         let overlay = try makeOverlay()
         let file = try lookup(overlay, "file")
-        assertErrno(ENOTDIR, try overlay.listDirectory(file.node))
+        assertErrno(ENOTDIR, try overlay.listDirectory(Request(overlay), file.node))
     }
 
     /// A directory the kernel forgot is still known by its node ID (a file handle may bring
@@ -174,22 +174,22 @@ final class ListingTests: OverlayTestCase {
         let dir = try lookup(overlay, "dir")
         let gone = try lookup(overlay, "gone")
         overlay.forget(dir.node, count: 1)
-        XCTAssertNoThrow(try overlay.listDirectory(dir.node))
-        assertErrno(ESTALE, try overlay.listDirectory(987_654))
-        try overlay.removeDirectory(n("gone"), in: rootNodeID)
+        XCTAssertNoThrow(try overlay.listDirectory(Request(overlay), dir.node))
+        assertErrno(ESTALE, try overlay.listDirectory(Request(overlay), 987_654))
+        try overlay.removeDirectory(Request(overlay), n("gone"), in: rootNodeID)
         overlay.forget(gone.node, count: 1)
-        assertErrno(ESTALE, try overlay.listDirectory(gone.node))
+        assertErrno(ESTALE, try overlay.listDirectory(Request(overlay), gone.node))
     }
 
     func testListingIsASnapshot() throws {
         try write(.main, "dir/a", "a")
         let overlay = try makeOverlay()
         let dir = try lookup(overlay, "dir")
-        let listing = try overlay.listDirectory(dir.node)
+        let listing = try overlay.listDirectory(Request(overlay), dir.node)
         try write(.patch, "dir/b", "b")
         XCTAssertEqual(entryNames(listing), ["a"], "a listing taken at opendir does not change")
         _ = try overlay.invalidate()
-        let again = try overlay.listDirectory(try lookup(overlay, "dir").node)
+        let again = try overlay.listDirectory(Request(overlay), try lookup(overlay, "dir").node)
         XCTAssertEqual(entryNames(again), ["a", "b"])
     }
 }

@@ -14,7 +14,7 @@ final class NodeTableTests: OverlayTestCase {
         let overlay = try makeOverlay()
         XCTAssertEqual(rootNodeID, 1)
         XCTAssertEqual(overlay.nodeCount, 1)
-        XCTAssertEqual(fileType(try overlay.attributes(of: rootNodeID)), S_IFDIR)
+        XCTAssertEqual(fileType(try overlay.attributes(Request(overlay), of: rootNodeID)), S_IFDIR)
     }
 
     func testRepeatedLookupsReuseTheNode() throws {
@@ -54,13 +54,13 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(overlay.nodeCount, 2)
         overlay.forget(first.node, count: 2)
         XCTAssertEqual(overlay.nodeCount, 2, "one lookup is still outstanding")
-        XCTAssertEqual(try overlay.attributes(of: first.node).st_ino, try lstatOf(.main, "a").st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: first.node).st_ino, try lstatOf(.main, "a").st_ino)
         overlay.forget(first.node, count: 1)
         XCTAssertEqual(overlay.nodeCount, 1, "the kernel holds only the root")
         // known still, for a file handle: "." gives it back, with one reference
-        XCTAssertEqual(try overlay.lookupItself(first.node).node, first.node)
+        XCTAssertEqual(try overlay.lookupItself(Request(overlay), first.node).node, first.node)
         XCTAssertEqual(overlay.nodeCount, 2)
-        XCTAssertEqual(try overlay.lookupParent(of: first.node).node, rootNodeID)
+        XCTAssertEqual(try overlay.lookupParent(Request(overlay), of: first.node).node, rootNodeID)
     }
 
     /// Nodes the kernel forgot go once their files do: removed through the overlay at once,
@@ -71,11 +71,11 @@ final class NodeTableTests: OverlayTestCase {
         try write(.patch, "g", "g")
         let overlay = try makeCachingOverlay()
         let dir = try lookup(overlay, "dir")
-        let f = try overlay.lookup(parent: dir.node, name: n("f"))
+        let f = try overlay.lookup(Request(overlay), parent: dir.node, name: n("f"))
         let g = try lookup(overlay, "g")
         for node in [dir.node, f.node, g.node] { overlay.forget(node, count: 1) }
         XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 3)
-        try overlay.unlink(n("g"), in: rootNodeID)
+        try overlay.unlink(Request(overlay), n("g"), in: rootNodeID)
         XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 2, "g was removed")
         XCTAssertEqual(Glibc.unlink(path(.main, "dir/f")), 0)
         XCTAssertEqual(Glibc.rmdir(path(.main, "dir")), 0)
@@ -83,7 +83,7 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 2, "not looked at since")
         assertErrno(ENOENT, try lookup(overlay, "dir"))
         XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 1, "dir was found missing")
-        assertErrno(ESTALE, try overlay.lookupItself(f.node))
+        assertErrno(ESTALE, try overlay.lookupItself(Request(overlay), f.node))
         _ = try overlay.invalidate()
         XCTAssertEqual(overlay.cacheStatistics.forgottenNodes, 0, "f's directory is gone")
         XCTAssertEqual(overlay.nodeCount, 1)
@@ -116,7 +116,7 @@ final class NodeTableTests: OverlayTestCase {
         let second = try lookup(overlay, "a")
         XCTAssertGreaterThan(second.node, first.node)
         XCTAssertEqual(overlay.nodeCount, 2)
-        assertErrno(ESTALE, try overlay.lookupItself(first.node))
+        assertErrno(ESTALE, try overlay.lookupItself(Request(overlay), first.node))
         XCTAssertEqual(try readContent(overlay, second.node), "another")
     }
 
@@ -127,8 +127,8 @@ final class NodeTableTests: OverlayTestCase {
         overlay.forget(rootNodeID, count: 100)
         overlay.forget(424_242, count: 1)
         XCTAssertEqual(overlay.nodeCount, 2)
-        XCTAssertEqual(fileType(try overlay.attributes(of: rootNodeID)), S_IFDIR)
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["a"])
+        XCTAssertEqual(fileType(try overlay.attributes(Request(overlay), of: rootNodeID)), S_IFDIR)
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["a"])
     }
 
     func testNodesOfADeepPathAndForgettingThemAll() throws {
@@ -137,9 +137,9 @@ final class NodeTableTests: OverlayTestCase {
         let d = try lookup(overlay, "a/b/c/d")
         XCTAssertEqual(try readContent(overlay, d.node), "deep")
         XCTAssertEqual(overlay.nodeCount, 5)
-        let a = try overlay.lookup(parent: rootNodeID, name: n("a"))
-        let b = try overlay.lookup(parent: a.node, name: n("b"))
-        let c = try overlay.lookup(parent: b.node, name: n("c"))
+        let a = try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("a"))
+        let b = try overlay.lookup(Request(overlay), parent: a.node, name: n("b"))
+        let c = try overlay.lookup(Request(overlay), parent: b.node, name: n("c"))
         XCTAssertEqual(overlay.nodeCount, 5)
         // the kernel forgets children before parents
         overlay.forget(d.node, count: 1)
@@ -157,7 +157,7 @@ final class NodeTableTests: OverlayTestCase {
         DispatchQueue.concurrentPerform(iterations: 64) { iteration in
             let i = iteration % 8
             do {
-                let entry = try overlay.lookup(parent: rootNodeID, name: n("f\(i)"))
+                let entry = try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("f\(i)"))
                 results.withLock { _ = $0[i, default: []].insert(entry.node) }
             } catch {
                 failures.withLock { $0 += 1 }
@@ -183,7 +183,7 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(try lookup(overlay, "m").attributes.st_ino, try lstatOf(.main, "m").st_ino)
         XCTAssertEqual(try lookup(overlay, "p").attributes.st_ino, try lstatOf(.patch, "p").st_ino)
         XCTAssertEqual(try lookup(overlay, "d").attributes.st_ino, try lstatOf(.patch, "d").st_ino)
-        XCTAssertEqual(try overlay.attributes(of: rootNodeID).st_ino, try lstatOf(.patch, "").st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: rootNodeID).st_ino, try lstatOf(.patch, "").st_ino)
     }
 
     func testHardLinksInMainShareTheInodeNumber() throws {
@@ -198,7 +198,7 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(one.attributes.st_ino, two.attributes.st_ino)
         XCTAssertEqual(one.attributes.st_ino, three.attributes.st_ino)
         XCTAssertEqual(one.attributes.st_nlink, 3)
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         XCTAssertEqual(item(listing, "one")?.inode, item(listing, "two")?.inode)
         XCTAssertEqual(item(listing, "one")?.inode, UInt64(one.attributes.st_ino))
     }
@@ -215,11 +215,11 @@ final class NodeTableTests: OverlayTestCase {
         let single = try lookup(overlay, "single")
         var changes = Overlay.AttributeChanges()
         changes.mode = 0o600
-        _ = try overlay.setAttributes(one.node, changes, openFile: nil)
-        _ = try overlay.setAttributes(single.node, changes, openFile: nil)
-        XCTAssertNotEqual(try overlay.attributes(of: one.node).st_ino, try lookup(overlay, "two").attributes.st_ino)
-        XCTAssertEqual(try overlay.attributes(of: one.node).st_ino, try lstatOf(.patch, "one").st_ino)
-        XCTAssertEqual(try overlay.attributes(of: single.node).st_ino, single.attributes.st_ino, "one link: the number stays")
+        _ = try overlay.setAttributes(Request(overlay), one.node, changes, openFile: nil)
+        _ = try overlay.setAttributes(Request(overlay), single.node, changes, openFile: nil)
+        XCTAssertNotEqual(try overlay.attributes(Request(overlay), of: one.node).st_ino, try lookup(overlay, "two").attributes.st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: one.node).st_ino, try lstatOf(.patch, "one").st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: single.node).st_ino, single.attributes.st_ino, "one link: the number stays")
     }
 
     func testHardLinksInSubstitutionShareTheInodeNumber() throws {
@@ -231,7 +231,7 @@ final class NodeTableTests: OverlayTestCase {
         let two = try lookup(overlay, "two")
         XCTAssertEqual(one.attributes.st_ino, two.attributes.st_ino)
         XCTAssertEqual(one.attributes.st_ino, try lstatOf(.patch, "one").st_ino)
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         XCTAssertEqual(item(listing, "one")?.inode, item(listing, "two")?.inode)
     }
 
@@ -239,7 +239,7 @@ final class NodeTableTests: OverlayTestCase {
         for i in 0..<20 { try write(.main, "m\(i)") }
         for i in 0..<20 { try write(.patch, "p\(i)") }
         let overlay = try makeOverlay()
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         let inodes = listing.named.dropFirst(2).filter { ControlFile(name: $0.name, in: rootNodeID) == nil }.map(\.item.inode)
         XCTAssertEqual(inodes.count, 40)
         XCTAssertEqual(Set(inodes).count, 40)
@@ -269,9 +269,9 @@ final class NodeTableTests: OverlayTestCase {
         XCTAssertEqual(p.attributes.st_ino, try lstatOf(.patch, "p").st_ino | top)
         XCTAssertEqual(both.attributes.st_ino, try lstatOf(.patch, "both").st_ino | top)
         XCTAssertEqual(d.attributes.st_ino, try lstatOf(.patch, "d").st_ino | top)
-        XCTAssertEqual(try overlay.attributes(of: p.node).st_ino, p.attributes.st_ino)
-        XCTAssertEqual(try overlay.attributes(of: rootNodeID).st_ino, try lstatOf(.patch, "").st_ino | top)
-        let listing = try overlay.listDirectory(rootNodeID)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: p.node).st_ino, p.attributes.st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: rootNodeID).st_ino, try lstatOf(.patch, "").st_ino | top)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         for name in ["m", "p", "both", "d"] {
             XCTAssertEqual(item(listing, name)?.inode, UInt64(try lookup(overlay, name).attributes.st_ino), name)
         }

@@ -19,19 +19,19 @@ final class PrefetchTests: OverlayTestCase {
         try write(.patch, "d/sub/b", "b")
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d").node
-        XCTAssertEqual(overlay.place(of: d)?.parent, rootNodeID)
-        XCTAssertEqual(overlay.place(of: d)?.name, Array("d".utf8))
-        XCTAssertNil(overlay.place(of: rootNodeID))
+        XCTAssertEqual(overlay.place(Request(overlay), of: d)?.parent, rootNodeID)
+        XCTAssertEqual(overlay.place(Request(overlay), of: d)?.name, Array("d".utf8))
+        XCTAssertNil(overlay.place(Request(overlay), of: rootNodeID))
         // an access time older than its change time, which relatime would update on a read
         for side in [Side.main, .patch] {
             var times = [timespec(tv_sec: 1_000_000, tv_nsec: 0), timespec(tv_sec: 2_000_000, tv_nsec: 0)]
             XCTAssertEqual(utimensat(AT_FDCWD, path(side, "d/sub"), &times, 0), 0)
         }
         let before = (accessTime(.main, "d/sub"), accessTime(.patch, "d/sub"))
-        overlay.warmSubdirectory(Array("sub".utf8), of: d)
+        overlay.warmSubdirectory(Request(overlay), Array("sub".utf8), of: d)
         XCTAssertEqual(accessTime(.main, "d/sub"), before.0)
         XCTAssertEqual(accessTime(.patch, "d/sub"), before.1)
-        XCTAssertEqual(try Set(overlay.listDirectory(lookup(overlay, "d/sub").node).named.map { String(decoding: $0.name, as: UTF8.self) }),
+        XCTAssertEqual(try Set(overlay.listDirectory(Request(overlay), lookup(overlay, "d/sub").node).named.map { String(decoding: $0.name, as: UTF8.self) }),
                        [".", "..", "a", "b"])
     }
 
@@ -39,9 +39,9 @@ final class PrefetchTests: OverlayTestCase {
         try write(.main, "d/file", "f")
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d").node
-        overlay.warmSubdirectory(Array("missing".utf8), of: d)
-        overlay.warmSubdirectory(Array("file".utf8), of: d)
-        overlay.warmSubdirectory(Array("x".utf8), of: 987_654)
+        overlay.warmSubdirectory(Request(overlay), Array("missing".utf8), of: d)
+        overlay.warmSubdirectory(Request(overlay), Array("file".utf8), of: d)
+        overlay.warmSubdirectory(Request(overlay), Array("x".utf8), of: 987_654)
         XCTAssertEqual(try lookup(overlay, "d/file").attributes.st_size, 1)
     }
 
@@ -69,7 +69,7 @@ final class PrefetchTests: OverlayTestCase {
         let before = accessTime(.main, "d/main-file")
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d").node
-        let listing = try overlay.listDirectory(d)
+        let listing = try overlay.listDirectory(Request(overlay), d)
         var outcomes: [String: Overlay.ReadAhead] = [:]
         for (name, item) in listing.named {
             outcomes[String(decoding: name, as: UTF8.self)] = overlay.readAhead(item, of: listing, limit: 1 << 20)

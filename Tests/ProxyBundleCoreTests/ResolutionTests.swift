@@ -31,7 +31,7 @@ final class ResolutionTests: OverlayTestCase {
     func testMissingNameIsNoEntry() throws {
         try write(.main, "present", "x")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("absent")))
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("absent")))
         XCTAssertEqual(overlay.nodeCount, 1, "a failed lookup must not create a node")
     }
 
@@ -55,7 +55,7 @@ final class ResolutionTests: OverlayTestCase {
         let entry = try lookup(overlay, "icon.png")
         XCTAssertEqual(fileType(entry.attributes), S_IFLNK)
         XCTAssertEqual(entry.attributes.st_ino, try lstatOf(.patch, "icon.png").st_ino)
-        XCTAssertEqual(try overlay.readLink(entry.node), n("other.png"))
+        XCTAssertEqual(try overlay.readLink(Request(overlay), entry.node), n("other.png"))
     }
 
     func testSubstitutionFileShadowsMainSymlink() throws {
@@ -74,7 +74,7 @@ final class ResolutionTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let entry = try lookup(overlay, "link")
         XCTAssertEqual(fileType(entry.attributes), S_IFLNK)
-        XCTAssertEqual(try overlay.readLink(entry.node), n("patch-target"))
+        XCTAssertEqual(try overlay.readLink(Request(overlay), entry.node), n("patch-target"))
     }
 
     func testDirectoriesInBothLayersAreMerged() throws {
@@ -130,9 +130,9 @@ final class ResolutionTests: OverlayTestCase {
         let thing = try lookup(overlay, "thing")
         XCTAssertEqual(fileType(thing.attributes), S_IFDIR)
         XCTAssertEqual(thing.attributes.st_ino, try lstatOf(.patch, "thing").st_ino)
-        XCTAssertEqual(entryNames(try overlay.listDirectory(thing.node)), ["inside"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), thing.node)), ["inside"])
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "thing/inside").node), "patch inside")
-        assertErrno(EISDIR, try overlay.openFile(thing.node, flags: O_RDONLY))
+        assertErrno(EISDIR, try overlay.openFile(Request(overlay), thing.node, flags: O_RDONLY))
     }
 
     func testFileInSubstitutionOverDirectoryInMain() throws {
@@ -143,8 +143,8 @@ final class ResolutionTests: OverlayTestCase {
         XCTAssertEqual(fileType(thing.attributes), S_IFREG)
         XCTAssertEqual(thing.attributes.st_ino, try lstatOf(.patch, "thing").st_ino)
         XCTAssertEqual(try readContent(overlay, thing.node), "patch file")
-        assertErrno(ENOTDIR, try overlay.lookup(parent: thing.node, name: n("child")))
-        assertErrno(ENOTDIR, try overlay.listDirectory(thing.node))
+        assertErrno(ENOTDIR, try overlay.lookup(Request(overlay), parent: thing.node, name: n("child")))
+        assertErrno(ENOTDIR, try overlay.listDirectory(Request(overlay), thing.node))
     }
 
     func testSymlinkInSubstitutionOverDirectoryInMainIsNotADirectory() throws {
@@ -153,15 +153,15 @@ final class ResolutionTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let dir = try lookup(overlay, "dir")
         XCTAssertEqual(fileType(dir.attributes), S_IFLNK)
-        assertErrno(ENOTDIR, try overlay.lookup(parent: dir.node, name: n("child")))
+        assertErrno(ENOTDIR, try overlay.lookup(Request(overlay), parent: dir.node, name: n("child")))
     }
 
     // MARK: names
 
     func testNameLongerThan255BytesIsTooLong() throws {
         let overlay = try makeOverlay()
-        assertErrno(ENAMETOOLONG, try overlay.lookup(parent: rootNodeID, name: [UInt8](repeating: 0x61, count: 256)))
-        assertErrno(ENAMETOOLONG, try overlay.lookup(parent: rootNodeID, name: [UInt8](repeating: 0x61, count: 4096)))
+        assertErrno(ENAMETOOLONG, try overlay.lookup(Request(overlay), parent: rootNodeID, name: [UInt8](repeating: 0x61, count: 256)))
+        assertErrno(ENAMETOOLONG, try overlay.lookup(Request(overlay), parent: rootNodeID, name: [UInt8](repeating: 0x61, count: 4096)))
     }
 
     func testLongNamesInSubstitutionAreFound() throws {
@@ -170,7 +170,7 @@ final class ResolutionTests: OverlayTestCase {
         }
         let overlay = try makeOverlay()
         for length in [251, 252, 255] {
-            let entry = try overlay.lookup(parent: rootNodeID, name: n(String(repeating: "p", count: length)))
+            let entry = try overlay.lookup(Request(overlay), parent: rootNodeID, name: n(String(repeating: "p", count: length)))
             XCTAssertEqual(try readContent(overlay, entry.node), "patch \(length)")
         }
     }
@@ -182,25 +182,25 @@ final class ResolutionTests: OverlayTestCase {
             try write(.main, String(repeating: "m", count: length), "main \(length)")
         }
         let overlay = try makeOverlay()
-        let listed = entryNames(try overlay.listDirectory(rootNodeID)).map(\.count)
+        let listed = entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)).map(\.count)
         XCTAssertEqual(listed.sorted(), [251, 252, 255])
         for length in [251, 252, 255] {
             do {
-                let entry = try overlay.lookup(parent: rootNodeID, name: n(String(repeating: "m", count: length)))
+                let entry = try overlay.lookup(Request(overlay), parent: rootNodeID, name: n(String(repeating: "m", count: length)))
                 XCTAssertEqual(try readContent(overlay, entry.node), "main \(length)")
             } catch {
                 XCTFail("lookup of a listed \(length)-byte main name failed: \(error)")
             }
         }
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: [UInt8](repeating: 0x63, count: 255)),
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: [UInt8](repeating: 0x63, count: 255)),
                     "an absent 255-byte name")
     }
 
     func testDotDotDotAndEmptyNamesAreInvalid() throws {
         let overlay = try makeOverlay()
-        assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: n(".")))
-        assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: n("..")))
-        assertErrno(EINVAL, try overlay.lookup(parent: rootNodeID, name: []))
+        assertErrno(EINVAL, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n(".")))
+        assertErrno(EINVAL, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("..")))
+        assertErrno(EINVAL, try overlay.lookup(Request(overlay), parent: rootNodeID, name: []))
     }
 
     func testNonUTF8NamesAreLookedUpAsBytes() throws {
@@ -218,9 +218,9 @@ final class ResolutionTests: OverlayTestCase {
         XCTAssertGreaterThanOrEqual(fd, 0)
         close(fd)
         let overlay = try makeOverlay()
-        let entry = try overlay.lookup(parent: rootNodeID, name: name)
+        let entry = try overlay.lookup(Request(overlay), parent: rootNodeID, name: name)
         XCTAssertEqual(fileType(entry.attributes), S_IFREG)
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         XCTAssertEqual(listing.named.filter { $0.name == name }.count, 1)
     }
 
@@ -229,15 +229,15 @@ final class ResolutionTests: OverlayTestCase {
         try write(.main, "file", "f")
         try mkdir(.patch, "dir")
         let overlay = try makeOverlay()
-        assertErrno(EINVAL, try overlay.readLink(try lookup(overlay, "file").node), "regular file")
-        assertErrno(EINVAL, try overlay.readLink(try lookup(overlay, "dir").node), "directory")
+        assertErrno(EINVAL, try overlay.readLink(Request(overlay), try lookup(overlay, "file").node), "regular file")
+        assertErrno(EINVAL, try overlay.readLink(Request(overlay), try lookup(overlay, "dir").node), "directory")
     }
 
     func testLookupBelowAFileIsNotADirectory() throws {
         try write(.main, "file", "f")
         let overlay = try makeOverlay()
         let file = try lookup(overlay, "file")
-        assertErrno(ENOTDIR, try overlay.lookup(parent: file.node, name: n("x")))
+        assertErrno(ENOTDIR, try overlay.lookup(Request(overlay), parent: file.node, name: n("x")))
     }
 
     func testLookupBelowAnUnknownNodeIsStale() throws {
@@ -245,8 +245,8 @@ final class ResolutionTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let dir = try lookup(overlay, "dir")
         overlay.forget(dir.node, count: 1)
-        assertErrno(ENOENT, try overlay.lookup(parent: dir.node, name: n("x")), "a forgotten node is still known")
-        assertErrno(ESTALE, try overlay.lookup(parent: 987_654, name: n("x")))
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: dir.node, name: n("x")), "a forgotten node is still known")
+        assertErrno(ESTALE, try overlay.lookup(Request(overlay), parent: 987_654, name: n("x")))
     }
 
     // MARK: changes made directly in a layer
@@ -264,7 +264,7 @@ final class ResolutionTests: OverlayTestCase {
         let second = try lookup(overlay, "a.txt")
         XCTAssertNotEqual(second.node, first.node, "another file: another node")
         XCTAssertEqual(second.attributes.st_ino, try lstatOf(.patch, "a.txt").st_ino)
-        XCTAssertEqual(try overlay.attributes(of: second.node).st_ino, try lstatOf(.patch, "a.txt").st_ino)
+        XCTAssertEqual(try overlay.attributes(Request(overlay), of: second.node).st_ino, try lstatOf(.patch, "a.txt").st_ino)
         XCTAssertEqual(try readContent(overlay, second.node), "patched later")
     }
 
@@ -274,11 +274,11 @@ final class ResolutionTests: OverlayTestCase {
         let first = try lookup(overlay, "dir")
         XCTAssertEqual(first.attributes.st_ino, try lstatOf(.main, "dir").st_ino)
         try write(.patch, "dir/p", "p")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(first.node)), ["m"], "the cache serves the old view")
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), first.node)), ["m"], "the cache serves the old view")
         _ = try overlay.invalidate()
         let second = try lookup(overlay, "dir")
         XCTAssertEqual(second.node, first.node, "a directory keeps its node")
         XCTAssertEqual(second.attributes.st_ino, try lstatOf(.patch, "dir").st_ino)
-        XCTAssertEqual(entryNames(try overlay.listDirectory(second.node)), ["m", "p"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), second.node)), ["m", "p"])
     }
 }

@@ -17,14 +17,14 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, "merged/other", "o")
         try write(.patch, ".wh.x")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("x")))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["merged", "sub"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("x")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["merged", "sub"])
         let subX = try lookup(overlay, "sub/x")
         XCTAssertEqual(try readContent(overlay, subX.node), "sub x")
         let mergedX = try lookup(overlay, "merged/x")
         XCTAssertEqual(try readContent(overlay, mergedX.node), "merged x")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(try lookup(overlay, "sub").node)), ["x"])
-        XCTAssertEqual(entryNames(try overlay.listDirectory(try lookup(overlay, "merged").node)), ["other", "x"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), try lookup(overlay, "sub").node)), ["x"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), try lookup(overlay, "merged").node)), ["other", "x"])
     }
 
     func testWhiteoutInSubdirectoryHidesOnlyThatSibling() throws {
@@ -34,8 +34,8 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, "sub/.wh.x")
         let overlay = try makeOverlay()
         let sub = try lookup(overlay, "sub")
-        assertErrno(ENOENT, try overlay.lookup(parent: sub.node, name: n("x")))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(sub.node)), ["y"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: sub.node, name: n("x")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), sub.node)), ["y"])
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "x").node), "root x")
     }
 
@@ -44,32 +44,32 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.main, "kept", "k")
         try write(.patch, ".wh.gone")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("gone")))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["kept"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("gone")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["kept"])
     }
 
     func testWhiteoutOfASymlink() throws {
         try symlink(.main, "link", to: "target")
         try write(.patch, ".wh.link")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("link")))
-        XCTAssertEqual(names(try overlay.listDirectory(rootNodeID)), [".", ".."])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("link")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), rootNodeID)), [".", ".."])
     }
 
     func testWhiteoutThatIsADirectoryAlsoHides() throws {
         try write(.main, "x", "x")
         try mkdir(.patch, ".wh.x")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("x")))
-        XCTAssertEqual(names(try overlay.listDirectory(rootNodeID)), [".", ".."])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("x")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), rootNodeID)), [".", ".."])
     }
 
     func testWhiteoutWithoutAMainEntryIsHarmless() throws {
         try write(.patch, ".wh.never-existed")
         try write(.main, "other", "o")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("never-existed")))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["other"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("never-existed")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["other"])
     }
 
     func testSubstitutionEntryBesideItsOwnWhiteoutIsShown() throws {
@@ -79,7 +79,7 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, ".wh.x")
         let overlay = try makeOverlay()
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "x").node), "patch")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["x"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["x"])
     }
 
     /// `.wh.d` hides the main bundle's `d`; a directory `d` in the substitution is then a new,
@@ -90,12 +90,12 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, "d/new", "patch new")
         try write(.patch, ".wh.d")
         let overlay = try makeOverlay()
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["d"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["d"])
         let d = try lookup(overlay, "d")
         XCTAssertEqual(d.attributes.st_ino, try lstatOf(.patch, "d").st_ino)
-        XCTAssertEqual(entryNames(try overlay.listDirectory(d.node)), ["new"],
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), d.node)), ["new"],
                        "main's d was whited out: its entries must not be merged in")
-        assertErrno(ENOENT, try overlay.lookup(parent: d.node, name: n("old")),
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: d.node, name: n("old")),
                     "main's d/old is below a whiteout")
     }
 
@@ -111,14 +111,14 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.main, ".wh.in-main", "a whiteout-like name in the main bundle")
         try mkdir(.patch, ".wh..wh.work")
         let overlay = try makeOverlay()
-        let rootNames = names(try overlay.listDirectory(rootNodeID))
+        let rootNames = names(try overlay.listDirectory(Request(overlay), rootNodeID))
         XCTAssertEqual(rootNames, [".", "..", "sub"])
         for name in [".wh.x", ".wh.never-existed", ".wh.in-main", ".wh..wh.work", ".wh..wh..opq", ".wh.", ".wh.absent"] {
-            assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n(name)), name)
+            assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n(name)), name)
         }
         let sub = try lookup(overlay, "sub")
-        XCTAssertEqual(names(try overlay.listDirectory(sub.node)), [".", "..", "new"])
-        assertErrno(ENOENT, try overlay.lookup(parent: sub.node, name: n(".wh..wh..opq")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), sub.node)), [".", "..", "new"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: sub.node, name: n(".wh..wh..opq")))
         XCTAssertEqual(overlay.nodeCount, 2, "failed lookups created nodes")
     }
 
@@ -136,10 +136,10 @@ final class WhiteoutTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
         XCTAssertEqual(res.attributes.st_ino, try lstatOf(.patch, "res").st_ino)
-        XCTAssertEqual(Array(names(try overlay.listDirectory(res.node)).prefix(2)), [".", ".."])
-        XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), ["new", "shared"])
+        XCTAssertEqual(Array(names(try overlay.listDirectory(Request(overlay), res.node)).prefix(2)), [".", ".."])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), res.node)), ["new", "shared"])
         for name in ["a", "b", "deep"] {
-            assertErrno(ENOENT, try overlay.lookup(parent: res.node, name: n(name)), name)
+            assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: res.node, name: n(name)), name)
         }
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "res/shared").node), "patch shared")
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "outside-res").node), "still visible")
@@ -150,7 +150,7 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, "res/.wh..wh..opq")
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
-        XCTAssertEqual(names(try overlay.listDirectory(res.node)), [".", ".."])
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), res.node)), [".", ".."])
     }
 
     func testOpaqueRootHidesTheWholeMainBundle() throws {
@@ -159,9 +159,9 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, ".wh..wh..opq")
         try write(.patch, "c", "c")
         let overlay = try makeOverlay()
-        XCTAssertEqual(names(try overlay.listDirectory(rootNodeID)), [".", "..", "c"])
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("a")))
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("dir")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), rootNodeID)), [".", "..", "c"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("a")))
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("dir")))
     }
 
     func testOpaqueMarkerOnlyAffectsItsOwnDirectory() throws {
@@ -170,8 +170,8 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, "res/inner/.wh..wh..opq")
         try write(.patch, "res/inner/b", "b")
         let overlay = try makeOverlay()
-        XCTAssertEqual(entryNames(try overlay.listDirectory(try lookup(overlay, "res").node)), ["inner", "top"])
-        XCTAssertEqual(entryNames(try overlay.listDirectory(try lookup(overlay, "res/inner").node)), ["b"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), try lookup(overlay, "res").node)), ["inner", "top"])
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), try lookup(overlay, "res/inner").node)), ["b"])
     }
 
     func testTrustedOpaqueAttributeMakesADirectoryOpaque() throws {
@@ -192,10 +192,10 @@ final class WhiteoutTests: OverlayTestCase {
         try setAttribute(.patch, "plain", attribute, "n")
         let overlay = try makeOverlay()
         let res = try lookup(overlay, "res")
-        XCTAssertEqual(names(try overlay.listDirectory(res.node)), [".", "..", "c"], file: file, line: line)
-        assertErrno(ENOENT, try overlay.lookup(parent: res.node, name: n("a")), file: file, line: line)
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), res.node)), [".", "..", "c"], file: file, line: line)
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: res.node, name: n("a")), file: file, line: line)
         let plain = try lookup(overlay, "plain")
-        XCTAssertEqual(entryNames(try overlay.listDirectory(plain.node)), ["a", "c"],
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), plain.node)), ["a", "c"],
                        "only the value y makes a directory opaque", file: file, line: line)
     }
 
@@ -209,7 +209,7 @@ final class WhiteoutTests: OverlayTestCase {
         let overlay = try makeCachingOverlay()
         for attribute in Whiteout.opaqueAttributes {
             let res = try lookup(overlay, "deep/\(attribute)/res")
-            XCTAssertEqual(entryNames(try overlay.listDirectory(res.node)), ["c"], attribute)
+            XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), res.node)), ["c"], attribute)
         }
     }
 
@@ -218,8 +218,8 @@ final class WhiteoutTests: OverlayTestCase {
         try write(.patch, "c", "c")
         try setAttribute(.patch, "", "trusted.overlay.opaque", "y")
         let overlay = try makeOverlay()
-        XCTAssertEqual(names(try overlay.listDirectory(rootNodeID)), [".", "..", "c"])
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("a")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), rootNodeID)), [".", "..", "c"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("a")))
     }
 
     // MARK: overlayfs' character device whiteouts
@@ -233,19 +233,19 @@ final class WhiteoutTests: OverlayTestCase {
         try whiteoutDevice(.patch, "dir")
         try whiteoutDevice(.patch, "sub/y")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("x")))
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("dir")))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["kept", "sub"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("x")))
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("dir")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["kept", "sub"])
         let sub = try lookup(overlay, "sub")
-        assertErrno(ENOENT, try overlay.lookup(parent: sub.node, name: n("y")))
-        XCTAssertEqual(names(try overlay.listDirectory(sub.node)), [".", ".."])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: sub.node, name: n("y")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), sub.node)), [".", ".."])
     }
 
     func testCharacterDevice00WithoutMainEntryIsNotShown() throws {
         try whiteoutDevice(.patch, "ghost")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("ghost")))
-        XCTAssertEqual(names(try overlay.listDirectory(rootNodeID)), [".", ".."])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("ghost")))
+        XCTAssertEqual(names(try overlay.listDirectory(Request(overlay), rootNodeID)), [".", ".."])
     }
 
     func testOtherCharacterDevicesAreNotWhiteouts() throws {
@@ -257,7 +257,7 @@ final class WhiteoutTests: OverlayTestCase {
         XCTAssertEqual(fileType(x.attributes), S_IFCHR)
         XCTAssertEqual(x.attributes.st_rdev, deviceNumber(1, 3))
         XCTAssertEqual(fileType(try lookup(overlay, "zero-minor").attributes), S_IFCHR)
-        let listing = try overlay.listDirectory(rootNodeID)
+        let listing = try overlay.listDirectory(Request(overlay), rootNodeID)
         XCTAssertEqual(entryNames(listing), ["x", "zero-minor"])
         XCTAssertEqual(item(listing, "x")?.type, UInt8(DT_CHR))
     }
@@ -267,7 +267,7 @@ final class WhiteoutTests: OverlayTestCase {
         try whiteoutDevice(.main, "w")
         try write(.main, "kept", "k")
         let overlay = try makeOverlay()
-        assertErrno(ENOENT, try overlay.lookup(parent: rootNodeID, name: n("w")))
-        XCTAssertEqual(entryNames(try overlay.listDirectory(rootNodeID)), ["kept"])
+        assertErrno(ENOENT, try overlay.lookup(Request(overlay), parent: rootNodeID, name: n("w")))
+        XCTAssertEqual(entryNames(try overlay.listDirectory(Request(overlay), rootNodeID)), ["kept"])
     }
 }

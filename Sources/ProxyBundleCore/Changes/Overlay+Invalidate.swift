@@ -111,6 +111,7 @@ extension Overlay {
         guard let path = substitutionPath else { return nil }
         var onDisk = stat()
         guard path.withCString({ stat($0, &onDisk) }) == 0 else { return nil }  // gone for now: keep serving the one we have
+        guard let substitution = currentLayers.substitution?.layer else { return nil }
         let open = try Sys.fstat(substitution.rootFD)
         if onDisk.st_dev == open.st_dev && onDisk.st_ino == open.st_ino { return nil }
         return try Layer(path: path, accessTimes: substitution.accessTimes, foldsNames: substitution.spellings != nil)
@@ -119,27 +120,27 @@ extension Overlay {
     /// A node's location in this request's view, resolving again whatever is stale along
     /// its path. ESTALE when its name no longer leads to the same kind of entry (or the same
     /// file); EPERM for a control file.
-    func locate(_ id: NodeID) throws(Errno) -> NodeTable.Location {
+    func locate(_ request: Request, _ id: NodeID) throws(Errno) -> NodeTable.Location {
         if ControlFile(node: id) != nil { throw Errno.notPermitted }
-        let generation = view.generation
+        let generation = request.view.generation
         let location = try nodes.location(of: id, in: generation)
         if location.isFresh { return location }
-        return try refresh(id, in: generation)
+        return try refresh(request, id, in: generation)
     }
 
     /// Resolves `id` again where it is stale, its ancestors first, and returns its location as
     /// resolved: the table keeps it only when `generation` is still the table's (a request
     /// that began before a swap uses what it resolved, and stores nothing).
-    private func refresh(_ id: NodeID, in generation: NodeTable.Generation) throws(Errno) -> NodeTable.Location {
+    private func refresh(_ request: Request, _ id: NodeID, in generation: NodeTable.Generation) throws(Errno) -> NodeTable.Location {
         guard id != rootNodeID else { return try nodes.location(of: id, in: generation) }
         guard let (parent, name, fresh) = nodes.nameOf(id, in: generation), parent != NodeTable.detachedParent else {
             throw Errno.stale
         }
-        let dir = try refreshed(parent, in: generation)
+        let dir = try refreshed(request, parent, in: generation)
         if fresh, case let location = try nodes.location(of: id, in: generation), location.isFresh { return location }
         let found: Resolved
         do {
-            found = try resolve(name, in: dir.path, dir.placement)
+            found = try resolve(request, name, in: dir.path, dir.placement)
         } catch let error where error.code == ENOENT || error.code == ENOTDIR {
             nodes.detachName(of: id)
             throw Errno.stale
@@ -159,9 +160,9 @@ extension Overlay {
     }
 
     /// The location of directory `id` for resolving its children: refreshed when stale.
-    private func refreshed(_ id: NodeID, in generation: NodeTable.Generation) throws(Errno) -> NodeTable.Location {
+    private func refreshed(_ request: Request, _ id: NodeID, in generation: NodeTable.Generation) throws(Errno) -> NodeTable.Location {
         let location = try nodes.location(of: id, in: generation)
-        return location.isFresh ? location : try refresh(id, in: generation)
+        return location.isFresh ? location : try refresh(request, id, in: generation)
     }
 
     /// The figures `.stats` reports.
@@ -190,20 +191,21 @@ extension Overlay {
     /// per change, and nothing at all without folding. The kernel is told to forget what it
     /// keeps of the other spellings of the directories `changed` (their attributes and
     /// listings), and the names `made` (no longer missing in any spelling) and `gone` (whose
-    /// other spellings, other names of one node, no longer lead to it) name.
-    func forgetOtherSpellings(changed: [NodeID] = [], made: [(parent: NodeID, name: [UInt8])] = [],
+    /// other spellings, other names of one node, no longer lead to it) name: the request keeps
+    /// them until its reply (the change holds its locks now).
+    func forgetOtherSpellings(_ request: Request, changed: [NodeID] = [], made: [(parent: NodeID, name: [UInt8])] = [],
                               gone: [(parent: NodeID, name: [UInt8])] = []) {
-        guard layers.foldsNames else { return }
+        guard request.layers.foldsNames else { return }
         var names: [NodeTable.ChildKey] = []
         for (parent, name) in made { names += nodes.takeAbsentSpellings(of: name, in: parent) }
         for (parent, name) in gone { names += nodes.takeOtherSpellings(of: name, in: parent, keeping: made.first) }
         nodes.markStale(under: rootNodeID)
-        directories.removeAll()
+        request.directories.removeAll()
         // what the substitution holds changed: its spellings are read again
-        layers.substitution?.layer.spellings?.forget()
+        request.layers.substitution?.layer.spellings?.forget()
         let others = changed.flatMap(nodes.otherSpellings)
         guard !others.isEmpty || !names.isEmpty else { return }
-        spellingsChanged.withLock { $0 }?(others, names.map { ($0.parent, $0.name) })
+        request.keep(forgetting: others, names: names.map { ($0.parent, $0.name) })
     }
 
 }

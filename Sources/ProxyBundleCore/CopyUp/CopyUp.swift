@@ -14,45 +14,45 @@ import CSyscalls
 extension Overlay {
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
     /// returns its path. A directory copied up stays merged with the layers' below.
-    func substitutionDirectory(_ node: NodeID) throws(Errno) -> LayerPath {
-        let location = try locate(node)
+    func substitutionDirectory(_ request: Request, _ node: NodeID) throws(Errno) -> LayerPath {
+        let location = try locate(request, node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         if location.placement.inSubstitution { return location.path }
-        _ = try substitutionDirectory(location.parent)
-        let source = layer(serving: location.placement)
+        _ = try substitutionDirectory(request, location.parent)
+        let source = request.layer(serving: location.placement)
         let st = try source.attributes(location.path)
         try source.withEntry(location.path) { (fd: Int32) throws(Errno) in
             // with its extended attributes, a default ACL among them (kernel overlayfs copies them too)
             // named as the layer it comes from spells it, where names fold
-            _ = try placeCopy(at: source.spelled(location.path)) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            _ = try placeCopy(request, at: source.spelled(location.path)) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 _ = try Sys.check { mkdirat(work, temporary, 0o700) }
                 try Sys.applyMetadata(st, to: temporary, in: work, from: fd)
             }
         }
-        recordOrigin(shown(st).st_ino, forCopyAt: location.path)
+        recordOrigin(request, shown(request, st).st_ino, forCopyAt: location.path)
         nodes.update(node) { $0.top = 0 }
-        forgetOtherSpellings()
+        forgetOtherSpellings(request)
         return location.path
     }
 
     /// Copies non-directory `node` up if a layer below the substitution serves it; returns its
     /// path. `withData: false` copies an empty file (for an open with O_TRUNC).
     @discardableResult
-    func copyUp(_ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
-        let location = try locate(node)
-        if location.placement.isDirectory { return try substitutionDirectory(node) }
+    func copyUp(_ request: Request, _ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
+        let location = try locate(request, node)
+        if location.placement.isDirectory { return try substitutionDirectory(request, node) }
         if location.placement.inSubstitution { return location.path }
-        _ = try substitutionDirectory(location.parent)
-        let source = layer(serving: location.placement)
+        _ = try substitutionDirectory(request, location.parent)
+        let source = request.layer(serving: location.placement)
         let st = try source.attributes(location.path)
         var copy: ino_t = 0
         let placed: Bool
         // named as the layer it comes from spells it, where names fold
         let placedAt = source.spelled(location.path)
-        if let unnamed = try unnamedCopy(st, at: location.path, from: source, withData: withData) {
+        if let unnamed = try unnamedCopy(request, st, at: location.path, from: source, withData: withData) {
             // linked straight into place: no temporary name to rename
             defer { Sys.close(unnamed) }
-            placed = try placeEntry(at: placedAt) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+            placed = try placeEntry(request, at: placedAt) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
                 do throws(Errno) {
                     try Sys.link(unnamed, as: name, in: dirfd)
                     return true
@@ -62,28 +62,28 @@ extension Overlay {
             }
             copy = try Sys.fstat(unnamed).st_ino
         } else {
-            placed = try placeCopy(at: placedAt) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
-                copy = try copyEntry(st, at: location.path, from: source, to: temporary, in: work, withData: withData)
+            placed = try placeCopy(request, at: placedAt) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+                copy = try copyEntry(request, st, at: location.path, from: source, to: temporary, in: work, withData: withData)
             }
         }
         // one name of a file with several is copied alone, as on kernel overlayfs: the copy
         // shows a number of its own, not the one the other names keep showing
         if st.st_nlink == 1 {
             if placed {
-                recordOrigin(shown(st).st_ino, forCopyInode: copy)
+                recordOrigin(request, shown(request, st).st_ino, forCopyInode: copy)
             } else {
-                recordOrigin(shown(st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
+                recordOrigin(request, shown(request, st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
             }
         }
         nodes.update(node) { $0 = .file(in: 0) }
-        forgetOtherSpellings()
+        forgetOtherSpellings(request)
         return location.path
     }
 
     /// Copies the non-directory at `path` of `layer` (attributes `st`) to `name` in `dirfd`:
     /// its data (unless `withData` is false), then mode, owner, xattrs and times. Returns the
     /// copy's inode number.
-    func copyEntry(_ st: stat, at path: LayerPath, from layer: Layer, to name: UnsafePointer<CChar>, in dirfd: Int32,
+    func copyEntry(_ request: Request, _ st: stat, at path: LayerPath, from layer: Layer, to name: UnsafePointer<CChar>, in dirfd: Int32,
                    withData: Bool = true) throws(Errno) -> ino_t {
         switch st.st_mode & S_IFMT {
         case S_IFREG:
@@ -97,7 +97,7 @@ extension Overlay {
                 ? unnamed
                 : try Sys.check { openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | pb_O_CLOEXEC, 0o600) }
             defer { Sys.close(copy) }
-            try fill(copy, as: st, from: source, withData: withData)
+            try fill(request, copy, as: st, from: source, withData: withData)
             if unnamed >= 0 { try Sys.link(copy, as: name, in: dirfd) }
             return try Sys.fstat(copy).st_ino
         case S_IFLNK:
@@ -119,15 +119,15 @@ extension Overlay {
     /// in the work directory and open for writing, to be linked into place; nil where the
     /// substitution's file system makes no unnamed file (O_TMPFILE), and the copy is then
     /// made under a temporary name as for other entries.
-    private func unnamedCopy(_ st: stat, at path: LayerPath, from layer: Layer, withData: Bool) throws(Errno) -> Int32? {
+    private func unnamedCopy(_ request: Request, _ st: stat, at path: LayerPath, from layer: Layer, withData: Bool) throws(Errno) -> Int32? {
         guard st.st_mode & S_IFMT == S_IFREG else { return nil }
-        let work = try workspace()
+        let work = try workspace(request)
         let copy = openat(work.fd, ".", O_WRONLY | pb_O_TMPFILE | pb_O_CLOEXEC, 0o600)
         guard copy >= 0 else { return nil }
         do throws(Errno) {
             let source = try layer.open(path, flags: O_RDONLY)
             defer { Sys.close(source) }
-            try fill(copy, as: st, from: source, withData: withData)
+            try fill(request, copy, as: st, from: source, withData: withData)
             return copy
         } catch {
             Sys.close(copy)
@@ -139,8 +139,8 @@ extension Overlay {
     /// and times of `source` (attributes `st`), and puts it on the disk before it takes the
     /// other file's place: a crash must not leave an empty or partial copy hiding it (kernel
     /// overlayfs syncs here too).
-    private func fill(_ copy: Int32, as st: stat, from source: Int32, withData: Bool) throws(Errno) {
-        if withData { try Sys.copyData(from: source, to: copy, size: st.st_size, interruption: interruption) }
+    private func fill(_ request: Request, _ copy: Int32, as st: stat, from source: Int32, withData: Bool) throws(Errno) {
+        if withData { try Sys.copyData(from: source, to: copy, size: st.st_size, for: request) }
         try Sys.applyMetadata(st, toOpenFile: copy, from: source)
         if withData && st.st_size > 0 { _ = try Sys.check { fsync(copy) } }
     }
@@ -160,14 +160,14 @@ extension Overlay {
     /// it to `path` in the substitution unless something is already there (a concurrent
     /// copy-up). Returns whether the entry built is the one in place.
     @discardableResult
-    private func placeCopy(at path: LayerPath,
+    private func placeCopy(_ request: Request, at path: LayerPath,
                            _ build: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) -> Bool {
-        let work = try workspace()
+        let work = try workspace(request)
         let temporary = work.temporaryName()
         return try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) -> Bool in
             do throws(Errno) {
                 try build(work.fd, tmp)
-                let placed = try placeEntry(at: path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                let placed = try placeEntry(request, at: path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
                     if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) == 0 { return true }
                     guard errno == EEXIST else { throw Errno.current }
                     return false
@@ -184,9 +184,9 @@ extension Overlay {
     /// Names a copy `path` in the substitution with `name` (given the directory and the last
     /// name; false when something is already there), keeping the directory's times: a
     /// copy-up shows no change in its directory. Returns what `name` returned.
-    private func placeEntry(at path: LayerPath,
+    private func placeEntry(_ request: Request, at path: LayerPath,
                             _ name: (Int32, UnsafePointer<CChar>) throws(Errno) -> Bool) throws(Errno) -> Bool {
-        try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
+        try request.substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
             let times = try Sys.fstat(dirfd)
             let placed = try path.lastName.withCStringCopy { (last: UnsafePointer<CChar>) throws(Errno) -> Bool in
                 try name(dirfd, last)
@@ -215,35 +215,35 @@ extension Sys {
 
     /// Copies `size` bytes, keeping holes: only the data segments are copied (with
     /// copy_file_range, which may share blocks; else read and write), then the size is set if
-    /// the data did not reach it.
+    /// the data did not reach it. Stops with EINTR once `request`'s caller gave up.
     static func copyData(from source: Int32, to destination: Int32, size: off_t,
-                         interruption: Interruption? = nil) throws(Errno) {
+                         for request: Request? = nil) throws(Errno) {
         var offset: off_t = 0
         var copied: off_t = 0  // where the copy's data ends
         while offset < size {
             let dataStart = lseek(source, offset, pb_SEEK_DATA)
             if dataStart < 0 {
                 if errno == ENXIO { break }  // only a hole remains
-                copied = try copyRange(source, destination, from: offset, to: size, interruption)
+                copied = try copyRange(source, destination, from: offset, to: size, request)
                 break
             }
             var dataEnd = lseek(source, dataStart, pb_SEEK_HOLE)
             if dataEnd < 0 { dataEnd = size }
-            copied = try copyRange(source, destination, from: dataStart, to: min(dataEnd, size), interruption)
+            copied = try copyRange(source, destination, from: dataStart, to: min(dataEnd, size), request)
             offset = dataEnd
         }
         // a trailing hole, or a source that ended early
         if copied != size { _ = try check { ftruncate(destination, size) } }
     }
 
-    /// Copies bytes `start..<end`, 64 MiB at a time, asking `interruption` between; returns
-    /// where the copy stopped (`end`, or earlier at the source's end).
+    /// Copies bytes `start..<end`, 64 MiB at a time, asking `request` between whether its caller
+    /// gave up; returns where the copy stopped (`end`, or earlier at the source's end).
     private static func copyRange(_ source: Int32, _ destination: Int32, from start: off_t, to end: off_t,
-                                  _ interruption: Interruption?) throws(Errno) -> off_t {
+                                  _ request: Request?) throws(Errno) -> off_t {
         var input = Int64(start)
         var output = Int64(start)
         while input < Int64(end) {
-            try interruption?.check()
+            try request?.checkInterrupted()
             let count = pb_copy_file_range(source, &input, destination, &output, Int(min(Int64(end) - input, 64 << 20)))
             if count > 0 { continue }
             if count == 0 { break }

@@ -13,12 +13,12 @@ extension Overlay {
     /// Materializes directory `node` (nothing to do unless it reaches below the substitution). The
     /// copy is built in the work directory and exchanged with the substitution's directory in
     /// one step, so a crash leaves the old state or the new one.
-    func materialize(_ node: NodeID) throws(Errno) {
-        let location = try locate(node)
+    func materialize(_ request: Request, _ node: NodeID) throws(Errno) {
+        let location = try locate(request, node)
         guard location.placement.isDirectory, location.placement.reachesBelowSubstitution, node != rootNodeID else { return }
-        let parentPath = try substitutionDirectory(location.parent)
-        let shown = try attributes(at: location.path, location.placement).st_ino
-        let work = try workspace()
+        let parentPath = try substitutionDirectory(request, location.parent)
+        let shown = try attributes(request, at: location.path, location.placement).st_ino
+        let work = try workspace(request)
         let temporary = work.temporaryName()
         longCopies.withLock { $0.append(LongCopy(path: location.path.description)) }
         defer { longCopies.withLock { copies in copies.removeAll { $0.path == location.path.description } } }
@@ -28,13 +28,13 @@ extension Overlay {
                 let copy = try Sys.openat2(work.fd, tmp, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
                                            resolve: Layer.resolve)
                 defer { Sys.close(copy) }
-                try copyVisibleTree(location.path, location.placement, into: copy)
+                try copyVisibleTree(request, location.path, location.placement, into: copy)
                 try Overlay.markOpaque(".", in: copy)
-                let serving = layer(serving: location.placement)
+                let serving = request.layer(serving: location.placement)
                 let source = try serving.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
                 defer { Sys.close(source) }
                 try Sys.applyMetadata(try serving.attributes(location.path), to: tmp, in: work.fd, from: source)
-                try substitution.withDirectory(parentPath) { (dirfd: Int32) throws(Errno) in
+                try request.substitution.withDirectory(parentPath) { (dirfd: Int32) throws(Errno) in
                     try location.path.lastName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                         let flags = location.placement.inSubstitution ? pb_RENAME_EXCHANGE : pb_RENAME_NOREPLACE
                         _ = try Sys.check { pb_renameat2(work.fd, tmp, dirfd, name, flags) }
@@ -45,7 +45,7 @@ extension Overlay {
             try? Workspace.removeTree(temporary, in: work.fd)
             throw error
         }
-        if let copy = try? substitution.attributes(location.path) { recordOrigin(shown, forCopyInode: copy.st_ino) }
+        if let copy = try? request.substitution.attributes(location.path) { recordOrigin(request, shown, forCopyInode: copy.st_ino) }
         // the substitution's directories beneath were replaced by copies, while their nodes
         // keep their placement: their descriptors lead into the originals. The table's
         // version moves on before the descriptors go and again after, so that no lookup that
@@ -54,48 +54,48 @@ extension Overlay {
         // removed would find names missing that the copy holds, and the mount would remember
         // them missing (StressTests found it)
         nodes.update(node) { $0 = Placement(top: 0, bottom: 0, isDirectory: true) }
-        directories.removeAll()
+        request.directories.removeAll()
         nodes.markStale(under: node)
         try? Workspace.removeTree(temporary, in: work.fd)
-        forgetOtherSpellings()
+        forgetOtherSpellings(request)
     }
 
-    private func copyVisibleTree(_ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
-        let list = try mergedEntries(path, placement)
-        let dirs = try DirectoryDescriptors(path, placement, layers: layers, index: indexWatch)
+    private func copyVisibleTree(_ request: Request, _ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
+        let list = try mergedEntries(request, path, placement)
+        let dirs = try DirectoryDescriptors(path, placement, layers: request.layers, index: indexWatch)
         for item in list.entries {
-            try interruption.check()
+            try request.checkInterrupted()
             let itemName = list.name(item)
-            let child = try resolve(itemName, in: dirs)
+            let child = try resolve(request, itemName, in: dirs)
             let childPath = path.appending(itemName)
-            let serving = layer(serving: child.placement)
+            let serving = request.layer(serving: child.placement)
             let st = try serving.attributes(childPath)
             noteCopied(st, under: path)
             try itemName.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                 if !child.placement.isDirectory && child.placement.inSubstitution {
                     // the substitution's own files are linked, not copied: they keep their
                     // inode (hard links, open descriptors, inode numbers stay right)
-                    return try substitution.withDirectory(path) { (source: Int32) throws(Errno) in
+                    return try request.substitution.withDirectory(path) { (source: Int32) throws(Errno) in
                         _ = try Sys.check { linkat(source, name, dirfd, name, 0) }
                     }
                 }
                 // the copy keeps showing the number the entry had
-                let shown = self.shown(st).st_ino
+                let shown = self.shown(request, st).st_ino
                 guard child.placement.isDirectory else {
-                    let copy = try copyEntry(st, at: childPath, from: serving, to: name, in: dirfd)
+                    let copy = try copyEntry(request, st, at: childPath, from: serving, to: name, in: dirfd)
                     // as for a copy-up: a file with other names shows a number of its own
-                    if st.st_nlink == 1 { recordOrigin(shown, forCopyInode: copy) }
+                    if st.st_nlink == 1 { recordOrigin(request, shown, forCopyInode: copy) }
                     return
                 }
                 _ = try Sys.check { mkdirat(dirfd, name, 0o700) }
                 let sub = try Sys.openat2(dirfd, name, flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC,
                                           resolve: Layer.resolve)
                 defer { Sys.close(sub) }
-                try copyVisibleTree(childPath, child.placement, into: sub)
+                try copyVisibleTree(request, childPath, child.placement, into: sub)
                 let source = try serving.open(childPath, flags: O_RDONLY | pb_O_DIRECTORY)
                 defer { Sys.close(source) }
                 try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
-                recordOrigin(shown, forCopyInode: try Sys.fstat(sub).st_ino)
+                recordOrigin(request, shown, forCopyInode: try Sys.fstat(sub).st_ino)
             }
         }
     }
@@ -109,4 +109,12 @@ extension Overlay {
             if st.st_mode & S_IFMT == S_IFREG { copies[index].bytes += Int64(st.st_size) }
         }
     }
+}
+
+/// A long copy in progress (materializing a directory), for `.stats`.
+public struct LongCopy: Sendable {
+    /// The directory being copied, relative to the mount's root.
+    public var path: String
+    public var entries: Int = 0
+    public var bytes: Int64 = 0
 }

@@ -9,32 +9,32 @@ import CSyscalls
 /// with a default ACL it is made in the directory's copy in the substitution, which gives it
 /// what the ACL gives.
 extension Overlay {
-    /// A new unnamed file for `owner` (opened with `flags`), to be named in `parent` if at all;
-    /// its entry and the open descriptor.
-    public func createUnnamed(mode asked: mode_t, flags: Int32, in parent: NodeID,
-                              owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32) {
-        pinView(); defer { unpinView() }
+    /// A new unnamed file for the request's owner (opened with `flags`), to be named in
+    /// `parent` if at all; its entry and the open descriptor.
+    public func createUnnamed(_ request: Request, mode asked: mode_t, flags: Int32,
+                              in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32) {
         beginChange(); defer { endChange() }
-        try checkWritable()
-        let directory = try attributes(of: parent)
+        let owner = request.owner
+        try checkWritable(request)
+        let directory = try attributes(request, of: parent)
         guard directory.st_mode & S_IFMT == S_IFDIR else { throw Errno.notDirectory }
         // O_EXCL: never to be named
         let opened = flags & pb_O_PASSED & ~O_TRUNC | flags & O_EXCL | pb_O_TMPFILE | pb_O_CLOEXEC
         let fd: Int32
         let mode: mode_t
-        if try hasDefaultACL(parent) {
+        if try hasDefaultACL(request, parent) {
             // made in the directory's copy in the substitution, whose file system gives it the
             // mode and access ACL the default ACL makes (no umask), as kernel overlayfs does
             mode = asked
-            let dirPath = try substitutionDirectory(parent)
-            fd = try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32 in
+            let dirPath = try substitutionDirectory(request, parent)
+            fd = try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32 in
                 try Sys.check { openat(dirfd, ".", opened, mode & 0o7777) }
             }
         } else {
             // made in the work directory (nothing is copied up for a file that may never be
             // named), with the requester's umask
             mode = asked & ~(owner.umask & 0o777)
-            let work = try workspace()
+            let work = try workspace(request)
             fd = try Sys.check { openat(work.fd, ".", opened, mode & 0o7777) }
         }
         var made: stat
@@ -47,8 +47,8 @@ extension Overlay {
             Sys.close(fd)
             throw error
         }
-        if hasOrigins { dropOrigin(ofSubstitutionInode: made.st_ino) }
-        made = shown(made)
+        if hasOrigins(request) { dropOrigin(request, ofSubstitutionInode: made.st_ino) }
+        made = shown(request, made)
         let id = nodes.rememberUnnamed(placement: .file(in: 0),
                                        kind: NodeTable.kind(of: made.st_mode), identity: UInt64(made.st_ino))
         nodes.opened(id, fd: fd)
@@ -58,29 +58,29 @@ extension Overlay {
     /// Names an unnamed file `node` (made by `createUnnamed` and still open) `name` in
     /// `newParent`, in the substitution; false when `node` has a name. The kernel links only a
     /// file made with O_TMPFILE and without O_EXCL (else ENOENT).
-    func linkUnnamed(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Bool {
+    func linkUnnamed(_ request: Request, _ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Bool {
         guard nodes.isUnnamed(node) else { return false }
-        let dirPath = try substitutionDirectory(newParent)
-        if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
+        let dirPath = try substitutionDirectory(request, newParent)
+        if (try? resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         let linked: Void? = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
             guard placement.inSubstitution else { throw Errno.noEntry }
-            try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-                try linkAsNew(name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+            try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+                try linkAsNew(request, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
                     try Sys.link(fd, as: p, in: at)
                 }
             }
         }
         guard linked != nil else { throw Errno.noEntry }
-        directories.added(name, in: newParent)
+        request.directories.added(name, in: newParent)
         nodes.addAlias(node, parent: newParent, name: name)
-        forgetOtherSpellings(changed: [newParent], made: [(newParent, name)])
+        forgetOtherSpellings(request, changed: [newParent], made: [(newParent, name)])
         return true
     }
 
     /// Whether directory `node`, as shown, has a default ACL (which new entries in it inherit).
-    private func hasDefaultACL(_ node: NodeID) throws(Errno) -> Bool {
+    private func hasDefaultACL(_ request: Request, _ node: NodeID) throws(Errno) -> Bool {
         do {
-            return try !extendedAttribute(node, name: Array("system.posix_acl_default".utf8)).isEmpty
+            return try !extendedAttribute(request, node, name: Array("system.posix_acl_default".utf8)).isEmpty
         } catch let error where [ENODATA, ENOTSUP, EOPNOTSUPP].contains(error.code) {
             return false
         }

@@ -35,28 +35,26 @@ public final class DirectoryListing: Sendable {
 
 extension Overlay {
     /// Checks that `node` is a directory that can be listed (opendir), without listing it.
-    public func checkDirectory(_ node: NodeID) throws(Errno) {
-        pinView(); defer { unpinView() }
+    public func checkDirectory(_ request: Request, _ node: NodeID) throws(Errno) {
         if ControlFile(node: node) != nil { throw Errno.notDirectory }
-        guard try locate(node).placement.isDirectory else { throw Errno.notDirectory }
+        guard try locate(request, node).placement.isDirectory else { throw Errno.notDirectory }
     }
 
     /// The visible entries of directory `node`: "." and "..", then each layer's entries that no
     /// layer above shadows or whites out, top layer first. Each name once.
-    public func listDirectory(_ node: NodeID) throws(Errno) -> DirectoryListing {
-        pinView(); defer { unpinView() }
+    public func listDirectory(_ request: Request, _ node: NodeID) throws(Errno) -> DirectoryListing {
         if ControlFile(node: node) != nil { throw Errno.notDirectory }
         let version = nodes.version
-        let location = try locate(node)
+        let location = try locate(request, node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
-        let directories = try self.directories.descriptors(node, location, located: version, layers: layers,
+        let directories = try request.directories.descriptors(node, location, located: version, layers: request.layers,
                                                            forReading: true)
-        let own = try attributes(at: location.path, location.placement)
-        let parentInode = node == rootNodeID ? own.st_ino : try attributes(of: location.parent).st_ino
+        let own = try attributes(request, at: location.path, location.placement)
+        let parentInode = node == rootNodeID ? own.st_ino : try attributes(request, of: location.parent).st_ino
         var list = EntryList()
         list.append([0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino))
         list.append([0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode))
-        try mergeEntries(location.path, directories, into: &list)
+        try mergeEntries(request, location.path, directories, into: &list)
         if let absent = nodes.absentNames(in: node) {
             // a name remembered as missing (the kernel may remember it too) is not listed until
             // an invalidation, though a layer gained it behind the daemon's back: a listing
@@ -74,30 +72,30 @@ extension Overlay {
     }
 
     /// The visible entries of the directory at `path` (without "." and ".."), top layer first.
-    func mergedEntries(_ path: LayerPath, _ placement: Placement) throws(Errno) -> EntryList {
+    func mergedEntries(_ request: Request, _ path: LayerPath, _ placement: Placement) throws(Errno) -> EntryList {
         var list = EntryList()
-        try mergeEntries(path, placement, into: &list)
+        try mergeEntries(request, path, placement, into: &list)
         return list
     }
 
     /// Appends the visible entries of the directory at `path` to `list`: each merged layer's
     /// entries whose names no layer above has or whites out, down to a layer where the
     /// directory is opaque.
-    private func mergeEntries(_ path: LayerPath, _ placement: Placement, into list: inout EntryList) throws(Errno) {
-        let stack = layers
+    private func mergeEntries(_ request: Request, _ path: LayerPath, _ placement: Placement, into list: inout EntryList) throws(Errno) {
+        let stack = request.layers
         var read: [Layer.Entries] = []
         for index in stack.indices(of: placement) {
-            guard let entries = try absentAsNil({ () throws(Errno) -> EntryList in try entries(path, in: index) }) else { continue }
+            guard let entries = try absentAsNil({ () throws(Errno) -> EntryList in try entries(request, path, in: index) }) else { continue }
             read.append((index, entries))
         }
-        merge(read, tables: stack.foldsNames ? read.map { SpellingTable($0.list) } : [], into: &list)
+        merge(request, read, tables: stack.foldsNames ? read.map { SpellingTable($0.list) } : [], into: &list)
     }
 
     /// The entries of the directory at `path` in layer `index`: a patch's from its index
     /// (see `LayerIndex`), ENOENT where it has none.
-    func entries(_ path: LayerPath, in index: Int) throws(Errno) -> EntryList {
-        let layer = layers[index]
-        guard let watch = indexWatch, !layers.foldsNames, let layerIndex = layer.index else { return try layer.entries(path) }
+    func entries(_ request: Request, _ path: LayerPath, in index: Int) throws(Errno) -> EntryList {
+        let layer = request.layers[index]
+        guard let watch = indexWatch, !request.layers.foldsNames, let layerIndex = layer.index else { return try layer.entries(path) }
         guard let record = try layerIndex.directory(path, of: layer, watch: watch) else { throw Errno.noEntry }
         return record.entries
     }
@@ -109,8 +107,8 @@ extension Overlay {
     /// thousands of layers, the others would cost a failed open each. What was read tells the
     /// directory's names, by layer, to its lookups (and, where names fold, how each layer
     /// spells them).
-    private func mergeEntries(_ path: LayerPath, _ directories: DirectoryDescriptors, into list: inout EntryList) throws(Errno) {
-        let stack = layers
+    private func mergeEntries(_ request: Request, _ path: LayerPath, _ directories: DirectoryDescriptors, into list: inout EntryList) throws(Errno) {
+        let stack = request.layers
         let opened = directories.takeUnread()
         // only the layers that have the directory: with thousands of patches, most lack it
         var read: [Layer.Entries] = []
@@ -132,14 +130,14 @@ extension Overlay {
             directories.learnSpellings(table, in: read[offset].layer)
         }
         directories.known?.learn(read, present: directories.present.count)
-        merge(read, tables: tables, into: &list)
+        merge(request, read, tables: tables, into: &list)
     }
 
     /// Merges `read`, the entries of each layer that has the directory, top first, into
     /// `list`. Where names fold, `tables` holds each layer's names by key (see `SpellingTable`).
-    private func merge(_ read: [Layer.Entries], tables: [SpellingTable], into list: inout EntryList) {
-        let stack = layers
-        let numbers = shownInodes()
+    private func merge(_ request: Request, _ read: [Layer.Entries], tables: [SpellingTable], into list: inout EntryList) {
+        let stack = request.layers
+        let numbers = shownInodes(request)
         if stack.foldsNames {
             return Overlay.mergeFolded(read, tables: tables, of: stack, numbers, into: &list)
         }

@@ -6,8 +6,8 @@ import CSyscalls
 extension Overlay {
     /// The directory `node` is in and its name there (nil for the root, or a node no longer
     /// known).
-    public func place(of node: NodeID) -> (parent: NodeID, name: [UInt8])? {
-        guard node != rootNodeID, let location = try? nodes.location(of: node, in: view.generation) else { return nil }
+    public func place(_ request: Request, of node: NodeID) -> (parent: NodeID, name: [UInt8])? {
+        guard node != rootNodeID, let location = try? nodes.location(of: node, in: request.view.generation) else { return nil }
         return (location.parent, location.path.lastName)
     }
 
@@ -21,13 +21,12 @@ extension Overlay {
     /// attributes of its entries, so that a walk about to list it finds them in the kernel's
     /// caches. Changes nothing, not even an access time where the daemon may avoid it, and
     /// remembers nothing: a failure just ends the warming.
-    public func warmSubdirectory(_ name: [UInt8], of parent: NodeID) {
-        pinView(); defer { unpinView() }
-        guard let location = try? nodes.location(of: parent, in: view.generation), location.placement.isDirectory else { return }
+    public func warmSubdirectory(_ request: Request, _ name: [UInt8], of parent: NodeID) {
+        guard let location = try? nodes.location(of: parent, in: request.view.generation), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
-        let stack = layers
+        let stack = request.layers
         let watch = stack.foldsNames ? nil : indexWatch
-        let holding = directories.indexedPatches(holding: path, layers: stack)
+        let holding = request.directories.indexedPatches(holding: path, layers: stack)
         for index in stack.indices(of: location.placement) {
             let layer = stack[index]
             if let watch, let layerIndex = layer.index {

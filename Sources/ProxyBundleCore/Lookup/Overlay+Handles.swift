@@ -11,12 +11,11 @@ extension Overlay {
     /// LOOKUP of "." in `id`: the node itself, with one more kernel reference, while its name
     /// leads to the same file; ESTALE for a node not known or without a name, or whose name now
     /// leads to another file or kind of entry.
-    public func lookupItself(_ id: NodeID) throws(Errno) -> Entry {
-        pinView(); defer { unpinView() }
+    public func lookupItself(_ request: Request, _ id: NodeID) throws(Errno) -> Entry {
         if let control = ControlFile(node: id) { return Entry(node: id, attributes: controlAttributes(control)) }
         guard nodes.addLookup(id) else { throw Errno.stale }
         do throws(Errno) {
-            return Entry(node: id, attributes: try attributes(of: id))
+            return Entry(node: id, attributes: try attributes(request, of: id))
         } catch {
             nodes.forget(id, count: 1)
             throw error.code == ENOENT || error.code == ENOTDIR ? Errno.stale : error
@@ -24,10 +23,10 @@ extension Overlay {
     }
 
     /// LOOKUP of ".." in `id`: the directory its name is in (the root for the root).
-    public func lookupParent(of id: NodeID) throws(Errno) -> Entry {
-        if ControlFile(node: id) != nil || id == rootNodeID { return try lookupItself(rootNodeID) }
+    public func lookupParent(_ request: Request, of id: NodeID) throws(Errno) -> Entry {
+        if ControlFile(node: id) != nil || id == rootNodeID { return try lookupItself(request, rootNodeID) }
         guard let parent = nodes.parent(of: id), parent != NodeTable.detachedParent else { throw Errno.stale }
-        return try lookupItself(parent)
+        return try lookupItself(request, parent)
     }
 
     /// Opens `node`'s file again when every name of it was removed but it is still open (its
@@ -35,7 +34,7 @@ extension Overlay {
     /// the inode), through the descriptor the node keeps; nil when the node has a name or
     /// nothing open. Only a substitution file may be written so; a patch's or the main
     /// bundle's answers ESTALE, as any change to it does.
-    func openRemovedFile(_ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile? {
+    func openRemovedFile(_ request: Request, _ node: NodeID, flags: Int32) throws(Errno) -> OpenedFile? {
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         let opened = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) -> OpenedFile in
             guard !writes || placement.inSubstitution, try Sys.fstat(fd).st_mode & S_IFMT == S_IFREG else {
@@ -52,7 +51,7 @@ extension Overlay {
         }
         guard let opened else { return nil }
         if writes {
-            do throws(Errno) { try checkWritable() } catch {
+            do throws(Errno) { try checkWritable(request) } catch {
                 Sys.close(opened.fd)
                 throw error
             }

@@ -35,23 +35,22 @@ public struct Serving: Equatable, Sendable {
 extension Overlay {
     /// Where node `node` is in the merged view, for a log line: `/dir/name` (`node N` when it
     /// is no longer known).
-    public func displayPath(of node: NodeID) -> String {
+    public func displayPath(_ request: Request, of node: NodeID) -> String {
         if let control = ControlFile(node: node) { return "/" + String(decoding: control.name, as: UTF8.self) }
-        guard let location = try? locate(node) else { return "node \(node)" }
+        guard let location = try? locate(request, node) else { return "node \(node)" }
         return "/" + String(decoding: location.path.bytes, as: UTF8.self)
     }
 
     /// Resolves `path` (relative to the mount's root) name by name as a lookup through the
     /// mount would, and tells which layer serves it, or why nothing does.
     /// ENOENT/ENOTDIR when a directory on the way is missing or is not a directory.
-    public func serving(_ path: LayerPath) throws(Errno) -> Serving {
-        pinView(); defer { unpinView() }
+    public func serving(_ request: Request, _ path: LayerPath) throws(Errno) -> Serving {
         let names = path.bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
         var node = rootNodeID
         for (index, name) in names.enumerated() {
             if name == [UInt8(ascii: ".")] { continue }
             if name == [UInt8(ascii: "."), UInt8(ascii: ".")] { throw Errno.invalid }
-            switch try find(name, in: node) {
+            switch try find(request, name, in: node) {
             case .found(let entry):
                 if ControlFile(node: entry.node) != nil {
                     guard index == names.count - 1 else { throw Errno.notDirectory }
@@ -60,18 +59,18 @@ extension Overlay {
                 node = entry.node
             case .absent:
                 guard index == names.count - 1 else { throw Errno.noEntry }
-                return try whyAbsent(name, in: node)
+                return try whyAbsent(request, name, in: node)
             }
         }
-        let location = try locate(node)
+        let location = try locate(request, node)
         guard location.placement.isDirectory else {
             return Serving(source: .layer, places: [Serving.Place(layer: Int(location.placement.top), path: location.path)])
         }
-        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: layers, index: indexWatch)
+        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: request.layers, index: indexWatch)
         var places: [Serving.Place] = []
         for index in dirs.present {
             // where names fold, each real directory the layer merges (`DATA/` beside `data/`)
-            let reals = layers.foldsNames ? ((try? layers[index].spelledPaths(location.path).found) ?? []) : []
+            let reals = request.layers.foldsNames ? ((try? request.layers[index].spelledPaths(location.path).found) ?? []) : []
             if reals.count > 1 {
                 places += reals.map { Serving.Place(layer: index, path: $0, isSpelled: true) }
             } else {
@@ -83,10 +82,10 @@ extension Overlay {
 
     /// Why `name` is not found in directory `parent`: a whiteout in a layer it merges, a layer
     /// below that it does not merge because it is opaque there, or in no layer at all.
-    private func whyAbsent(_ name: [UInt8], in parent: NodeID) throws(Errno) -> Serving {
-        let dir = try locate(parent)
+    private func whyAbsent(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) -> Serving {
+        let dir = try locate(request, parent)
         let path = dir.path.appending(name)
-        let stack = layers
+        let stack = request.layers
         for index in stack.indices(of: dir.placement) {
             let layer = stack[index]
             let whiteoutFile = dir.path.appending(Whiteout.fileName(hiding: name))

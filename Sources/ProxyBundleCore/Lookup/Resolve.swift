@@ -17,8 +17,8 @@ extension Overlay {
     }
 
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
-    func resolve(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
-        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, layers: layers, index: indexWatch))
+    func resolve(_ request: Request, _ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
+        try resolve(request, name, in: DirectoryDescriptors(dir, dirPlacement, layers: request.layers, index: indexWatch))
     }
 
     /// The watch that patches' indexes are read with, nil where nothing is cached
@@ -27,37 +27,37 @@ extension Overlay {
 
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
     /// `DirectoryCache`): for checks before a change, which itself goes by path.
-    func resolve(_ name: [UInt8], inNode parent: NodeID) throws(Errno) -> Resolved {
-        try resolve(name, in: descriptors(of: parent, located: nodes.version))
+    func resolve(_ request: Request, _ name: [UInt8], inNode parent: NodeID) throws(Errno) -> Resolved {
+        try resolve(request, name, in: descriptors(request, of: parent, located: nodes.version))
     }
 
     /// The descriptors of directory node `parent`: those kept for it (which need no path, as
     /// every invalidation drops them), or opened at its location. `located` is the table's
     /// version before.
-    func descriptors(of parent: NodeID, located: UInt64) throws(Errno) -> DirectoryDescriptors {
-        if let placement = nodes.placement(of: parent), let kept = directories.cached(parent, placement) { return kept }
-        let dir = try locate(parent)
+    func descriptors(_ request: Request, of parent: NodeID, located: UInt64) throws(Errno) -> DirectoryDescriptors {
+        if let placement = nodes.placement(of: parent), let kept = request.directories.cached(parent, placement) { return kept }
+        let dir = try locate(request, parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        return try directories.descriptors(parent, dir, located: located, layers: layers)
+        return try request.directories.descriptors(parent, dir, located: located, layers: request.layers)
     }
 
     /// Resolves a listed `item` in the directory it was listed from, while nothing changed
     /// since: the listing found nothing of its name, and no whiteout for it, in the layers
     /// above the item's. A non-directory, or a directory of the lowest layer the listing
     /// merged, is one `fstatat` away; a directory above that may merge those below it.
-    func resolve(listed item: DirectoryListing.Item, of listing: DirectoryListing) throws(Errno) -> Resolved {
+    func resolve(_ request: Request, listed item: DirectoryListing.Item, of listing: DirectoryListing) throws(Errno) -> Resolved {
         let dirs = listing.directories
         let layer = Int(item.layer)
         let below = layer ..< Int(dirs.placement.bottom) + 1
         guard dirs.has(layer), dirs.hasOneDirectory(in: layer), !(below.count > 1 && item.type == UInt8(DT_DIR)) else {
-            return try resolve(listing.name(item), in: dirs, layers: below)
+            return try resolve(request, listing.name(item), in: dirs, layers: below)
         }
         let name = listing.name(item)
         let st = try listing.list.withNames { (names) throws(Errno) -> stat in try dirs.attributes(of: name, names.cString(item), in: layer) }
         if Whiteout.isDevice(st) || (below.count > 1 && isDirectory(st)) {
-            return try resolve(listing.name(item), in: dirs, layers: below)
+            return try resolve(request, listing.name(item), in: dirs, layers: below)
         }
-        return Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: isDirectory(st)), attributes: shown(st))
+        return Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: isDirectory(st)), attributes: shown(request, st))
     }
 
     /// Resolves `name` in the directory open as `dirs`, through its layers top first (or only
@@ -67,7 +67,7 @@ extension Overlay {
     /// marker, its attribute, or a `.wh.` file beside it) or a layer has another kind of entry
     /// or a whiteout there. One `fstatat` per layer that has the directory; a look for a
     /// whiteout file or an opaque directory only once a layer below has the name.
-    func resolve(_ name: [UInt8], in dirs: DirectoryDescriptors, layers: Range<Int>? = nil) throws(Errno) -> Resolved {
+    func resolve(_ request: Request, _ name: [UInt8], in dirs: DirectoryDescriptors, layers: Range<Int>? = nil) throws(Errno) -> Resolved {
         // where the directory's names were read: the layers that hold the name, and the
         // substitution (see `KnownNames`); none, and it is missing
         let holding = dirs.known?.holding(name, readingIn: layers == nil ? dirs : nil)
@@ -95,17 +95,17 @@ extension Overlay {
                     if found == nil {
                         if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
                         guard isDirectory(st) else {
-                            return Resolved(placement: .file(in: layer), attributes: shown(st), spelling: spelling)
+                            return Resolved(placement: .file(in: layer), attributes: shown(request, st), spelling: spelling)
                         }
                         found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true),
-                                         attributes: shown(st), spelling: spelling)
+                                         attributes: shown(request, st), spelling: spelling)
                         unchecked = layer
                         continue
                     }
                 }
                 // a directory found above: this layer's directory merges, unless hidden
                 if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
-                if let above = found, try isOpaqueDirectory(name, p, in: dirs, Int(above.placement.bottom)) { break }
+                if let above = found, try isOpaqueDirectory(request, name, p, in: dirs, Int(above.placement.bottom)) { break }
                 found?.placement.bottom = UInt16(layer)
                 unchecked = layer
             }
@@ -166,19 +166,19 @@ extension Overlay {
     }
 
     /// Whether the directory `name` (also as `p`) of layer `layer` of `dirs` hides the layers below it.
-    private func isOpaqueDirectory(_ name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
+    private func isOpaqueDirectory(_ request: Request, _ name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
                                    _ layer: Int) throws(Errno) -> Bool {
-        if dirs.isIndexed(layer), let watch = indexWatch, let index = layers[layer].index {
+        if dirs.isIndexed(layer), let watch = indexWatch, let index = request.layers[layer].index {
             // a directory whose lookup merges it is opened next: its record is read now
-            return try index.directory(dirs.path.appending(name), of: layers[layer], watch: watch)?.isOpaque ?? false
+            return try index.directory(dirs.path.appending(name), of: request.layers[layer], watch: watch)?.isOpaque ?? false
         }
         let dirfd = dirs[layer]
-        guard dirs.foldsNames else { return try isOpaqueDirectory(p, in: dirfd) }
+        guard dirs.foldsNames else { return try isOpaqueDirectory(request, p, in: dirfd) }
         // any of the layer's directories of the name that merge there
         for spelled in dirs.allSpelled(name, in: layer) {
             let opaque = try absentAsNil { () throws(Errno) -> Bool in
                 try spelled.name.withCStringCopy { (s: UnsafePointer<CChar>) throws(Errno) -> Bool in
-                    try isOpaqueDirectory(s, in: spelled.fd)
+                    try isOpaqueDirectory(request, s, in: spelled.fd)
                 }
             }
             if opaque == true { return true }
@@ -187,17 +187,17 @@ extension Overlay {
     }
 
     /// Whether the directory `name` in `dirfd` hides the layers below it.
-    private func isOpaqueDirectory(_ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Bool {
+    private func isOpaqueDirectory(_ request: Request, _ name: UnsafePointer<CChar>, in dirfd: Int32) throws(Errno) -> Bool {
         try Whiteout.isOpaque(named: name, in: dirfd)
     }
 
     /// Whether a layer below the substitution shows `name` in directory `parent` (placed at
     /// `dir`): removing or renaming the name must then leave a whiteout.
-    func shownBelowSubstitution(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location) throws(Errno) -> Bool {
+    func shownBelowSubstitution(_ request: Request, _ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location) throws(Errno) -> Bool {
         guard dir.placement.reachesBelowSubstitution else { return false }
-        let dirs = try descriptors(of: parent, located: nodes.version)
+        let dirs = try descriptors(request, of: parent, located: nodes.version)
         let below = max(1, Int(dirs.placement.top)) ..< Int(dirs.placement.bottom) + 1
-        return try absentAsNil { () throws(Errno) -> Resolved in try resolve(name, in: dirs, layers: below) } != nil
+        return try absentAsNil { () throws(Errno) -> Resolved in try resolve(request, name, in: dirs, layers: below) } != nil
     }
 
     private func isDirectory(_ st: stat) -> Bool {

@@ -33,7 +33,7 @@ extension Overlay {
 
     /// The access ACL of `node` as its layer holds it; empty where it has none (or it cannot be
     /// read: the mode then stands as it is).
-    public func accessACL(of node: NodeID) -> [UInt8] {
-        (try? extendedAttribute(node, name: Self.accessACL)) ?? []
+    public func accessACL(_ request: Request, of node: NodeID) -> [UInt8] {
+        (try? extendedAttribute(request, node, name: Self.accessACL)) ?? []
     }
 }

@@ -20,27 +20,28 @@ extension Overlay {
         case symlink(target: [UInt8])
     }
 
-    /// Creates `name` in `parent` for `owner`. For a file, also returns the open descriptor.
-    public func create(_ entry: NewEntry, named name: [UInt8], in parent: NodeID,
-                       owner: Requester) throws(Errno) -> (entry: Entry, fd: Int32?) {
-        pinView(); defer { unpinView() }
+    /// Creates `name` in `parent` for the request's owner. For a file, also returns the open
+    /// descriptor.
+    public func create(_ request: Request, _ entry: NewEntry, named name: [UInt8],
+                       in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32?) {
         beginChange(); defer { endChange() }
+        let owner = request.owner
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
-        try checkWritable()
-        let dirPath = try substitutionDirectory(parent)
-        if (try? resolve(name, inNode: parent)) != nil { throw Errno(EEXIST) }
+        try checkWritable(request)
+        let dirPath = try substitutionDirectory(request, parent)
+        if (try? resolve(request, name, inNode: parent)) != nil { throw Errno(EEXIST) }
         // the reply describes the entry made, stat'ed through the same directory descriptor: a
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
         // reply of another file type makes the kernel fail the call with EIO
-        let layer = try substitution
+        let layer = try request.substitution
         var (fd, made) = try layer.withSpelledDirectory(dirPath) { (dirfd: Int32, spelledPath: LayerPath) throws(Errno) -> (Int32?, stat) in
             // where names fold, a whiteout device of another spelling holds the name: the entry
             // takes its place, and its spelling (a second spelling would be a second entry)
             let name = layer.spelling(of: name, in: spelledPath, at: dirfd) ?? name
             // where a whiteout device holds the name, the entry is made in the work directory
             // and then put in the device's place in one step
-            let work = try Whiteout.deviceExists(name, in: dirfd) ? try workspace() : nil
+            let work = try Whiteout.deviceExists(name, in: dirfd) ? try workspace(request) : nil
             let whitedOut = try work != nil ? true : Whiteout.fileExists(hiding: name, in: dirfd)
             let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
             let entry = Overlay.masked(entry, by: owner.umask, in: dirfd)
@@ -69,18 +70,18 @@ extension Overlay {
                 }
             }
         }
-        directories.added(name, in: parent)
+        request.directories.added(name, in: parent)
         // a new inode may reuse the number of a removed copy: it shows its own
-        if hasOrigins { dropOrigin(ofSubstitutionInode: made.st_ino) }
-        made = shown(made)
+        if hasOrigins(request) { dropOrigin(request, ofSubstitutionInode: made.st_ino) }
+        made = shown(request, made)
         let isDirectory = (made.st_mode & S_IFMT) == S_IFDIR
         // nothing of the layers below shows through a new entry: a name visible there was
         // refused above, and a new directory over a whiteout is opaque
         let placement = Placement(top: 0, bottom: 0, isDirectory: isDirectory)
         let id = nodes.remember(parent: parent, name: name, placement: placement, kind: NodeTable.kind(of: made.st_mode),
-                                identity: UInt64(made.st_ino), resolvedAt: nil, in: view.generation)
+                                identity: UInt64(made.st_ino), resolvedAt: nil, in: request.view.generation)
         if let fd { nodes.opened(id, fd: fd) }
-        forgetOtherSpellings(changed: [parent], made: [(parent, name)])
+        forgetOtherSpellings(request, changed: [parent], made: [(parent, name)])
         return (Entry(node: id, attributes: made), fd)
     }
 
@@ -145,14 +146,14 @@ extension Overlay {
     /// directory and the name to make) and removes the whiteout that hid the name: a `.wh.`
     /// file after the link, or a whiteout device, which the link made in the work directory
     /// replaces in one step.
-    func linkAsNew(_ name: [UInt8], in dirfd: Int32,
+    func linkAsNew(_ request: Request, _ name: [UInt8], in dirfd: Int32,
                    _ link: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) {
         guard try Whiteout.deviceExists(name, in: dirfd) else {
             try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try link(dirfd, p) }
             if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
             return
         }
-        let work = try workspace()
+        let work = try workspace(request)
         try work.temporaryName().withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
             try link(work.fd, tmp)
             do throws(Errno) {
@@ -211,29 +212,28 @@ extension Overlay {
     }
 
     /// A hard link `name` in `newParent` to `node`, which is copied up first.
-    public func link(_ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
-        pinView(); defer { unpinView() }
+    public func link(_ request: Request, _ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
         beginChange(); defer { endChange() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
-        try checkWritable()
-        if try linkUnnamed(node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(of: node)) }
-        let location = try locate(node)
+        try checkWritable(request)
+        if try linkUnnamed(request, node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(request, of: node)) }
+        let location = try locate(request, node)
         if location.placement.isDirectory { throw Errno.notPermitted }
-        let source = try copyUp(node)
-        let dirPath = try substitutionDirectory(newParent)
-        if (try? resolve(name, inNode: newParent)) != nil { throw Errno(EEXIST) }
-        try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-            try substitution.withEntry(source) { (sourcefd: Int32) throws(Errno) in
-                try linkAsNew(name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+        let source = try copyUp(request, node)
+        let dirPath = try substitutionDirectory(request, newParent)
+        if (try? resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
+        try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+            try request.substitution.withEntry(source) { (sourcefd: Int32) throws(Errno) in
+                try linkAsNew(request, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { linkat(sourcefd, "", at, p, pb_AT_EMPTY_PATH) }
                 }
             }
         }
-        directories.added(name, in: newParent)
+        request.directories.added(name, in: newParent)
         // the new name is the same node: the kernel then keeps one inode for both names
         nodes.addAlias(node, parent: newParent, name: name)
-        forgetOtherSpellings(changed: [newParent], made: [(newParent, name)])
-        return Entry(node: node, attributes: try attributes(of: node))
+        forgetOtherSpellings(request, changed: [newParent], made: [(newParent, name)])
+        return Entry(node: node, attributes: try attributes(request, of: node))
     }
 }

@@ -7,8 +7,7 @@ import CSyscalls
 /// substitution; the overlay's own (`trusted.overlay.*`, `user.overlay.*`) are neither shown
 /// nor settable.
 extension Overlay {
-    public func extendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
-        pinView(); defer { unpinView() }
+    public func extendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8]) throws(Errno) -> [UInt8] {
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         if ControlFile(node: node) != nil { throw Errno.noData }
         return try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
@@ -18,13 +17,13 @@ extension Overlay {
             }) {
                 return value
             }
-            let location = try locate(node)
-            if let value = try besideParent(location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+            let location = try locate(request, node)
+            if let value = try besideParent(request, location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
                 try Sys.getxattr(in: dirfd, name, attribute: p)
             }) {
                 return value
             }
-            return try layer(serving: location.placement).extendedAttribute(location.path, name: p)
+            return try request.layer(serving: location.placement).extendedAttribute(location.path, name: p)
         }
     }
 
@@ -33,11 +32,11 @@ extension Overlay {
     /// and opens nothing (`ls -l` reads two of every file). Nil for the root, where no
     /// descriptor is kept for the directory (its descriptors serve its lookups, see
     /// `DirectoryCache`), and before Linux 6.13, which has no calls for it.
-    private func besideParent<T>(_ location: NodeTable.Location,
+    private func besideParent<T>(_ request: Request, _ location: NodeTable.Location,
                                  _ body: (Int32, UnsafePointer<CChar>) throws(Errno) -> T) throws(Errno) -> T? {
         guard cachesLookups, Sys.hasAttributeCallsAt, !location.path.isRoot,
               let parentPlacement = nodes.placement(of: location.parent),
-              let dirs = directories.cached(location.parent, parentPlacement) else { return nil }
+              let dirs = request.directories.cached(location.parent, parentPlacement) else { return nil }
         // where names fold, as the layer spells the name, in the real directory holding it
         guard let (fd, spelled) = dirs.spelled(location.path.lastName, in: Int(location.placement.top)), fd >= 0 else { return nil }
         return try spelled.withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) -> T in
@@ -47,8 +46,7 @@ extension Overlay {
     }
 
     /// The node's attribute names, NUL-separated, without the overlay's private ones.
-    public func extendedAttributeNames(_ node: NodeID) throws(Errno) -> [UInt8] {
-        pinView(); defer { unpinView() }
+    public func extendedAttributeNames(_ request: Request, _ node: NodeID) throws(Errno) -> [UInt8] {
         if ControlFile(node: node) != nil { return [] }
         let all: [UInt8]
         if let names = try nodes.withDetachedOpenFile(of: node, { (fd: Int32, _: Placement) throws(Errno) -> [UInt8] in
@@ -56,13 +54,13 @@ extension Overlay {
         }) {
             all = names
         } else {
-            let location = try locate(node)
-            if let names = try besideParent(location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
+            let location = try locate(request, node)
+            if let names = try besideParent(request, location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
                 try Sys.listxattr(in: dirfd, name)
             }) {
                 all = names
             } else {
-                all = try layer(serving: location.placement).extendedAttributeNames(location.path)
+                all = try request.layer(serving: location.placement).extendedAttributeNames(location.path)
             }
         }
         var shown: [UInt8] = []
@@ -74,23 +72,23 @@ extension Overlay {
         return shown
     }
 
-    /// Sets extended attribute `name` of `node` for `writer`. Returns whether it was the access
-    /// ACL, which also sets the mode's permission bits (the layer's file system makes them
-    /// match it), so the kernel's copy of the mode is stale.
+    /// Sets extended attribute `name` of `node` for the request's caller. Returns whether it
+    /// was the access ACL, which also sets the mode's permission bits (the layer's file system
+    /// makes them match it), so the kernel's copy of the mode is stale.
     @discardableResult
-    public func setExtendedAttribute(_ node: NodeID, name: [UInt8], value: [UInt8], flags: Int32,
-                                     by writer: Requester? = nil) throws(Errno) -> Bool {
-        pinView(); defer { unpinView() }
+    public func setExtendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8], value: [UInt8],
+                                     flags: Int32) throws(Errno) -> Bool {
         beginChange(); defer { endChange() }
-        try checkWritable()
+        try checkWritable(request)
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
         let isAccessACL = name == Self.accessACL
-        try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
+        try withSubstitutionEntry(request, node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CSyscalls.setxattr(proc, key, value, value.count, flags) }
                 }
-                if isAccessACL, let writer { try Self.clearSetGroupIDAfterACL(proc, by: writer) }
+                // the caller's groups are read for the access ACL only, the one attribute they matter to
+                if isAccessACL { try Self.clearSetGroupIDAfterACL(proc, by: request.caller) }
             }
         }
         return isAccessACL
@@ -109,12 +107,11 @@ extension Overlay {
         _ = try Sys.check { chmod(proc, st.st_mode & 0o7777 & ~S_ISGID) }
     }
 
-    public func removeExtendedAttribute(_ node: NodeID, name: [UInt8]) throws(Errno) {
-        pinView(); defer { unpinView() }
+    public func removeExtendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8]) throws(Errno) {
         beginChange(); defer { endChange() }
-        try checkWritable()
+        try checkWritable(request)
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
-        try withSubstitutionEntry(node) { (fd: Int32) throws(Errno) in
+        try withSubstitutionEntry(request, node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
                 try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { CSyscalls.removexattr(proc, key) }

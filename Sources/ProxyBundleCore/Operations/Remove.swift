@@ -8,59 +8,57 @@ import CSyscalls
 /// substitution's entry goes: the view changes in one step, and if the whiteout cannot be
 /// written nothing changes at all.
 extension Overlay {
-    public func unlink(_ name: [UInt8], in parent: NodeID) throws(Errno) {
-        pinView(); defer { unpinView() }
+    public func unlink(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
         beginChange(); defer { endChange() }
-        let (dir, child) = try visibleChild(name, in: parent)
+        let (dir, child) = try visibleChild(request, name, in: parent)
         if child.placement.isDirectory { throw Errno.isDirectory }
-        try remove(name, in: parent, dir, child)
+        try remove(request, name, in: parent, dir, child)
     }
 
-    public func removeDirectory(_ name: [UInt8], in parent: NodeID) throws(Errno) {
-        pinView(); defer { unpinView() }
+    public func removeDirectory(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
         beginChange(); defer { endChange() }
-        let (dir, child) = try visibleChild(name, in: parent)
+        let (dir, child) = try visibleChild(request, name, in: parent)
         guard child.placement.isDirectory else { throw Errno.notDirectory }
-        if try !mergedEntries(dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }
-        try remove(name, in: parent, dir, child)
+        if try !mergedEntries(request, dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }
+        try remove(request, name, in: parent, dir, child)
     }
 
-    func visibleChild(_ name: [UInt8], in parent: NodeID) throws(Errno) -> (NodeTable.Location, Resolved) {
+    func visibleChild(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) -> (NodeTable.Location, Resolved) {
         try Names.checkLookup(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno.notPermitted }
-        let dir = try locate(parent)
+        let dir = try locate(request, parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        return (dir, try resolve(name, in: dir.path, dir.placement))
+        return (dir, try resolve(request, name, in: dir.path, dir.placement))
     }
 
-    private func remove(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
-        try checkWritable()
-        let hidesBelow = try shownBelowSubstitution(name, in: parent, dir)
-        let dirPath = try substitutionDirectory(parent)
-        let entry = removedEntry(name, in: parent, dir, child)
+    private func remove(_ request: Request, _ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
+        try checkWritable(request)
+        let hidesBelow = try shownBelowSubstitution(request, name, in: parent, dir)
+        let dirPath = try substitutionDirectory(request, parent)
+        let entry = removedEntry(request, name, in: parent, dir, child)
         do throws(Errno) {
             // the name as the layer serving it spells it, where names fold: the substitution's
             // own spelling, or the one a whiteout hides below
             let nodeName = name
             let name = child.spelling ?? name
-            try substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
+            try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
                 if hidesBelow && Whiteout.needsDevice(name) {
                     // the device takes the name itself: it replaces the substitution's entry in one step
                     if !child.placement.inSubstitution { return try Whiteout.writeDevice(name, in: dirfd) }
-                    return try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory,
+                    return try removeSubstitutionEntry(request, name, in: dirfd, isDirectory: child.placement.isDirectory,
                                                        leavingWhiteout: true)
                 }
                 if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
                 guard child.placement.inSubstitution else { return }
                 do throws(Errno) {
-                    try removeSubstitutionEntry(name, in: dirfd, isDirectory: child.placement.isDirectory)
+                    try removeSubstitutionEntry(request, name, in: dirfd, isDirectory: child.placement.isDirectory)
                 } catch {
                     if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
                     throw error
                 }
             }
             nodes.detach(parent: parent, name: nodeName, keeping: entry)
-            forgetOtherSpellings(changed: [parent], gone: [(parent, nodeName)])
+            forgetOtherSpellings(request, changed: [parent], gone: [(parent, nodeName)])
         } catch {
             if let entry { Sys.close(entry) }
             throw error
@@ -71,22 +69,22 @@ extension Overlay {
     /// the kernel has a node for it: the node keeps it once no name leads to it, so that its
     /// attributes stay readable (see `NodeTable.Extras.removedEntry`). Nil if it cannot be
     /// opened (the node then answers ESTALE, as before).
-    func removedEntry(_ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) -> Int32? {
+    func removedEntry(_ request: Request, _ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) -> Int32? {
         guard nodes.hasChild(parent, name) else { return nil }
-        return try? layer(serving: child.placement).open(dir.path.appending(name), flags: pb_O_PATH)
+        return try? request.layer(serving: child.placement).open(dir.path.appending(name), flags: pb_O_PATH)
     }
 
     /// Removes an entry of the substitution; a directory (which may still hold whiteouts) is
     /// first moved into the work directory, so it disappears in one step. With
     /// `leavingWhiteout`, a whiteout device takes its place in the same step (RENAME_WHITEOUT).
-    func removeSubstitutionEntry(_ name: [UInt8], in dirfd: Int32, isDirectory: Bool,
+    func removeSubstitutionEntry(_ request: Request, _ name: [UInt8], in dirfd: Int32, isDirectory: Bool,
                                  leavingWhiteout: Bool = false) throws(Errno) {
         try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
             if !isDirectory && !leavingWhiteout {
                 _ = try Sys.check { unlinkat(dirfd, p, 0) }
                 return
             }
-            let work = try workspace()
+            let work = try workspace(request)
             let temporary = work.temporaryName()
             let flags = pb_RENAME_NOREPLACE | (leavingWhiteout ? pb_RENAME_WHITEOUT : 0)
             try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in

@@ -9,16 +9,15 @@ import CSyscalls
 /// A name a layer below shows gets its whiteout before the substitution's entry leaves it, so a
 /// crash may leave an entry under both names but never under neither.
 extension Overlay {
-    public func rename(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
+    public func rename(_ request: Request, _ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
                        flags: UInt32) throws(Errno) {
-        pinView(); defer { unpinView() }
         do {
             beginChange(); defer { endChange() }
-            return try renameHeld(name, in: parent, to: newName, in: newParent, flags: flags)
+            return try renameHeld(request, name, in: parent, to: newName, in: newParent, flags: flags)
         } catch let error where error == Overlay.materializesAlone {
             // a directory to materialize: the rename starts over, alone (see `changes`)
             try changes.withExclusive { () throws(Errno) in
-                try renameHeld(name, in: parent, to: newName, in: newParent, flags: flags)
+                try renameHeld(request, name, in: parent, to: newName, in: newParent, flags: flags)
             }
         }
     }
@@ -27,65 +26,65 @@ extension Overlay {
     /// never passed on.
     private static let materializesAlone = Errno(EDEADLK)
 
-    private func renameHeld(_ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
+    private func renameHeld(_ request: Request, _ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
                             flags: UInt32) throws(Errno) {
         guard flags & ~(pb_RENAME_NOREPLACE | pb_RENAME_EXCHANGE) == 0,
               flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)
         if ControlFile(name: newName, in: newParent) != nil { throw Errno.notPermitted }
-        try checkWritable()
-        var (dir, source) = try visibleChild(name, in: parent)
-        var newDir = try locate(newParent)
+        try checkWritable(request)
+        var (dir, source) = try visibleChild(request, name, in: parent)
+        var newDir = try locate(request, newParent)
         guard newDir.placement.isDirectory else { throw Errno.notDirectory }
-        var target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(newName, in: newDir.path, newDir.placement) }
+        var target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(request, newName, in: newDir.path, newDir.placement) }
         // where names fold, a new spelling of the same name: the entry itself, respelled
-        let respells = layers.foldsNames && parent == newParent && name != newName && CaseFold.equal(name, newName)
+        let respells = request.layers.foldsNames && parent == newParent && name != newName && CaseFold.equal(name, newName)
         if flags & pb_RENAME_EXCHANGE != 0 {
             guard target != nil else { throw Errno.noEntry }
             if parent == newParent && (name == newName || respells) { return }
-            return try exchange(name, in: parent, with: newName, in: newParent)
+            return try exchange(request, name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
         if respells { target = nil }
         if let target {
             if flags & pb_RENAME_NOREPLACE != 0 { throw Errno(EEXIST) }
-            try checkReplace(target, at: newDir.path.appending(newName), by: source)
+            try checkReplace(request, target, at: newDir.path.appending(newName), by: source)
         }
         if source.placement.isDirectory && source.placement.reachesBelowSubstitution {
-            try prepareByName(name, in: parent)
-            (dir, source) = try visibleChild(name, in: parent)
-            newDir = try locate(newParent)
+            try prepareByName(request, name, in: parent)
+            (dir, source) = try visibleChild(request, name, in: parent)
+            newDir = try locate(request, newParent)
             target = respells ? nil : try absentAsNil { () throws(Errno) -> Resolved in
-                try resolve(newName, in: newDir.path, newDir.placement)
+                try resolve(request, newName, in: newDir.path, newDir.placement)
             }
         }
-        let hidesBelowSource = try shownBelowSubstitution(name, in: parent, dir)
-        let hidesBelowTarget = try shownBelowSubstitution(newName, in: newParent, newDir)
-        if !source.placement.inSubstitution { try prepareByName(name, in: parent) }
+        let hidesBelowSource = try shownBelowSubstitution(request, name, in: parent, dir)
+        let hidesBelowTarget = try shownBelowSubstitution(request, newName, in: newParent, newDir)
+        if !source.placement.inSubstitution { try prepareByName(request, name, in: parent) }
         let replacesSubstitutionDirectory = source.placement.isDirectory && target?.placement.isDirectory == true
             && target?.placement.inSubstitution == true
-        let fromPath = try substitutionDirectory(parent)
-        let toPath = try substitutionDirectory(newParent)
-        let replaced = target.flatMap { removedEntry(newName, in: newParent, newDir, $0) }
+        let fromPath = try substitutionDirectory(request, parent)
+        let toPath = try substitutionDirectory(request, newParent)
+        let replaced = target.flatMap { removedEntry(request, newName, in: newParent, newDir, $0) }
         do throws(Errno) {
-            try move(name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
+            try move(request, name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
                      replacesSubstitutionDirectory: replacesSubstitutionDirectory, respells: respells)
         } catch {
             if let replaced { Sys.close(replaced) }
             throw error
         }
-        directories.added(newName, in: newParent)
+        request.directories.added(newName, in: newParent)
         nodes.move(parent: parent, name: name, to: newParent, newName, keeping: replaced)
-        forgetOtherSpellings(changed: [parent, newParent], made: [(newParent, newName)], gone: [(parent, name)])
+        forgetOtherSpellings(request, changed: [parent, newParent], made: [(newParent, newName)], gone: [(parent, name)])
     }
 
     /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`
     /// of `toPath`, with the whiteouts and opaque markers the layers below call for.
-    private func move(_ name: [UInt8], _ fromPath: LayerPath, to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
+    private func move(_ request: Request, _ name: [UInt8], _ fromPath: LayerPath, to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
                       source: Resolved, hidesBelow: (source: Bool, target: Bool),
                       replacesSubstitutionDirectory: Bool, respells: Bool) throws(Errno) {
         let (hidesBelowSource, hidesBelowTarget) = hidesBelow
-        let layer = try substitution
+        let layer = try request.substitution
         try layer.withSpelledDirectory(fromPath) { (fromfd: Int32, fromSpelled: LayerPath) throws(Errno) in
             try layer.withSpelledDirectory(toPath) { (tofd: Int32, toSpelled: LayerPath) throws(Errno) in
                 // where names fold, each name as the substitution spells it (the source was
@@ -103,7 +102,7 @@ extension Overlay {
                     try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
                     let device = hidesBelowSource && Whiteout.needsDevice(name)
                     if hidesBelowSource && !device { try Whiteout.write(hiding: name, in: fromfd) }
-                    try removeSubstitutionEntry(name, in: fromfd, isDirectory: true, leavingWhiteout: device)
+                    try removeSubstitutionEntry(request, name, in: fromfd, isDirectory: true, leavingWhiteout: device)
                     return
                 }
                 if source.placement.isDirectory, try Whiteout.deviceExists(newName, in: tofd) {
@@ -136,17 +135,17 @@ extension Overlay {
     /// RENAME_EXCHANGE: both names stay visible, so no whiteout changes; each side is first
     /// made to live wholly in the substitution, and a directory landing where a layer below
     /// has an entry is made opaque.
-    private func exchange(_ name: [UInt8], in parent: NodeID, with newName: [UInt8], in newParent: NodeID) throws(Errno) {
-        try prepareByName(name, in: parent)
-        try prepareByName(newName, in: newParent)
-        let (dir, source) = try visibleChild(name, in: parent)
-        let (newDir, target) = try visibleChild(newName, in: newParent)
-        let fromPath = try substitutionDirectory(parent)
-        let toPath = try substitutionDirectory(newParent)
-        let hidesBelowSource = try shownBelowSubstitution(name, in: parent, dir)
-        let hidesBelowTarget = try shownBelowSubstitution(newName, in: newParent, newDir)
-        try substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
-            try substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
+    private func exchange(_ request: Request, _ name: [UInt8], in parent: NodeID, with newName: [UInt8], in newParent: NodeID) throws(Errno) {
+        try prepareByName(request, name, in: parent)
+        try prepareByName(request, newName, in: newParent)
+        let (dir, source) = try visibleChild(request, name, in: parent)
+        let (newDir, target) = try visibleChild(request, newName, in: newParent)
+        let fromPath = try substitutionDirectory(request, parent)
+        let toPath = try substitutionDirectory(request, newParent)
+        let hidesBelowSource = try shownBelowSubstitution(request, name, in: parent, dir)
+        let hidesBelowTarget = try shownBelowSubstitution(request, newName, in: newParent, newDir)
+        try request.substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
+            try request.substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
                 if source.placement.isDirectory, hidesBelowTarget {
                     try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try Overlay.markOpaque(p, in: fromfd) }
                 }
@@ -157,7 +156,7 @@ extension Overlay {
             }
         }
         nodes.exchange(parent: parent, name: name, with: newParent, newName)
-        forgetOtherSpellings(changed: [parent, newParent])
+        forgetOtherSpellings(request, changed: [parent, newParent])
     }
 
     private func renameAt(_ fromfd: Int32, _ name: [UInt8], _ tofd: Int32, _ newName: [UInt8], _ flags: UInt32) throws(Errno) {
@@ -168,28 +167,28 @@ extension Overlay {
         }
     }
 
-    private func checkReplace(_ target: Resolved, at path: LayerPath, by source: Resolved) throws(Errno) {
+    private func checkReplace(_ request: Request, _ target: Resolved, at path: LayerPath, by source: Resolved) throws(Errno) {
         switch (source.placement.isDirectory, target.placement.isDirectory) {
         case (true, false): throw Errno.notDirectory
         case (false, true): throw Errno.isDirectory
         case (true, true):
-            if try !mergedEntries(path, target.placement).isEmpty { throw Errno(ENOTEMPTY) }
+            if try !mergedEntries(request, path, target.placement).isEmpty { throw Errno(ENOTEMPTY) }
         case (false, false): break
         }
     }
 
     /// Makes the entry `name` of `parent` live wholly in the substitution: a file is copied
     /// up, a directory with content below the substitution materialized.
-    private func prepareByName(_ name: [UInt8], in parent: NodeID) throws(Errno) {
-        let entry = try lookup(parent: parent, name: name)
+    private func prepareByName(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
+        let entry = try lookup(request, parent: parent, name: name)
         defer { forget(entry.node, count: 1) }
-        let placement = try locate(entry.node).placement
+        let placement = try locate(request, entry.node).placement
         if placement.isDirectory {
             // the copy of the tree must see every change made beneath it, and miss none
             if placement.reachesBelowSubstitution && !changes.isHeldAlone { throw Overlay.materializesAlone }
-            try materialize(entry.node)
+            try materialize(request, entry.node)
         } else {
-            try copyUp(entry.node)
+            try copyUp(request, entry.node)
         }
     }
 }

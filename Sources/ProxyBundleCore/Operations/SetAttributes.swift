@@ -28,18 +28,17 @@ extension Overlay {
     /// Applies `changes` to `node` (through `fd` when the file is open) and returns the new
     /// attributes. A file whose every name was removed while open is changed through an open
     /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
-    public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
-        pinView(); defer { unpinView() }
+    public func setAttributes(_ request: Request, _ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         beginChange(); defer { endChange() }
-        try checkWritable()
+        try checkWritable(request)
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
             return try Sys.fstat(fd ?? open)
         }) {
-            return shown(st)
+            return shown(request, st)
         }
-        let path = try copyUp(node, withData: changes.size != 0)
-        let substitution = try self.substitution
+        let path = try copyUp(request, node, withData: changes.size != 0)
+        let substitution = try request.substitution
         try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
                 let at = path.isRoot ? substitution.rootFD : dirfd
@@ -68,8 +67,8 @@ extension Overlay {
                 }
             }
         }
-        if let fd { return try attributes(of: node, openFile: fd) }
-        return try attributes(of: node)
+        if let fd { return try attributes(request, of: node, openFile: fd) }
+        return try attributes(request, of: node)
     }
 
     /// `changes` made through open file `fd`, in the order `setAttributes` makes them by path.
@@ -111,26 +110,25 @@ extension Overlay {
 
     /// Runs `body` with a descriptor of the substitution's entry of `node` (copied up first): an
     /// O_PATH one of its path, or one open on it when every name of it was removed.
-    func withSubstitutionEntry<T>(_ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+    func withSubstitutionEntry<T>(_ request: Request, _ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
         if let result = try withRemovedFile(node, body) { return result }
-        let path = try copyUp(node)
-        return try substitution.withEntry(path, body)
+        let path = try copyUp(request, node)
+        return try request.substitution.withEntry(path, body)
     }
 
     /// Clears the set-user-ID bit of regular file `node`, and its set-group-ID bit where the
-    /// kernel would for a write by `writer` (the file is group-executable, or the writer is
-    /// neither root nor in the file's group). The kernel leaves this to the daemon under
+    /// kernel would for a write by the request's caller (the file is group-executable, or the
+    /// caller is neither root nor in the file's group). The kernel leaves this to the daemon under
     /// FUSE_HANDLE_KILLPRIV_V2 when a file is written, truncated or given away. Returns the new
     /// attributes, or nil when there was nothing to clear.
-    public func clearSetIDBits(_ node: NodeID, openFile fd: Int32?, writer: () -> Requester) throws(Errno) -> stat? {
-        pinView(); defer { unpinView() }
+    public func clearSetIDBits(_ request: Request, _ node: NodeID, openFile fd: Int32?) throws(Errno) -> stat? {
         beginChange(); defer { endChange() }
         let st: stat
-        if let fd { st = try attributes(of: node, openFile: fd) } else { st = try attributes(of: node) }
-        guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: writer) else { return nil }
+        if let fd { st = try attributes(request, of: node, openFile: fd) } else { st = try attributes(request, of: node) }
+        guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: { request.caller }) else { return nil }
         var changes = AttributeChanges()
         changes.mode = mode
-        return try setAttributes(node, changes, openFile: fd)
+        return try setAttributes(request, node, changes, openFile: fd)
     }
 
     /// The permission bits of `st` without the set-ID bits a write by `writer` clears; nil when
@@ -150,12 +148,11 @@ extension Overlay {
     }
 
     /// fsyncdir: flushes the substitution's directory (the other layers are never written).
-    public func syncDirectory(_ node: NodeID, dataOnly: Bool) throws(Errno) {
-        pinView(); defer { unpinView() }
-        let location = try locate(node)
+    public func syncDirectory(_ request: Request, _ node: NodeID, dataOnly: Bool) throws(Errno) {
+        let location = try locate(request, node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         guard location.placement.inSubstitution else { return }
-        let fd = try substitution.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
+        let fd = try request.substitution.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)
         defer { Sys.close(fd) }
         _ = try Sys.check { dataOnly ? fdatasync(fd) : fsync(fd) }
     }

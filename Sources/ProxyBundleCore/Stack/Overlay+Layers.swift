@@ -11,7 +11,7 @@ extension Overlay {
     /// on the disk. Nothing where nothing is cached (`-o nocache`) or names fold.
     public func readPatchesAhead(threads: Int = 4) {
         guard cachesLookups else { return }
-        let patches = layers.patches.filter { $0.index != nil }
+        let patches = currentLayers.patches.filter { $0.index != nil }
         guard !patches.isEmpty else { return }
         let next = Locked(0)
         let watch = self.watch
@@ -32,7 +32,7 @@ extension Overlay {
     /// The layers as `.layers` shows them: one `ROLE PATH` line each, top first, each path
     /// the bytes it was opened at.
     public var layersText: [UInt8] {
-        let stack = layers
+        let stack = currentLayers
         return stack.layers.indices.flatMap { Array("\(stack.role($0).rawValue) ".utf8) + stack[$0].path.bytes + [0x0A] }
     }
 
@@ -46,7 +46,7 @@ extension Overlay {
     /// another. Files open before keep what they opened. Changes made in a kept patch behind
     /// the daemon's back show after `.invalidate`, as without a swap.
     public func replacePatches(_ patches: [Layer], listingNames: Bool = true) throws(Errno) -> Invalidation {
-        let next = try layers.replacingPatches(patches)
+        let next = try currentLayers.replacingPatches(patches)
         if let swapped = try swapKeepingWhatStays(next, listingNames: listingNames) { return swapped }
         return try install(next, listingNames: listingNames)
     }

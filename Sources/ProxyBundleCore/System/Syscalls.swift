@@ -7,7 +7,7 @@ import CSyscalls
 /// failure into a thrown `Errno`. Nothing here knows about layers or whiteouts.
 ///
 /// The folder `System/` owns what the rest stands on: system calls, error numbers, locks,
-/// raw paths, the mount table and interruption of a request.
+/// raw paths and the mount table.
 enum Sys {
     @inline(__always)
     static func check(_ body: () -> Int32) throws(Errno) -> Int32 {

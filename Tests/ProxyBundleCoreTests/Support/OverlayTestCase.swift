@@ -173,7 +173,7 @@ class OverlayTestCase: XCTestCase {
         var parent = rootNodeID
         var entry: Overlay.Entry? = nil
         for component in relative.split(separator: "/") {
-            entry = try overlay.lookup(parent: parent, name: Array(component.utf8))
+            entry = try overlay.lookup(Request(overlay), parent: parent, name: Array(component.utf8))
             parent = entry!.node
         }
         guard let entry else { throw FixtureError("lookup of an empty path", errno: EINVAL) }
@@ -198,7 +198,7 @@ class OverlayTestCase: XCTestCase {
 
     /// Opens `node` read-only through the overlay and reads the whole file.
     func readContent(_ overlay: Overlay, _ node: NodeID) throws -> String {
-        let fd = try overlay.openFile(node, flags: O_RDONLY).fd
+        let fd = try overlay.openFile(Request(overlay), node, flags: O_RDONLY).fd
         defer { close(fd) }
         return try readAll(fd)
     }

@@ -1,0 +1,110 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One request to the overlay, passed to every operation that reads placements: the stack
+/// view it reads (pinned when the request is made, kept to its end), who asks, whether the
+/// caller gave up waiting, and what its changes leave for the kernel to forget. The FUSE
+/// server makes one per kernel request; everything else that calls the overlay (the control
+/// files, the read-ahead, tools, tests) makes its own with `Request(overlay)`. Nothing about a
+/// request travels on the thread: a swap of the layers waits for no request, and an operation
+/// reads only the view its request holds (see `StackView`). Used by one thread at a time.
+public final class Request {
+    /// The view this request reads placements in.
+    let view: StackView
+    /// Who asks, without supplementary groups: the owner of what it makes, and its umask.
+    public let owner: Requester
+    /// What only the request's source can tell (nil: a request of the daemon's own).
+    private let origin: (any RequestOrigin)?
+    /// The caller's supplementary groups, once read.
+    private var groups: [gid_t]?
+    /// Whether a long copy may stop with EINTR now (see `whileInterruptible`).
+    private var interruptible = false
+    /// What changes made in this request leave for the kernel to forget (see `KernelForgets`).
+    private var forgets: KernelForgets?
+
+    /// A request on the view current now, made by `owner` (root when not told), with what
+    /// only `origin` can tell (groups, interruption).
+    public init(_ overlay: Overlay, owner: Requester = Requester(uid: 0, gid: 0, groups: []),
+                origin: (any RequestOrigin)? = nil) {
+        view = overlay.currentView.withLock { $0 }
+        self.owner = owner
+        self.origin = origin
+        groups = origin == nil ? owner.groups : nil
+    }
+
+    /// Who asks, with supplementary groups (for a permission check): read from the origin the
+    /// first time they are needed, since that takes system calls.
+    public var caller: Requester {
+        if groups == nil { groups = origin?.groups() ?? [] }
+        var caller = owner
+        caller.groups = groups ?? []
+        return caller
+    }
+
+    /// Runs `body` with long copies asking whether the caller gave up (the kernel sent
+    /// FUSE_INTERRUPT); they then stop with EINTR, removing what they made.
+    public func whileInterruptible<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        let before = interruptible
+        interruptible = true
+        defer { interruptible = before }
+        return try body()
+    }
+
+    /// Whether the caller gave up waiting, while that stops this request.
+    var isInterrupted: Bool { interruptible && origin?.isInterrupted == true }
+
+    /// EINTR when the caller gave up waiting, while that stops this request.
+    func checkInterrupted() throws(Errno) {
+        if isInterrupted { throw Errno(EINTR) }
+    }
+
+    /// Keeps what a change found for the kernel to forget, until the request's reply.
+    func keep(forgetting nodes: [NodeID], names: [(parent: NodeID, name: [UInt8])]) {
+        if forgets == nil { forgets = KernelForgets() }
+        forgets?.nodes += nodes
+        forgets?.names += names
+    }
+
+    /// What this request's changes left for the kernel to forget, now taken away; nil when
+    /// nothing (always without folded names).
+    public func takeKernelForgets() -> KernelForgets? {
+        defer { forgets = nil }
+        return forgets
+    }
+
+    /// The layers of this request's view, top first.
+    public var layers: LayerStack { view.layers }
+
+    /// The descriptors of directories recently looked in, of this request's view.
+    var directories: DirectoryCache { view.directories }
+
+    /// The substitution's layer, the only one written; EROFS for a stack without one.
+    var substitution: Layer {
+        get throws(Errno) {
+            guard let top = view.layers.substitution else { throw Errno.readOnly }
+            return top.layer
+        }
+    }
+
+    /// Whether changes go to the substitution (false: they answer EROFS).
+    public var isWritable: Bool { view.layers.substitution?.isWritable ?? false }
+}
+
+/// Where a request came from, for what only its source can tell.
+public protocol RequestOrigin {
+    /// The caller's supplementary groups (reading them may take system calls).
+    func groups() -> [gid_t]
+    /// Whether the caller gave up waiting for the answer.
+    var isInterrupted: Bool { get }
+}
+
+/// What the kernel may keep of other spellings after a change through the mount, where names
+/// fold (see `Overlay.forgetOtherSpellings`): directory nodes whose attributes and listings
+/// are outdated, and names (a directory and a spelling) that now lead elsewhere or nowhere, or
+/// exist where they were missing. Found with the change's locks held, told to the kernel by
+/// the FUSE server before the reply, with no lock held.
+public struct KernelForgets {
+    public var nodes: [NodeID] = []
+    public var names: [(parent: NodeID, name: [UInt8])] = []
+}
