@@ -43,6 +43,7 @@ extension FuseServer {
         } catch {
             server.notifier.deliverBeforeReply()
             server.log(failure: error, in: operation, node: node, name: name)
+            LockOrder.willNotifyKernel()
             _ = fuse_reply_err(req, error.code)
         }
     }
@@ -54,6 +55,7 @@ extension FuseServer {
     }
 
     private func send(_ reply: Reply, to req: fuse_req_t, _ operation: StaticString) {
+        LockOrder.willNotifyKernel()
         let result: Int32
         switch reply {
         case .ok:

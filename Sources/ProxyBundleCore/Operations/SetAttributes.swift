@@ -31,6 +31,11 @@ extension Overlay {
     public func setAttributes(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         pinView(); defer { unpinView() }
         beginChange(); defer { endChange() }
+        return try setAttributesHeld(node, changes, openFile: fd)
+    }
+
+    /// `setAttributes`, with `changes` (the lock) held shared already.
+    private func setAttributesHeld(_ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         try checkWritable()
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
@@ -130,7 +135,7 @@ extension Overlay {
         guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: writer) else { return nil }
         var changes = AttributeChanges()
         changes.mode = mode
-        return try setAttributes(node, changes, openFile: fd)
+        return try setAttributesHeld(node, changes, openFile: fd)
     }
 
     /// The permission bits of `st` without the set-ID bits a write by `writer` clears; nil when
