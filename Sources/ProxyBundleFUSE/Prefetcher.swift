@@ -12,8 +12,9 @@ import ProxyBundleCore
 /// first is dropped; at most 4,096 wait. Files go before directories. The thread runs at a
 /// lower priority and changes nothing.
 final class Prefetcher: @unchecked Sendable {
-    /// Guards every field but `order` and `orders` (the read-ahead thread's own).
-    private let mutex = Locked((), rank: .prefetcher)
+    /// Guards every field but `order` and `orders` (the read-ahead thread's own); its value:
+    /// the requests the read-ahead thread has taken and not finished (0 or 1).
+    private let mutex = Locked(0, rank: .prefetcher)
     /// Signalled when a request comes.
     private let condition = Condition()
     private var pending: [(parent: NodeID, name: [UInt8])] = []
@@ -27,8 +28,6 @@ final class Prefetcher: @unchecked Sendable {
     /// The order each recent reader was last seen opening files in (the read-ahead thread's).
     private var orders: [(thread: pid_t, order: FileOrder.Order)] = []
     private var filesRead: UInt64 = 0
-    /// Requests the read-ahead thread has taken and not finished (0 or 1).
-    private var working = 0
     /// The directories whose files were read ahead lately, most recent last: a file found in
     /// the page cache there may be one read ahead, which tells nothing of the rest.
     private var readAheadIn: [NodeID] = []
@@ -101,14 +100,14 @@ final class Prefetcher: @unchecked Sendable {
     /// Directories and files read ahead so far, and the requests waiting or in progress
     /// (none once the thread has done all it was asked), for `.stats`.
     var figures: (directories: UInt64, files: UInt64, pending: Int) {
-        mutex.withLock { _ in (count, filesRead, pending.count + fileRequests.count + working) }
+        mutex.withLock { working in (count, filesRead, pending.count + fileRequests.count + working) }
     }
 
     private func run() {
         // on Linux, 0 means this thread alone
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
         while true {
-            let next = mutex.withLock(when: { _ in !pending.isEmpty || !fileRequests.isEmpty }, on: condition) { _ in
+            let next = mutex.withLock(when: { _ in !pending.isEmpty || !fileRequests.isEmpty }, on: condition) { working in
                 working = 1
                 if let file = fileRequests.popLast() { return Request.file(file) }
                 count += 1
@@ -117,7 +116,7 @@ final class Prefetcher: @unchecked Sendable {
             switch next {
             case .file(let file):
                 let read = readFilesAhead(for: file)
-                mutex.withLock { _ in
+                mutex.withLock { working in
                     working = 0
                     filesRead += UInt64(read)
                     if read > 0 && readAheadIn.last != file.parent {
@@ -128,7 +127,7 @@ final class Prefetcher: @unchecked Sendable {
                 }
             case .directory(let directory):
                 overlay.warmSubdirectory(directory.name, of: directory.parent)
-                mutex.withLock { _ in working = 0 }
+                mutex.withLock { $0 = 0 }
             }
         }
     }
