@@ -8,58 +8,29 @@ import CSyscalls
 /// requests that use them and take kernel node IDs; nothing here imports libfuse. Each takes
 /// the `Request` it serves first: the view it reads, who asks, whether the caller gave up.
 ///
-/// Every lock of the daemon, in the order they may nest: a thread holding one takes only locks
-/// of a higher number, never one of the same or a lower number.
-/// 1. `FuseServer.invalidations` (FUSE target): held for a whole invalidation or change of
-///    the patches, during which the daemon calls into the layers and the overlay and notifies
-///    the kernel.
-/// 2. `Overlay.installs`: held while an invalidation or a swap makes and publishes a new view
-///    (so views are published in the order of their generations), and while a remount
-///    changes writability. Requests never take it.
-/// 3. `Overlay.changes`: held shared by every change of the substitution through the mount
-///    for its whole length, alone by a rename that materializes a directory; the daemon calls
-///    into the layers under it (what the kernel is to forget of other spellings, where names
-///    fold, is kept in the request until its reply: see `Request.keep(forgetting:names:)`).
-/// 4. `DirectoryCache`'s entries: may take (5) to check the table's version.
-/// 5. `NodeTable.state`: held for table changes only, never while calling into a layer or the
-///    kernel, except in `withOpenFile`, whose body works on a descriptor the table owns (a
-///    concurrent release must not close it meanwhile): the calls that read or change that
-///    file (`fstat`, `f*xattr`, `fchmod`...), and for an unnamed file linked in, the open of
-///    its new directory in the substitution and the `linkat`. Callers read what they need
-///    from `LayerWatch` before taking it.
-/// 6. Leaves, each held only to read or swap a value and never while taking another lock:
-///    `Overlay.currentView`, `recentViews`, `controlTime`, `longCopies`;
-///    `Substitution`'s;
-///    `LayerWatch`'s (adds inotify watches under it),
-///    `KnownNames`', `Workspace`'s counter; in the FUSE target `KernelNotifier`'s two (never held
-///    while notifying),
-///    `FuseServer`'s `currentTimeouts`, `enforcesACL`, `watching` and
-///    `extendedAttributeReads`, `ListingStore`'s, `ListingReaders`', `Passthrough`'s and
-///    `Prefetcher`'s (its mutex; `mincore` under it); the command line's `WriterLock`; and
-///    `Uring.c`'s `problem_lock`.
-/// No lock is held while the daemon replies to or notifies the kernel, except (1): a
-/// notification may wait for a directory lock that a request in flight holds, and that
-/// request never needs (1).
+/// Every lock of the daemon has a rank, declared with it (`LockRank`, which writes the order
+/// down and says what each guards); debug builds check the order on every acquisition.
 ///
-/// Requests take none of (1) and (2): each reads only the view its `Request` pinned when it
-/// was made, so a swap of the layers waits for no request (see `StackView`).
+/// Requests take neither `invalidations` nor `installs`: each reads only the view its `Request`
+/// pinned when it was made, so a swap of the layers waits for no request (see
+/// `StackView`).
 public final class Overlay: Sendable {
     let nodes: NodeTable
     /// The view new requests pin: replaced whole (see `StackView`).
     let currentView: Locked<StackView>
     /// The views last replaced by other layers (a swap), newest first: a file the kernel holds
     /// through a node resolved before the swap is still found there (see `openWhereItWas`).
-    private let recentViews = Locked<[StackView]>([])
+    private let recentViews = Locked<[StackView]>([], rank: .recentViews)
     static let keptViews = 4
     /// The most layers recent views may hold open beyond the current view's.
     static let keptLayers = 256
-    /// Serializes the making of new views (see the lock order above).
-    let installs = Locked(())
+    /// Serializes the making of new views (see `LockRank.installs`).
+    let installs = Locked((), rank: .installs)
     /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
     let substitutionPath: RawPath?
     /// What the last swaps between orders of the same patches kept for the next (see
     /// `SwapMemo`); emptied by every invalidation.
-    let swapMemo = Locked(SwapMemo())
+    let swapMemo = Locked(SwapMemo(), rank: .swapMemo)
     /// The last invalidation's time (the control files' times).
     let controlTime: Locked<timespec>
     /// The directories looked into, watched for changes on disk (LayerWatch.swift).
@@ -74,9 +45,9 @@ public final class Overlay: Sendable {
     /// rename's parents, and a change beneath the directory made while its tree is copied
     /// would be lost with the tree the copy replaces (a removed directory came back on disk
     /// while the mount remembered it missing; StressTests found it).
-    let changes = ReadWriteLock()
+    let changes = ReadWriteLock(rank: .changes)
     /// The directories being materialized now, and how far each copy got.
-    let longCopies = Locked<[LongCopy]>([])
+    let longCopies = Locked<[LongCopy]>([], rank: .longCopies)
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
 
     /// The view new requests pin now; for what is not a request (`.stats`, an invalidation).
@@ -100,11 +71,15 @@ public final class Overlay: Sendable {
         for stack in stacks {
             for patch in stack.patches where found[patch.path] == nil { found[patch.path] = patch }
         }
-        recentPatchesByPath.withLock { $0 = (current, found) }
+        let replaced = recentPatchesByPath.withLock { known in
+            defer { known = (current, found) }
+            return known
+        }
+        _ = replaced  // let go outside the lock (a view's last holder closes its directories)
         return found
     }
     /// `recentPatches` as last made, and the view it was made in.
-    private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil)
+    private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil, rank: .recentViews)
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
@@ -126,10 +101,11 @@ public final class Overlay: Sendable {
         inodes.register(layers)
         nodes = NodeTable(root: try layers.rootPlacement(), foldsNames: layers.foldsNames)
         currentView = Locked(StackView(layers: layers, inodes: inodes, generation: nodes.generation,
-                                       directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)))
+                                       directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)),
+                             rank: .currentView)
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
-        controlTime = Locked(now)
+        controlTime = Locked(now, rank: .controlTime)
     }
 
     /// The overlay of `main` under `patches` (the first wins) under `substitution` (none: a
@@ -435,7 +411,7 @@ public final class Overlay: Sendable {
 
     /// The kernel closed its last use of `fd`, opened by `openFile` or `create` for `node`.
     public func release(_ node: NodeID, fd: Int32) {
-        if nodes.closed(node, fd: fd) { nodes.closer.close(fd) } else { Sys.close(fd) }
+        if !nodes.closed(node, fd: fd) { Sys.close(fd) }
     }
 
     /// The attributes of an open file, through its descriptor (also after its name was removed).

@@ -41,18 +41,18 @@ public final class FuseServer: Sendable {
     let claimsSubstitution: @Sendable () -> Bool
     /// Whether to ask the kernel to enforce POSIX ACLs (`-o acl`), and whether it does.
     let usesACL: Bool
-    let enforcesACL = Locked(false)
+    let enforcesACL = Locked(false, rank: .serverSettings)
     let logger: Logger
     /// PROXYBUNDLE_NO_EPOCH=1 in the environment makes invalidation take the path used on
     /// kernels before 6.16 (one notification per cached name); the tests use it.
     let notifier = KernelNotifier(usesEpoch: getenv("PROXYBUNDLE_NO_EPOCH") == nil)
     /// Held for the length of each invalidation, so they run one at a time.
-    /// First in the daemon's lock order (see `Overlay`).
-    let invalidations = Locked(InvalidationRecord())
+    /// First in the daemon's lock order (see `LockRank`).
+    let invalidations = Locked(InvalidationRecord(), rank: .invalidations)
     /// Whether changes in the layers are invalidated as they settle (`-o watch`).
-    let watching = Locked(false)
+    let watching = Locked(false, rank: .serverSettings)
     /// The worker loop's `max_threads` and `spin` (microseconds), as `Session.run` set them (for `.stats`).
-    let workers = Locked((threads: UInt32(0), spin: UInt32(0)))
+    let workers = Locked((threads: UInt32(0), spin: UInt32(0)), rank: .serverSettings)
     /// Where the mount is (a patch given to `.layers` must not lie inside it).
     let mountpoint: RawPath
     /// When the server was made (seconds since the epoch), for `.stats`' `started`.
@@ -61,9 +61,9 @@ public final class FuseServer: Sendable {
     let passthrough = Passthrough()
     /// GETXATTR requests answered, for `.stats` (the kernel asks for security.capability before
     /// a write unless the daemon clears set-ID bits itself).
-    let extendedAttributeReads = Locked<UInt64>(0)
+    let extendedAttributeReads = Locked<UInt64>(0, rank: .serverSettings)
     /// Long requests whose caller gave up while they ran (FUSE_INTERRUPT), for `.stats`.
-    let interruptedRequests = Locked<UInt64>(0)
+    let interruptedRequests = Locked<UInt64>(0, rank: .serverSettings)
     /// Which listings carry attributes with their entries.
     let listingReaders = ListingReaders()
     /// The listings being read.
@@ -81,7 +81,7 @@ public final class FuseServer: Sendable {
         self.overlay = overlay
         self.usesACL = usesACL
         self.prefetcher = Prefetcher(overlay: overlay)
-        self.currentTimeouts = Locked(timeouts)
+        self.currentTimeouts = Locked(timeouts, rank: .serverSettings)
         self.claimsSubstitution = claimsSubstitution
         self.logger = logger
         self.mountpoint = mountpoint

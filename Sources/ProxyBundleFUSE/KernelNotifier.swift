@@ -13,7 +13,7 @@ import ProxyBundleCore
 /// session, and `attach(nil)`, which the session calls before it is destroyed, waits until
 /// none does. Notifications that must wait until a reply lets go of the kernel's locks go to
 /// one worker thread (`later`), started when there is work and ended when there is none.
-final class KernelNotifier: @unchecked Sendable {
+final class KernelNotifier: Sendable {
     private struct State {
         var session: OpaquePointer?
         /// Notifications using the session now.
@@ -23,38 +23,26 @@ final class KernelNotifier: @unchecked Sendable {
         var working = false
     }
 
-    private var mutex = pthread_mutex_t()
+    private let state = Locked(State(), rank: .kernelNotifier)
     /// Signalled when the last user of the session is done.
-    private var idle = pthread_cond_t()
-    private var state = State()
+    private let idle = Condition()
     /// Whether this kernel accepts FUSE_NOTIFY_INC_EPOCH on this connection (nil: not tried).
     let acceptsEpoch: Locked<Bool?>
 
     /// `usesEpoch: false` never tries FUSE_NOTIFY_INC_EPOCH (to test the per-name fallback).
     init(usesEpoch: Bool = true) {
-        acceptsEpoch = Locked(usesEpoch ? nil : false)
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&idle, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(&idle)
-        pthread_mutex_destroy(&mutex)
+        acceptsEpoch = Locked(usesEpoch ? nil : false, rank: .kernelNotifier)
     }
 
     private func locked<T>(_ body: (inout State) -> T) -> T {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return body(&state)
+        state.withLock(body)
     }
 
     /// Gives the notifier its session, or (nil) takes it away, waiting until no notification
     /// uses it any more: the session may be destroyed when this returns.
     func attach(_ session: OpaquePointer?) {
-        pthread_mutex_lock(&mutex)
-        state.session = session
-        while session == nil && state.users > 0 { pthread_cond_wait(&idle, &mutex) }
-        pthread_mutex_unlock(&mutex)
+        locked { $0.session = session }
+        if session == nil { state.withLock(when: { $0.users == 0 }, on: idle) { _ in } }
     }
 
     /// Runs `body` with the session, counted as a user of it; false without a session.
@@ -64,11 +52,13 @@ final class KernelNotifier: @unchecked Sendable {
             if s.session != nil { s.users += 1 }
             return s.session
         }) else { return false }
+        LockOrder.willNotifyKernel()
         body(se)
-        pthread_mutex_lock(&mutex)
-        state.users -= 1
-        if state.users == 0 { pthread_cond_broadcast(&idle) }
-        pthread_mutex_unlock(&mutex)
+        let last = locked { s -> Bool in
+            s.users -= 1
+            return s.users == 0
+        }
+        if last { idle.broadcast() }
         return true
     }
 

@@ -55,7 +55,7 @@ final class ListingReaders: Sendable {
 
     /// How many threads, programs and directories are remembered.
     static let remembered = 64
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .listingReaders)
 
     /// A listing of `directory` was read to its end, and the kernel keeps it: if it went with
     /// names alone past its first batch, the first lookup of a name in it drops it.

@@ -35,7 +35,7 @@ final class ListingStore: Sendable {
 
     /// How many listings are kept.
     static let capacity = 64
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .listingStore)
 
     /// A listing of `directory` (open as `handle`) and the index to continue at, for a readdir
     /// at `offset`.
@@ -46,13 +46,16 @@ final class ListingStore: Sendable {
             return Position(listing: kept, index: index)
         }
         let listing = try overlay.listDirectory(request, directory)
-        return state.withLock { state in
+        let dropped = state.withLock { state -> [Kept] in
             state.taken += 1
+            var dropped = state.kept.filter { $0.directory == directory && $0.handle == handle }
             state.kept.removeAll { $0.directory == directory && $0.handle == handle }
-            if state.kept.count == Self.capacity { state.kept.removeFirst() }
+            if state.kept.count == Self.capacity { dropped.append(state.kept.removeFirst()) }
             state.kept.append(Kept(directory: directory, handle: handle, listing: listing))
-            return Position(listing: listing, index: index)
+            return dropped
         }
+        _ = dropped  // let go outside the lock: a listing's last holder closes its directories
+        return Position(listing: listing, index: index)
     }
 
     /// A handle for a directory the daemon opened (OPENDIR), whose listing is its own.
@@ -66,7 +69,11 @@ final class ListingStore: Sendable {
     /// Forgets the listing of an open directory closed (RELEASEDIR).
     func closed(handle: UInt64) {
         guard handle != 0 else { return }
-        state.withLock { state in state.kept.removeAll { $0.handle == handle } }
+        let dropped = state.withLock { state -> [Kept] in
+            defer { state.kept.removeAll { $0.handle == handle } }
+            return state.kept.filter { $0.handle == handle }
+        }
+        _ = dropped  // let go outside the lock, as in `listing`
     }
 
     /// Counts an OPENDIR request (only the first, when the kernel caches listings).

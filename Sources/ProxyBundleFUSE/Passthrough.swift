@@ -47,7 +47,7 @@ final class Passthrough: Sendable {
         var served: (passthrough: UInt64, stale: UInt64, cached: UInt64) = (0, 0, 0)
     }
 
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .passthrough)
 
     /// Passthrough opens may be tried from now on, through `fuseDevice`.
     func enable(fuseDevice: Int32) {
@@ -70,6 +70,7 @@ final class Passthrough: Sendable {
         let identity = given ?? (fstat(fd, &st) == 0 ? (device: UInt64(st.st_dev), inode: UInt64(st.st_ino)) : nil)
         var choice = state.withLock { s in Passthrough.choose(node, fd, identity, opened: nil, &s) }
         if case .needsBacking(let device) = choice, let identity {
+            LockOrder.willCallSystem("FUSE_DEV_IOC_BACKING_OPEN")
             let id = pb_backing_open(device, fd)
             var unused: Int32? = nil
             choice = state.withLock { s in
@@ -83,7 +84,10 @@ final class Passthrough: Sendable {
                 if case .mode(.passthrough(let used)) = chosen, used == id {} else { unused = id }
                 return chosen
             }
-            if let unused { _ = pb_backing_close(device, unused) }
+            if let unused {
+                LockOrder.willCallSystem("FUSE_DEV_IOC_BACKING_CLOSE")
+                _ = pb_backing_close(device, unused)
+            }
         }
         guard case .mode(let mode) = choice else { return .cached }
         return mode
@@ -149,7 +153,10 @@ final class Passthrough: Sendable {
             s.backings[node] = nil
             return (s.fuseDevice, backing.id)
         }
-        if let closing { _ = pb_backing_close(closing.device, closing.id) }
+        if let closing {
+            LockOrder.willCallSystem("FUSE_DEV_IOC_BACKING_CLOSE")
+            _ = pb_backing_close(closing.device, closing.id)
+        }
     }
 }
 

@@ -12,8 +12,11 @@ import ProxyBundleCore
 /// first is dropped; at most 4,096 wait. Files go before directories. The thread runs at a
 /// lower priority and changes nothing.
 final class Prefetcher: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var condition = pthread_cond_t()
+    /// Guards every field but `order` and `orders` (the read-ahead thread's own); its value:
+    /// the requests the read-ahead thread has taken and not finished (0 or 1).
+    private let mutex = Locked(0, rank: .prefetcher)
+    /// Signalled when a request comes.
+    private let condition = Condition()
     private var pending: [(parent: NodeID, name: [UInt8])] = []
     private var count: UInt64 = 0
     /// The directory each recent reader last opened a file in, how many in a row, whether its
@@ -25,8 +28,6 @@ final class Prefetcher: @unchecked Sendable {
     /// The order each recent reader was last seen opening files in (the read-ahead thread's).
     private var orders: [(thread: pid_t, order: FileOrder.Order)] = []
     private var filesRead: UInt64 = 0
-    /// Requests the read-ahead thread has taken and not finished (0 or 1).
-    private var working = 0
     /// The directories whose files were read ahead lately, most recent last: a file found in
     /// the page cache there may be one read ahead, which tells nothing of the rest.
     private var readAheadIn: [NodeID] = []
@@ -40,8 +41,6 @@ final class Prefetcher: @unchecked Sendable {
 
     init(overlay: Overlay) {
         self.overlay = overlay
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&condition, nil)
         // the thread keeps this object for the life of the daemon
         DetachedThread.start { self.run() }
     }
@@ -50,14 +49,14 @@ final class Prefetcher: @unchecked Sendable {
     /// directory listed (at `listed` in its parent) needs no reading ahead any more.
     func announce(subdirectoriesOf listing: DirectoryListing, listed: (parent: NodeID, name: [UInt8])?) {
         let names = listing.items.dropFirst(2).filter { $0.type == UInt8(DT_DIR) }.map(listing.name)
-        pthread_mutex_lock(&mutex)
-        if let listed, let index = pending.lastIndex(where: { $0.parent == listed.parent && $0.name == listed.name }) {
-            pending.remove(at: index)
+        mutex.withLock { _ in
+            if let listed, let index = pending.lastIndex(where: { $0.parent == listed.parent && $0.name == listed.name }) {
+                pending.remove(at: index)
+            }
+            pending.append(contentsOf: names.reversed().map { (listing.node, $0) })
+            if pending.count > Self.limit { pending.removeFirst(pending.count - Self.limit) }
         }
-        pending.append(contentsOf: names.reversed().map { (listing.node, $0) })
-        if pending.count > Self.limit { pending.removeFirst(pending.count - Self.limit) }
-        pthread_cond_signal(&condition)
-        pthread_mutex_unlock(&mutex)
+        condition.signal()
     }
 
     /// Notes that `thread` opened the file `node` of directory `parent` for reading. A program
@@ -69,8 +68,11 @@ final class Prefetcher: @unchecked Sendable {
     /// be too, and nothing is asked for them, unless they were being read ahead (for another
     /// reader: `xargs cat` starts a process every few hundred files).
     func noteOpen(thread: pid_t, parent: NodeID, node: NodeID, fd: Int32) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        if mutex.withLock({ _ in noteOpenHeld(thread: thread, parent: parent, node: node, fd: fd) }) { condition.signal() }
+    }
+
+    /// `noteOpen` with the mutex held; true when a request was added.
+    private func noteOpenHeld(thread: pid_t, parent: NodeID, node: NodeID, fd: Int32) -> Bool {
         var run = 1
         var cached = false
         var before: NodeID? = nil
@@ -89,49 +91,51 @@ final class Prefetcher: @unchecked Sendable {
         if run == 2 { cached = !readAheadIn.contains(parent) && pb_cached_pages(fd, UInt64(Self.fileBytes)) > 0 }
         opens.append((thread, parent, run, cached, node))
         if opens.count > 16 { opens.removeFirst() }
-        guard run >= 2, (run - 2) % (Self.filesAhead / 2) == 0, !cached else { return }
+        guard run >= 2, (run - 2) % (Self.filesAhead / 2) == 0, !cached else { return false }
         fileRequests.append((thread, parent, node, before))
         if fileRequests.count > 8 { fileRequests.removeFirst() }
-        pthread_cond_signal(&condition)
+        return true
     }
 
     /// Directories and files read ahead so far, and the requests waiting or in progress
     /// (none once the thread has done all it was asked), for `.stats`.
     var figures: (directories: UInt64, files: UInt64, pending: Int) {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return (count, filesRead, pending.count + fileRequests.count + working)
+        mutex.withLock { working in (count, filesRead, pending.count + fileRequests.count + working) }
     }
 
     private func run() {
         // on Linux, 0 means this thread alone
         setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 10)
         while true {
-            pthread_mutex_lock(&mutex)
-            while pending.isEmpty && fileRequests.isEmpty { pthread_cond_wait(&condition, &mutex) }
-            working = 1
-            if let file = fileRequests.popLast() {
-                pthread_mutex_unlock(&mutex)
-                let read = readFilesAhead(for: file)
-                pthread_mutex_lock(&mutex)
-                working = 0
-                filesRead += UInt64(read)
-                if read > 0 && readAheadIn.last != file.parent {
-                    readAheadIn.removeAll { $0 == file.parent }
-                    readAheadIn.append(file.parent)
-                    if readAheadIn.count > 16 { readAheadIn.removeFirst() }
-                }
-                pthread_mutex_unlock(&mutex)
-                continue
+            let next = mutex.withLock(when: { _ in !pending.isEmpty || !fileRequests.isEmpty }, on: condition) { working in
+                working = 1
+                if let file = fileRequests.popLast() { return Job.file(file) }
+                count += 1
+                return Job.directory(pending.removeLast())
             }
-            let next = pending.removeLast()
-            count += 1
-            pthread_mutex_unlock(&mutex)
-            overlay.warmSubdirectory(Request(overlay), next.name, of: next.parent)
-            pthread_mutex_lock(&mutex)
-            working = 0
-            pthread_mutex_unlock(&mutex)
+            switch next {
+            case .file(let file):
+                let read = readFilesAhead(for: file)
+                mutex.withLock { working in
+                    working = 0
+                    filesRead += UInt64(read)
+                    if read > 0 && readAheadIn.last != file.parent {
+                        readAheadIn.removeAll { $0 == file.parent }
+                        readAheadIn.append(file.parent)
+                        if readAheadIn.count > 16 { readAheadIn.removeFirst() }
+                    }
+                }
+            case .directory(let directory):
+                overlay.warmSubdirectory(Request(overlay), directory.name, of: directory.parent)
+                mutex.withLock { $0 = 0 }
+            }
         }
+    }
+
+    /// What the read-ahead thread takes next.
+    private enum Job {
+        case file((thread: pid_t, parent: NodeID, node: NodeID, previous: NodeID?))
+        case directory((parent: NodeID, name: [UInt8]))
     }
 
     /// Reads ahead the files after the one `file` asks for, if it is still where it was

@@ -45,6 +45,7 @@ extension FuseServer {
         } catch {
             server.notifier.deliverBeforeReply(request.takeKernelForgets())
             server.log(failure: error, in: operation, node: node, name: name, request)
+            LockOrder.willNotifyKernel()
             _ = fuse_reply_err(req, error.code)
         }
     }
@@ -56,6 +57,7 @@ extension FuseServer {
     }
 
     private func send(_ reply: Reply, to req: fuse_req_t, _ operation: StaticString) {
+        LockOrder.willNotifyKernel()
         let result: Int32
         switch reply {
         case .ok:

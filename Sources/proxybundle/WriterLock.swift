@@ -84,7 +84,7 @@ enum WriterLock {
 /// is remounted writable; kept until the daemon exits (also when remounted read-only again).
 final class WriterClaim: Sendable {
     let substitution: RawPath
-    private let descriptor = Locked<Int32>(-1)
+    private let descriptor = Locked<Int32>(-1, rank: .writerLock)
 
     init(_ substitution: RawPath) { self.substitution = substitution }
 

@@ -60,7 +60,7 @@ final class LayerSwapTests: XCTestCase {
         }
         let held = DispatchSemaphore(value: 0)
         let target = fx.inMount("slow/held.txt")
-        let outcome = Locked("")
+        let outcome = Locked("", rank: .local)
         let lookup = Thread {
             let fd = open(target, O_RDONLY)
             outcome.withLock { $0 = fd >= 0 ? "opened" : "errno \(errno)" }

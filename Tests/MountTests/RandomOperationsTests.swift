@@ -64,8 +64,8 @@ final class RandomOperationsTests: XCTestCase {
     /// inode numbers, and a node must stay reachable through its other names.
     /// Each seed's mount must show nodes the kernel forgot (`forgotten_nodes`) before it ends.
     func testRandomOperationsWhileTheKernelForgetsNodes() throws {
-        let stop = Locked(false)
-        let drops = Locked((done: 0, failed: Set<String>()))
+        let stop = Locked(false, rank: .local)
+        let drops = Locked((done: 0, failed: Set<String>()), rank: .local)
         let evictor = Thread {
             while !stop.withLock({ $0 }) {
                 let error = RandomOperationsTests.dropKernelCaches()

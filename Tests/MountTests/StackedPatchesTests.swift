@@ -598,10 +598,10 @@ final class StackedPatchesTests: XCTestCase {
         try Disk.write(patches[1] + "/elsewhere", "p2 has nothing in x")
         try start([patches[0]])
         try fx.guardUnchanged([patches[1]])
-        let errors = Locked<[String]>([])
+        let errors = Locked<[String]>([], rank: .local)
         // the file whose copy-up is held (readers leave it alone), and what each reader reads
-        let reading = Locked<(held: Int?, current: [Int?])>((nil, [nil, nil]))
-        let stop = Locked(false)
+        let reading = Locked<(held: Int?, current: [Int?])>((nil, [nil, nil]), rank: .local)
+        let stop = Locked(false, rank: .local)
         let mountpoint = fx.mountpoint
         let group = DispatchGroup()
         for reader in 0..<2 {

@@ -227,7 +227,7 @@ final class UpdaterTests: XCTestCase {
         try fx.start()
         let size = 64 << 10
         let ours = String(repeating: "A", count: size), theirs = String(repeating: "B", count: size)
-        let errors = Locked<[String]>([])
+        let errors = Locked<[String]>([], rank: .local)
         let mounted = fx.inMount("race.txt"), replaced = fx.inSubstitution("race.txt"), temporary = fx.inSubstitution(".race.tmp")
         let writerDone = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {

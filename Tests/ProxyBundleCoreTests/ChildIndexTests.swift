@@ -128,7 +128,7 @@ final class NodeTableNameTests: XCTestCase {
                                 resolvedAt: nil, in: table.generation)
         table.addAlias(id, parent: rootNodeID, name: Array("b".utf8))
         table.forget(id, count: 2)
-        table.state.withLock { s in
+        table.locked { s in
             XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("a".utf8))), id)
             XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))), id)
         }
@@ -136,7 +136,7 @@ final class NodeTableNameTests: XCTestCase {
         XCTAssertNotNil(table.parent(of: id), "named b")
         table.detach(parent: rootNodeID, name: Array("b".utf8))
         XCTAssertNil(table.parent(of: id), "gone with its last name")
-        table.state.withLock { s in
+        table.locked { s in
             XCTAssertEqual(s.named.count, 0)
             XCTAssertTrue(s.aliasNames.isEmpty, "the link's name still leads to the forgotten node")
             XCTAssertNil(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))))
@@ -153,7 +153,7 @@ final class NodeTableNameTests: XCTestCase {
         table.addAlias(target, parent: rootNodeID, name: Array("b".utf8))
         XCTAssertThrowsError(try table.location(of: other, in: table.generation), "the old node still claims the name")
         XCTAssertEqual(try table.location(of: target, in: table.generation).path.bytes, Array("a".utf8))
-        table.state.withLock { s in
+        table.locked { s in
             XCTAssertEqual(s.child(NodeTable.ChildKey(parent: rootNodeID, name: Array("b".utf8))), target)
         }
     }

@@ -40,7 +40,7 @@ final class NodeSpellingTests: XCTestCase {
         let fresh = remember(table, rootNodeID, "OLD.TXT")
         XCTAssertNotEqual(fresh, old)
         XCTAssertEqual(remember(table, rootNodeID, "old.txt"), fresh)
-        XCTAssertEqual(table.state.withLock { $0.spellings.count }, 1, "the renamed file's old slot went")
+        XCTAssertEqual(table.locked { $0.spellings.count }, 1, "the renamed file's old slot went")
     }
 
     /// A file removed, then forgotten, stands for its name no longer: a new file of that name
@@ -55,6 +55,6 @@ final class NodeSpellingTests: XCTestCase {
         let fresh = remember(table, rootNodeID, "GONE.TXT")
         XCTAssertNotEqual(fresh, id)
         XCTAssertEqual(remember(table, rootNodeID, "gone.txt"), fresh)
-        XCTAssertEqual(table.state.withLock { $0.spellings.count }, 1)
+        XCTAssertEqual(table.locked { $0.spellings.count }, 1)
     }
 }

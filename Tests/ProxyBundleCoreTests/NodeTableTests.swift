@@ -152,8 +152,8 @@ final class NodeTableTests: OverlayTestCase {
     func testConcurrentLookupsAgreeOnOneNode() throws {
         for i in 0..<8 { try write(.main, "f\(i)", "\(i)") }
         let overlay = try makeOverlay()
-        let results = Locked<[Int: Set<NodeID>]>([:])
-        let failures = Locked(0)
+        let results = Locked<[Int: Set<NodeID>]>([:], rank: .local)
+        let failures = Locked(0, rank: .local)
         DispatchQueue.concurrentPerform(iterations: 64) { iteration in
             let i = iteration % 8
             do {

@@ -66,7 +66,7 @@ final class ValueTypeTests: XCTestCase {
     }
 
     func testLockedSerialisesUpdates() {
-        let counter = Locked(0)
+        let counter = Locked(0, rank: .local)
         DispatchQueue.concurrentPerform(iterations: 1000) { _ in counter.withLock { $0 += 1 } }
         XCTAssertEqual(counter.withLock { $0 }, 1000)
     }

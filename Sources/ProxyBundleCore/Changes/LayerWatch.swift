@@ -57,7 +57,7 @@ final class LayerWatch: Sendable {
         var epoch: UInt64 = 0
     }
 
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .layerWatch)
 
     /// The watches' epoch: bumped at each start over.
     var epoch: UInt64 { state.withLock { $0.epoch } }

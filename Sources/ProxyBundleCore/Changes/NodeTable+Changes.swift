@@ -7,7 +7,7 @@ extension NodeTable {
     /// what the kernel must drop, and the directory nodes whose names now lead elsewhere
     /// (their watches are outdated).
     func invalidate(changes: [LayerWatch.Change], watched: [NodeID: Placement]) -> (Invalidation, replaced: [NodeID]) {
-        state.withLock { s in
+        locked { s in
             s.version &+= 1
             NodeTable.removeOrphans(in: &s)
             var changes = changes
@@ -77,7 +77,7 @@ extension NodeTable {
     /// The directory node at `path` from the root, through the names the table holds; nil
     /// where a name on the way has no node.
     func directoryNode(at path: LayerPath) -> NodeID? {
-        state.withLock { s -> NodeID? in
+        locked { s -> NodeID? in
             var current = rootNodeID
             for name in path.bytes.split(separator: UInt8(ascii: "/")) {
                 guard let next = s.child(ChildKey(parent: current, name: Array(name))) else { return nil }

@@ -16,7 +16,7 @@ import Glibc
 /// follows such a move.
 final class DirectoryCache: Sendable {
     /// Each entry with when it was last used (a count of uses of the cache).
-    private let entries = Locked(Entries())
+    private let entries = Locked(Entries(), rank: .directoryCache)
     private struct Entries {
         var kept: [NodeID: (dirs: DirectoryDescriptors, used: UInt64)] = [:]
         var uses: UInt64 = 0

@@ -52,7 +52,7 @@ final class DirectoryDescriptors: Sendable {
         self.placement = placement
         self.path = path
         // where names fold, each layer's real directories are opened for their spellings
-        unread = Locked(forReading && !path.isRoot && !layers.foldsNames)
+        unread = Locked(forReading && !path.isRoot && !layers.foldsNames, rank: .directoryDescriptors)
         self.layers = layers
         known = knowsNames ? KnownNames(foldsNames: layers.foldsNames) : nil
         isRoot = path.isRoot
@@ -171,7 +171,7 @@ final class DirectoryDescriptors: Sendable {
     }
 
     /// The descriptors opened by `descriptor(in:)`, by layer.
-    private let lazy = Locked<[Int: Int32]>([:])
+    private let lazy = Locked<[Int: Int32]>([:], rank: .directoryDescriptors)
     static let lazilyOpened = 64
 
     /// Opens entry `name` of the directory in layer `index` with `flags` (never following a

@@ -60,7 +60,7 @@ final class KnownNames: Sendable {
         /// nil until read; never read when unreadable.
         var presence: Presence? = nil
     }
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .knownNames)
     /// Whether names are kept by their keys (see `CaseFold`): a mount that folds them.
     let foldsNames: Bool
 

@@ -20,7 +20,7 @@ extension NodeTable {
     /// The cached answer for `name` in `parent`, counting a hit or a miss. A found node gets
     /// one more kernel reference in the same step, so a concurrent FORGET cannot drop it.
     func cachedLookup(parent: NodeID, name: [UInt8], in generation: Generation) -> Cached {
-        state.withLock { s in
+        locked { s in
             let key = ChildKey(parent: parent, name: name)
             if s.absent.contains(key) {
                 s.hits += 1
@@ -41,7 +41,7 @@ extension NodeTable {
     /// `generation`). Returns whether it was stored.
     @discardableResult
     func rememberAbsent(parent: NodeID, name: [UInt8], resolvedAt: UInt64, in generation: Generation) -> Bool {
-        state.withLock { s in
+        locked { s in
             guard s.version == resolvedAt, s.generation == generation.number,
                   (try? NodeTable.location(of: parent, in: s, generation))?.isFresh == true else { return false }
             if s.absent.count >= NodeTable.absentLimit { s.absent.removeAll() }
@@ -54,7 +54,7 @@ extension NodeTable {
     /// goes (its file was removed behind the daemon's back), unless names changed since the
     /// lookup began (`resolvedAt`).
     func dropForgotten(parent: NodeID, name: [UInt8], resolvedAt: UInt64) {
-        state.withLock { s in
+        locked { s in
             let key = ChildKey(parent: parent, name: name)
             guard s.version == resolvedAt, let id = s.child(key), s.nodes[id]?.lookups == 0 else { return }
             NodeTable.unlink(key, from: &s)
@@ -63,7 +63,7 @@ extension NodeTable {
 
     /// The names remembered as missing from directory `parent`, if any.
     func absentNames(in parent: NodeID) -> Set<[UInt8]>? {
-        state.withLock { $0.absent.names(in: parent) }
+        locked { $0.absent.names(in: parent) }
     }
 
     /// A stale node was resolved again: same kind (and, for a non-directory, the same file):
@@ -71,7 +71,7 @@ extension NodeTable {
     /// (the kernel will look the name up and get a new node). Resolved in an older
     /// `generation` than the table's, it changes nothing.
     func refresh(_ id: NodeID, placement: Placement, kind: UInt8, identity: UInt64, in generation: Generation) {
-        state.withLock { s in
+        locked { s in
             guard s.generation == generation.number, var node = s.nodes[id] else { return }
             let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                 && (placement.isDirectory || node.identity == identity || node.identity == 0)
@@ -89,7 +89,7 @@ extension NodeTable {
     /// Takes `id`'s name away from it: the kernel, told ESTALE, looks the name up again and
     /// gets a new node. Also what becomes of a stale node whose name no longer resolves.
     func detachName(of id: NodeID) {
-        state.withLock { s in
+        locked { s in
             guard id != rootNodeID, let node = s.nodes[id] else { return }
             s.version &+= 1
             NodeTable.unlink(ChildKey(parent: node.parent, name: node.name.bytes), from: &s)
@@ -98,7 +98,7 @@ extension NodeTable {
 
     /// The parent and name of a node, for resolving it again.
     func nameOf(_ id: NodeID, in generation: Generation) -> (parent: NodeID, name: [UInt8], fresh: Bool)? {
-        state.withLock { s in s.nodes[id].map { ($0.parent, $0.name.bytes, s.isFresh(id, $0, in: generation.number)) } }
+        locked { s in s.nodes[id].map { ($0.parent, $0.name.bytes, s.isFresh(id, $0, in: generation.number)) } }
     }
 
     /// What an invalidation touched, for the kernel's caches: the names (positive and
@@ -117,7 +117,7 @@ extension NodeTable {
     /// went), everything is invalidated.
     /// Without `listingNames`, the names are not collected (the kernel is told otherwise).
     func invalidate(subtree: [[UInt8]]? = nil, root rootPlacement: Placement, listingNames: Bool = true) -> Invalidation {
-        state.withLock { s in
+        locked { s in
             s.version &+= 1
             NodeTable.removeOrphans(in: &s)
             var result = Invalidation()
@@ -174,7 +174,7 @@ extension NodeTable {
     /// Everything beneath `top` is stale, its file identities unknown (after the daemon itself
     /// rebuilt the tree, as materializing a directory does).
     func markStale(under top: NodeID) {
-        state.withLock { s in
+        locked { s in
             s.version &+= 1
             guard top != rootNodeID else {
                 // everything: no node need be looked for (a casefold mount does this at every change)
@@ -233,6 +233,6 @@ extension NodeTable {
     }
 
     var statistics: Statistics {
-        state.withLock { Statistics(nodes: $0.nodes.held, forgotten: $0.nodes.count - $0.nodes.held, absent: $0.absent.count, hits: $0.hits, misses: $0.misses) }
+        locked { Statistics(nodes: $0.nodes.held, forgotten: $0.nodes.count - $0.nodes.held, absent: $0.absent.count, hits: $0.hits, misses: $0.misses) }
     }
 }

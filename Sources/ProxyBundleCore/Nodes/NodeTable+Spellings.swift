@@ -85,7 +85,7 @@ extension NodeTable {
     /// attributes and listings are outdated by a change made through `id`.
     func otherSpellings(of id: NodeID) -> [NodeID] {
         guard foldsNames else { return [] }
-        return state.withLock { s in
+        return locked { s in
             let standing = s.canonical[id] ?? id
             var others = s.canonical.compactMap { $0.value == standing && $0.key != id ? $0.key : nil }
             if standing != id && s.nodes[standing] != nil { others.append(standing) }
@@ -101,7 +101,7 @@ extension NodeTable {
         guard foldsNames else { return [] }
         let parents = Set([parent] + otherSpellings(of: parent))
         let key = CaseFold.key(name)
-        return state.withLock { s in
+        return locked { s in
             let others = s.childKeys(in: { parents.contains($0) }).filter { other in
                 !(other.parent == parent && other.name == name) && !(other.parent == kept?.parent && other.name == kept?.name)
                     && CaseFold.key(other.name) == key
@@ -119,7 +119,7 @@ extension NodeTable {
         guard foldsNames else { return [] }
         let parents = [parent] + otherSpellings(of: parent)
         let key = CaseFold.key(name)
-        return state.withLock { s in
+        return locked { s in
             var taken: [ChildKey] = []
             for directory in parents {
                 for missing in s.absent.names(in: directory) ?? [] where CaseFold.key(missing) == key {

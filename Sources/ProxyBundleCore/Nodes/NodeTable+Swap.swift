@@ -31,7 +31,7 @@ extension NodeTable {
     /// in the old stack from now on (their own view still finds the nodes fresh), and what is
     /// cached, for the swap to look at outside the lock.
     func beginSwap() -> SwapSnapshot {
-        state.withLock { s in
+        locked { s in
             var cached = SwapSnapshot()
             cached.before = s.generation
             s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
@@ -64,7 +64,7 @@ extension NodeTable {
     /// listing changed (`listings`), and what lies beneath the changed trees.
     func finishSwap(_ cached: SwapSnapshot, decided: [NodeID: SwapDecision], changedNames: [ChildKey], listings: Set<NodeID>,
                     changedTrees: Set<NodeID>, root: Placement, renumber: (Placement) -> Placement?) -> Invalidation {
-        state.withLock { s in
+        locked { s in
             s.version &+= 1
             s.nodes[rootNodeID]?.placement = root
             var entries = Set(changedNames)
@@ -114,7 +114,7 @@ extension NodeTable {
 
     /// The placements of nodes `ids` fresh in the current generation (nil for the others).
     func freshPlacements<S: Sequence>(of ids: S) -> [NodeID: Placement?] where S.Element == NodeID {
-        state.withLock { s in
+        locked { s in
             var result: [NodeID: Placement?] = [:]
             for id in ids {
                 guard let node = s.nodes[id] else { result[id] = .some(nil); continue }

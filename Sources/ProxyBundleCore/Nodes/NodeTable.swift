@@ -61,12 +61,12 @@ final class NodeTable: Sendable {
         /// Other names of the same node (hard links made through the mount).
         var aliases: [ChildKey] = []
         /// Descriptors of the node's open files, so an unlinked open file still has attributes.
-        var openFiles: [Int32] = []
+        var openFiles: [SharedDescriptor] = []
         /// An O_PATH descriptor of the entry whose last name was removed through the mount, so
         /// that its attributes stay readable while the kernel holds the node: `fstat` of a
         /// directory or an O_PATH descriptor opened before, a working directory (the kernel
         /// opens these without telling the daemon). Closed when the kernel forgets the node.
-        var removedEntry: Int32?
+        var removedEntry: SharedDescriptor?
         /// The name a node the kernel holds lost when it came to lead to another file (the
         /// layers changed): where the file the node is may still be opened (see
         /// `Overlay.openFile`).
@@ -115,6 +115,9 @@ final class NodeTable: Sendable {
         var generation: UInt32 = 1
         /// Whether a directory node went since the last look for nodes left without one.
         var mayHaveOrphans = false
+        /// Descriptors let go by a change, dropped (and closed, if no one else holds them) once
+        /// the table is unlocked (see `NodeTable.locked`).
+        var dropped: [SharedDescriptor] = []
 
         /// Whether `node` was resolved in generation `number` (the root always is).
         func isFresh(_ id: NodeID, _ node: Node, in number: UInt32) -> Bool { id == rootNodeID || node.freshIn == number }
@@ -134,17 +137,31 @@ final class NodeTable: Sendable {
         }
     }
 
-    let state: Locked<State>
+    /// Only through `locked`.
+    private let state: Locked<State>
     /// Whether names fold (`-o casefold`, see NodeTable+Spellings.swift).
     let foldsNames: Bool
     /// Where the descriptors of removed files are closed (see `Closer`).
     let closer = Closer()
 
+    /// Runs `body` with the table locked, then lets go of the descriptors it dropped: no system
+    /// call is made under the lock.
+    @inline(__always)
+    func locked<T, E: Error>(file: StaticString = #fileID, line: UInt = #line,
+                             _ body: (inout State) throws(E) -> T) throws(E) -> T {
+        var dropped: [SharedDescriptor] = []
+        defer { dropped.removeAll() }
+        return try state.withLock(file: file, line: line) { (s: inout State) throws(E) -> T in
+            defer { if !s.dropped.isEmpty { swap(&dropped, &s.dropped) } }
+            return try body(&s)
+        }
+    }
+
     init(root: Placement, foldsNames: Bool = false) {
         self.foldsNames = foldsNames
         var initial = State()
         initial.nodes[rootNodeID] = Node(parent: rootNodeID, name: [], lookups: 1, placement: root)
-        state = Locked(initial)
+        state = Locked(initial, rank: .nodeTable)
     }
 
     /// The generation a request reads the table in (see `StackView`): a node's placement is
@@ -159,7 +176,7 @@ final class NodeTable: Sendable {
 
     /// The current generation.
     var generation: Generation {
-        state.withLock { s in
+        locked { s in
             Generation(number: s.generation, root: s.nodes[rootNodeID]?.placement ?? Placement(top: 0, bottom: 0, isDirectory: true))
         }
     }
@@ -191,7 +208,7 @@ final class NodeTable: Sendable {
     /// the name now leads to another file), where it was (see `Extras.formerName`): its
     /// placement and identity as they were, never fresh.
     func lastKnownLocation(of id: NodeID, in generation: Generation) -> Location? {
-        state.withLock { s -> Location? in
+        locked { s -> Location? in
             if let location = try? NodeTable.location(of: id, in: s, generation) { return location }
             guard let node = s.nodes[id], node.parent == NodeTable.detachedParent,
                   let former = s.extras(of: id, node).formerName,
@@ -203,7 +220,7 @@ final class NodeTable: Sendable {
 
     /// Freshness and the root's placement are as in `generation`.
     func location(of id: NodeID, in generation: Generation) throws(Errno) -> Location {
-        try state.withLock { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s, generation) }
+        try locked { (s: inout State) throws(Errno) -> Location in try NodeTable.location(of: id, in: s, generation) }
     }
 
     static func location(of id: NodeID, in s: State, _ generation: Generation) throws(Errno) -> Location {
@@ -260,7 +277,7 @@ final class NodeTable: Sendable {
     /// given the node its other names already have.
     func remember(parent: NodeID, name: [UInt8], placement: Placement, kind: UInt8, identity: UInt64, linkCount: Int = 1,
                   resolvedAt: UInt64?, in generation: Generation) -> NodeID {
-        state.withLock { s in
+        locked { s in
             let key = ChildKey(parent: parent, name: name)
             s.absent.remove(key)
             if resolvedAt == nil { s.version &+= 1 }
@@ -374,35 +391,34 @@ final class NodeTable: Sendable {
     /// with the same ID. A node without a name (removed) goes.
     func forget(_ id: NodeID, count: UInt64) {
         guard id != rootNodeID else { return }
-        let removedEntry = state.withLock { s -> Int32? in
-            guard var node = s.nodes[id], node.lookups > 0 else { return nil }
-            if node.lookups == UInt32.max { return nil }  // saturated: kept for good
+        locked { s in
+            guard var node = s.nodes[id], node.lookups > 0 else { return }
+            if node.lookups == UInt32.max { return }  // saturated: kept for good
             node.lookups = UInt64(node.lookups) > count ? node.lookups - UInt32(count) : 0
             s.nodes[id] = node
-            return NodeTable.removeIfGone(id, in: &s)
+            NodeTable.removeIfGone(id, in: &s)
         }
-        if let removedEntry { closer.close(removedEntry) }
     }
 
-    /// Removes node `id` if the kernel forgot it and it has no name left; returns the
-    /// descriptor it kept of its removed entry, to be closed once the table is unlocked.
-    @discardableResult
-    static func removeIfGone(_ id: NodeID, in s: inout State) -> Int32? {
-        guard let node = s.nodes[id], node.lookups == 0, node.parent == NodeTable.detachedParent else { return nil }
-        return remove(id, node, in: &s)
+    /// Removes node `id` if the kernel forgot it and it has no name left (its descriptors are
+    /// dropped once the table is unlocked).
+    static func removeIfGone(_ id: NodeID, in s: inout State) {
+        guard let node = s.nodes[id], node.lookups == 0, node.parent == NodeTable.detachedParent else { return }
+        remove(id, node, in: &s)
     }
 
     /// Removes node `id` and everything that leads to it.
-    private static func remove(_ id: NodeID, _ node: Node, in s: inout State) -> Int32? {
+    private static func remove(_ id: NodeID, _ node: Node, in s: inout State) {
         s.unindex(id, node)
         let extras = s.extras(of: id, node)
+        s.dropped += extras.openFiles
+        if let entry = extras.removedEntry { s.dropped.append(entry) }
         for alias in extras.aliases where s.aliasNames[alias] == id { s.aliasNames[alias] = nil }
         s.nodes[id] = nil
         if node.hasExtras { s.extras[id] = nil }
         if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
         forgetSpelling(id, node, in: &s)
         if node.placement.isDirectory { s.mayHaveOrphans = true }
-        return extras.removedEntry
     }
 
     /// Removes the nodes the kernel forgot whose directory is gone (removed, its own name
@@ -418,7 +434,7 @@ final class NodeTable: Sendable {
             if node.lookups == 0 && !isConnected(id, s, &connected) { orphans.append(id) }
         }
         for id in orphans {
-            if let node = s.nodes[id], let fd = remove(id, node, in: &s) { Sys.close(fd) }
+            if let node = s.nodes[id] { remove(id, node, in: &s) }
         }
         return orphans.count
     }
@@ -441,7 +457,7 @@ final class NodeTable: Sendable {
     /// One more kernel reference to node `id`, also one the kernel forgot; false for a node
     /// not known or without a name.
     func addLookup(_ id: NodeID) -> Bool {
-        state.withLock { s in
+        locked { s in
             guard var node = s.nodes[id], id == rootNodeID || node.parent != NodeTable.detachedParent else { return false }
             node.addLookup()
             s.nodes[id] = node
@@ -451,17 +467,17 @@ final class NodeTable: Sendable {
 
     /// The directory a node's name is in (nil for a node not known).
     func parent(of id: NodeID) -> NodeID? {
-        state.withLock { $0.nodes[id]?.parent }
+        locked { $0.nodes[id]?.parent }
     }
 
     /// The placement of a node, also of one whose name was removed (it may still be open).
     func placement(of id: NodeID) -> Placement? {
-        state.withLock { $0.nodes[id]?.placement }
+        locked { $0.nodes[id]?.placement }
     }
 
     /// Changes the placement of a node (after a copy-up); its file identity becomes unknown.
     func update(_ id: NodeID, _ change: (inout Placement) -> Void) {
-        state.withLock { s in
+        locked { s in
             s.version &+= 1
             if var node = s.nodes[id] {
                 change(&node.placement)
@@ -476,28 +492,28 @@ final class NodeTable: Sendable {
     /// descriptor of what the name led to, which the table then owns) is kept by the node if
     /// that was its last name (see `Extras.removedEntry`), and closed otherwise.
     func detach(parent: NodeID, name: [UInt8], keeping entry: Int32? = nil) {
-        let unused = state.withLock { s -> Int32? in
+        let entry = entry.map { SharedDescriptor($0, closer: closer, closesLater: true) }
+        locked { s in
             s.version &+= 1
             let key = ChildKey(parent: parent, name: name)
             let id = s.child(key)
             NodeTable.unlink(key, from: &s)
-            return NodeTable.keep(entry, ofRemoved: id, in: &s)
+            NodeTable.keep(entry, ofRemoved: id, in: &s)
         }
-        if let unused { Sys.close(unused) }
     }
 
     /// Gives `entry` to node `id` if `id` has no name left (see `Extras.removedEntry`);
-    /// otherwise returns it, to be closed once the table is unlocked.
-    private static func keep(_ entry: Int32?, ofRemoved id: NodeID?, in s: inout State) -> Int32? {
-        guard let entry, let id, let node = s.nodes[id], node.parent == NodeTable.detachedParent,
-              s.extras(of: id, node).removedEntry == nil else { return entry }
+    /// otherwise drops it, to be closed once the table is unlocked.
+    private static func keep(_ entry: SharedDescriptor?, ofRemoved id: NodeID?, in s: inout State) {
+        guard let entry else { return }
+        guard let id, let node = s.nodes[id], node.parent == NodeTable.detachedParent,
+              s.extras(of: id, node).removedEntry == nil else { return s.dropped.append(entry) }
         s.changeExtras(of: id) { $0.removedEntry = entry }
-        return nil
     }
 
     /// A new node without a name (an O_TMPFILE file), with one kernel reference.
     func rememberUnnamed(placement: Placement, kind: UInt8, identity: UInt64) -> NodeID {
-        state.withLock { s in
+        locked { s in
             let id = s.nextID
             s.nextID += 1
             s.nodes[id] = Node(parent: NodeTable.detachedParent, name: NodeTable.deletedName, identity: identity,
@@ -508,13 +524,13 @@ final class NodeTable: Sendable {
 
     /// Whether node `id` has no name: every name was removed, or it never had one.
     func isUnnamed(_ id: NodeID) -> Bool {
-        state.withLock { $0.nodes[id]?.parent == NodeTable.detachedParent }
+        locked { $0.nodes[id]?.parent == NodeTable.detachedParent }
     }
 
     /// One more kernel reference to `id`, now also known as `name` in `parent` (a hard link, or
     /// the first name of an O_TMPFILE file).
     func addAlias(_ id: NodeID, parent: NodeID, name: [UInt8]) {
-        state.withLock { s in
+        locked { s in
             let key = ChildKey(parent: parent, name: name)
             s.version &+= 1
             s.absent.remove(key)
@@ -525,89 +541,103 @@ final class NodeTable: Sendable {
         }
     }
 
-    func opened(_ id: NodeID, fd: Int32) {
-        state.withLock { $0.changeExtras(of: id) { $0.openFiles.append(fd) } }
+    /// `fd`, just opened for node `id`, is the table's until `closed`; false when `id` is not
+    /// known (the caller keeps `fd`).
+    @discardableResult
+    func opened(_ id: NodeID, fd: Int32) -> Bool {
+        locked { s in
+            guard s.nodes[id] != nil else { return false }
+            s.changeExtras(of: id) { $0.openFiles.append(SharedDescriptor(fd, closer: closer)) }
+            return true
+        }
     }
 
-    /// Forgets `fd` as one of node `id`'s open files; true when every name of the node was
-    /// removed (so that closing `fd` may free the file's blocks: see `Closer`).
+    /// The kernel closed `fd`, one of node `id`'s open files: it is closed once no operation
+    /// uses it, on the closing thread when every name of the node was removed (its blocks may
+    /// be freed then: see `Closer`). False when the table does not have it (the caller closes
+    /// it).
     func closed(_ id: NodeID, fd: Int32) -> Bool {
-        state.withLock { s in
+        locked { s in
+            var found: SharedDescriptor?
             s.changeExtras(of: id) { extras in
-                if let index = extras.openFiles.firstIndex(of: fd) { extras.openFiles.remove(at: index) }
+                if let index = extras.openFiles.firstIndex(where: { $0.fd == fd }) { found = extras.openFiles.remove(at: index) }
             }
-            return s.nodes[id]?.parent == NodeTable.detachedParent
+            guard let found else { return false }
+            if s.nodes[id]?.parent == NodeTable.detachedParent { found.closeLater() }
+            s.dropped.append(found)
+            return true
         }
     }
 
     /// The attributes of one of the node's open files (`detachedOnly`: only if every name of
     /// the node was removed), or of the entry it kept when its last name was removed through
-    /// the mount; read while the table is locked: a concurrent release closes the descriptor,
-    /// and its number may then belong to another file.
+    /// the mount; read through the descriptor held (see `SharedDescriptor`), not under the
+    /// table's lock.
     func openFileAttributes(of id: NodeID, detachedOnly: Bool) -> stat? {
-        state.withLock { s -> stat? in
+        let held = locked { s -> SharedDescriptor? in
             guard let node = s.nodes[id] else { return nil }
             let detached = node.parent == NodeTable.detachedParent
             guard detached || !detachedOnly else { return nil }
             let extras = s.extras(of: id, node)
-            guard let fd = extras.openFiles.first ?? (detached ? extras.removedEntry : nil) else { return nil }
-            return try? Sys.fstat(fd)
+            return extras.openFiles.first ?? (detached ? extras.removedEntry : nil)
         }
+        guard let held else { return nil }
+        return withExtendedLifetime(held) { try? Sys.fstat(held.fd) }
     }
 
     /// Runs `body` with one of the node's open descriptors (or the O_PATH one it kept of its
     /// entry) and its placement when every name of the node was removed; nil when the node has
-    /// a name (or no descriptor). The table stays
-    /// locked meanwhile: a concurrent release closes the descriptor, and its number may then
-    /// belong to another file.
+    /// a name (or no descriptor). The table is not locked meanwhile: the descriptor is held
+    /// (see `SharedDescriptor`), so a concurrent release leaves it open until `body` is done.
     func withDetachedOpenFile<T>(of id: NodeID, _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
         try withOpenFile(of: id, detachedOnly: true, body)
     }
 
     /// Runs `body` with one of the node's open descriptors (`detachedOnly`: only if every name
-    /// of the node was removed), the table locked as for `withDetachedOpenFile`.
+    /// of the node was removed), held as for `withDetachedOpenFile`.
     private func withOpenFile<T>(of id: NodeID, detachedOnly: Bool,
                                  _ body: (Int32, Placement) throws(Errno) -> T) throws(Errno) -> T? {
-        try state.withLock { (s: inout State) throws(Errno) -> T? in
+        let found = locked { s -> (SharedDescriptor, Placement)? in
             guard let node = s.nodes[id], !detachedOnly || node.parent == NodeTable.detachedParent else { return nil }
             let extras = s.extras(of: id, node)
             // a removed entry the kernel holds without an open file (a directory, an O_PATH
             // descriptor): the O_PATH descriptor kept of it
-            guard let fd = extras.openFiles.first ?? (detachedOnly ? extras.removedEntry : nil) else { return nil }
-            return try body(fd, node.placement)
+            guard let held = extras.openFiles.first ?? (detachedOnly ? extras.removedEntry : nil) else { return nil }
+            return (held, node.placement)
         }
+        guard let (held, placement) = found else { return nil }
+        return try withExtendedLifetime(held) { () throws(Errno) -> T in try body(held.fd, placement) }
     }
 
     /// The node named `name` in `parent` is now `newName` in `newParent` (after rename).
     /// Whatever the new name referred to before is detached, and keeps `replaced` (as
     /// `detach` does).
     func move(parent: NodeID, name: [UInt8], to newParent: NodeID, _ newName: [UInt8], keeping replaced: Int32? = nil) {
-        let unused = state.withLock { s -> Int32? in
+        let replaced = replaced.map { SharedDescriptor($0, closer: closer, closesLater: true) }
+        locked { s in
             let old = ChildKey(parent: parent, name: name)
             let new = ChildKey(parent: newParent, name: newName)
             s.version &+= 1
             s.absent.remove(new)
             // renaming a name onto another name of the same file changes nothing (POSIX)
             let target = s.child(new)
-            if target != nil && target == s.child(old) { return replaced }
+            if target != nil && target == s.child(old) { return NodeTable.keep(replaced, ofRemoved: nil, in: &s) }
             if target != nil { NodeTable.unlink(new, from: &s) }
-            let unused = NodeTable.keep(replaced, ofRemoved: target, in: &s)
-            guard let id = s.removeChild(old) else { return unused }
+            NodeTable.keep(replaced, ofRemoved: target, in: &s)
+            guard let id = s.removeChild(old) else { return }
             NodeTable.rename(id, from: old, to: new, in: &s)
-            return unused
         }
-        if let unused { Sys.close(unused) }
     }
 
     /// Whether the kernel has a node for `name` of `parent`.
     func hasChild(_ parent: NodeID, _ name: [UInt8]) -> Bool {
-        state.withLock { $0.child(ChildKey(parent: parent, name: name)) != nil }
+        locked { $0.child(ChildKey(parent: parent, name: name)) != nil }
     }
 
     /// The nodes named `name` in `parent` and `newName` in `newParent` trade names (after
     /// RENAME_EXCHANGE).
     func exchange(parent: NodeID, name: [UInt8], with newParent: NodeID, _ newName: [UInt8]) {
-        state.withLock { s in
+        locked { s in
             let one = ChildKey(parent: parent, name: name)
             let other = ChildKey(parent: newParent, name: newName)
             s.version &+= 1
@@ -633,11 +663,11 @@ final class NodeTable: Sendable {
     static let detachedParent: NodeID = 0
 
     /// The nodes the kernel holds.
-    var count: Int { state.withLock { $0.nodes.held } }
+    var count: Int { locked { $0.nodes.held } }
 
     /// The version of names and placements; see `State.version`.
-    var version: UInt64 { state.withLock { $0.version } }
+    var version: UInt64 { locked { $0.version } }
 
     /// The version and the generation's number, read together.
-    var versionAndGeneration: (UInt64, UInt32) { state.withLock { ($0.version, $0.generation) } }
+    var versionAndGeneration: (UInt64, UInt32) { locked { ($0.version, $0.generation) } }
 }

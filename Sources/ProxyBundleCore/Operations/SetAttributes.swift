@@ -30,6 +30,11 @@ extension Overlay {
     /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
     public func setAttributes(_ request: Request, _ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         beginChange(); defer { endChange() }
+        return try setAttributesHeld(request, node, changes, openFile: fd)
+    }
+
+    /// `setAttributes`, with `changes` (the lock) held shared already.
+    private func setAttributesHeld(_ request: Request, _ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
         try checkWritable(request)
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
@@ -128,7 +133,7 @@ extension Overlay {
         guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: { request.caller }) else { return nil }
         var changes = AttributeChanges()
         changes.mode = mode
-        return try setAttributes(request, node, changes, openFile: fd)
+        return try setAttributesHeld(request, node, changes, openFile: fd)
     }
 
     /// The permission bits of `st` without the set-ID bits a write by `writer` clears; nil when

@@ -22,7 +22,7 @@ import CSyscalls
 /// Memory: a record takes about 150 bytes, plus 21 bytes and the name for each entry (the
 /// `EntryList` and a 4-byte hash a name), plus its path as the key.
 ///
-/// Lock: `state`, a leaf (see the lock order in Overlay.swift), held only to read or change
+/// Lock: `state`, a leaf (see `LockRank`), held only to read or change
 /// the records, never during a system call.
 final class LayerIndex: Sendable {
     /// One directory of the layer as read.
@@ -99,7 +99,7 @@ final class LayerIndex: Sendable {
         /// Bumped whenever records are marked stale or removed: a record read before is not kept.
         var version: UInt64 = 0
     }
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .layerIndex)
 
     init() {}
 

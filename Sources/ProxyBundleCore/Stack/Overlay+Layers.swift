@@ -13,7 +13,7 @@ extension Overlay {
         guard cachesLookups else { return }
         let patches = currentLayers.patches.filter { $0.index != nil }
         guard !patches.isEmpty else { return }
-        let next = Locked(0)
+        let next = Locked(0, rank: .local)
         let watch = self.watch
         for _ in 0..<min(threads, patches.count) {
             DetachedThread.start {

@@ -18,7 +18,7 @@ public final class Spellings: Sendable {
         /// Bumped when the tables are forgotten: a table read before is not kept.
         var generation: UInt64 = 0
     }
-    private let state = Locked(State())
+    private let state = Locked(State(), rank: .spellings)
     /// Directories whose tables are kept before all are dropped: about 32 MB of names at most
     /// for directories of a thousand names.
     static let limit = 4096

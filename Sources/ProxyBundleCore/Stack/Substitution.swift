@@ -27,7 +27,7 @@ public final class Substitution: Sendable {
     public init(_ layer: Layer, writable: Bool) {
         self.layer = layer
         if writable { Workspace.remove(from: layer) }
-        state = Locked(State(writable: writable))
+        state = Locked(State(writable: writable), rank: .substitution)
     }
 
     /// Whether changes go here now (false: they answer EROFS).

@@ -15,7 +15,7 @@ final class Workspace: Sendable {
     /// Which directory it is, to tell whether it is still the one at its name.
     private let device: UInt64
     private let inode: UInt64
-    private let counter = Locked<UInt64>(0)
+    private let counter = Locked<UInt64>(0, rank: .workspace)
 
     /// Opens the work directory of `substitution`, making it if missing (the substitution's
     /// times put back: the hidden directory changes nothing visible).

@@ -9,26 +9,26 @@ import Glibc
 /// that held up the daemon's shutdown after `umount`, and with it the substitution's writer
 /// lock, so the next mount of it waited; the blocks are the file system's business, not a
 /// change anyone can see, so nothing waits for them now.
-final class Closer: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    private var condition = pthread_cond_t()
-    private var pending: [Int32] = []
-    private var started = false
-
-    init() {
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&condition, nil)
+final class Closer: Sendable {
+    private struct State {
+        var pending: [Int32] = []
+        var started = false
     }
+    private let state = Locked(State(), rank: .closer)
+    /// Signalled when a descriptor is queued.
+    private let queued = Condition()
+
+    init() {}
 
     /// Closes `fd` soon, on the closing thread (at once if that thread cannot be started).
     func close(_ fd: Int32) {
-        pthread_mutex_lock(&mutex)
-        if !started { started = start() }
-        let queued = started
-        if queued { pending.append(fd) }
-        pthread_cond_signal(&condition)
-        pthread_mutex_unlock(&mutex)
-        if !queued { Sys.close(fd) }
+        let isQueued = state.withLock { s -> Bool in
+            if !s.started { s.started = start() }
+            if s.started { s.pending.append(fd) }
+            return s.started
+        }
+        queued.signal()
+        if !isQueued { Sys.close(fd) }
     }
 
     /// The thread keeps this object for the life of the process.
@@ -38,11 +38,10 @@ final class Closer: @unchecked Sendable {
 
     private func run() -> Never {
         while true {
-            pthread_mutex_lock(&mutex)
-            while pending.isEmpty { pthread_cond_wait(&condition, &mutex) }
-            let taken = pending
-            pending.removeAll()
-            pthread_mutex_unlock(&mutex)
+            let taken = state.withLock(when: { !$0.pending.isEmpty }, on: queued) { s -> [Int32] in
+                defer { s.pending.removeAll() }
+                return s.pending
+            }
             taken.forEach(Sys.close)
         }
     }

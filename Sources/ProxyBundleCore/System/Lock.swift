@@ -4,70 +4,103 @@ import Glibc
 import CSyscalls
 
 /// A pthread mutex guarding a value. Chosen over `Synchronization.Mutex` because
-/// ThreadSanitizer on Linux can see pthread locks.
+/// ThreadSanitizer on Linux can see pthread locks. Its rank places it in the lock order (see
+/// `LockRank`); it is not re-entrant.
 public final class Locked<Value>: @unchecked Sendable {
     private var mutex = pthread_mutex_t()
     private var value: Value
+    public let rank: LockRank
 
-    public init(_ value: Value) {
+    public init(_ value: Value, rank: LockRank) {
         self.value = value
+        self.rank = rank
         pthread_mutex_init(&mutex, nil)
     }
 
     deinit { pthread_mutex_destroy(&mutex) }
 
     @inline(__always)
-    public func withLock<T, E: Error>(_ body: (inout Value) throws(E) -> T) throws(E) -> T {
+    public func withLock<T, E: Error>(file: StaticString = #fileID, line: UInt = #line,
+                                      _ body: (inout Value) throws(E) -> T) throws(E) -> T {
+        LockOrder.willTake(rank, file: file, line: line)
         pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
+        defer {
+            pthread_mutex_unlock(&mutex)
+            LockOrder.didRelease(rank)
+        }
         return try body(&value)
+    }
+
+    /// Runs `body` holding the lock once `ready` is true of the value, waiting on `condition`
+    /// (which the value's changers signal) until it is.
+    public func withLock<T>(when ready: (Value) -> Bool, on condition: Condition, file: StaticString = #fileID,
+                            line: UInt = #line, _ body: (inout Value) -> T) -> T {
+        LockOrder.willTake(rank, file: file, line: line)
+        pthread_mutex_lock(&mutex)
+        defer {
+            pthread_mutex_unlock(&mutex)
+            LockOrder.didRelease(rank)
+        }
+        while !ready(value) { pthread_cond_wait(&condition.condition, &mutex) }
+        return body(&value)
     }
 }
 
+/// A pthread condition variable, waited on through `Locked.withLock(when:on:)`.
+public final class Condition: @unchecked Sendable {
+    fileprivate var condition = pthread_cond_t()
+
+    public init() { pthread_cond_init(&condition, nil) }
+
+    deinit { pthread_cond_destroy(&condition) }
+
+    /// Wakes one waiter.
+    public func signal() { pthread_cond_signal(&condition) }
+
+    /// Wakes every waiter.
+    public func broadcast() { pthread_cond_broadcast(&condition) }
+}
+
 /// A read-write lock that prefers writers (a writer waits only for the holders there are when
-/// it comes), and that a thread holding it, shared or alone, may take shared again (counted per
-/// thread, so the inner take never waits behind a writer).
+/// it comes). Not re-entrant: a thread holding it, shared or alone, never takes it again (the
+/// lock order's checker says so in debug builds; a shared take behind a waiting writer would
+/// wait forever).
 public final class ReadWriteLock: @unchecked Sendable {
     private var lock = pthread_rwlock_t()
-    /// This thread's shared holds, as a pointer-sized count; `alone` added while it holds the
-    /// lock alone.
-    private var depth = pthread_key_t()
-    private static let alone = 1 << 32
+    public let rank: LockRank
+    /// The thread holding the lock alone, if any: written only by it, under the lock.
+    private var owner: pthread_t?
 
-    public init() {
+    public init(rank: LockRank) {
+        self.rank = rank
         pb_rwlock_init_preferring_writers(&lock)
-        pthread_key_create(&depth, nil)
     }
 
-    deinit {
-        pthread_rwlock_destroy(&lock)
-        pthread_key_delete(depth)
-    }
+    deinit { pthread_rwlock_destroy(&lock) }
 
-    private var held: Int { Int(bitPattern: pthread_getspecific(depth)) }
-
-    public func lockShared() {
-        let held = self.held
-        if held == 0 { pthread_rwlock_rdlock(&lock) }
-        pthread_setspecific(depth, UnsafeRawPointer(bitPattern: held + 1))
+    public func lockShared(file: StaticString = #fileID, line: UInt = #line) {
+        LockOrder.willTake(rank, file: file, line: line)
+        pthread_rwlock_rdlock(&lock)
     }
 
     public func unlockShared() {
-        let held = self.held
-        pthread_setspecific(depth, UnsafeRawPointer(bitPattern: held - 1))
-        if held == 1 { pthread_rwlock_unlock(&lock) }
+        pthread_rwlock_unlock(&lock)
+        LockOrder.didRelease(rank)
     }
 
-    /// Whether this thread holds the lock alone.
-    public var isHeldAlone: Bool { held >= ReadWriteLock.alone }
+    /// Whether this thread holds the lock alone (asked only by a thread that holds it).
+    public var isHeldAlone: Bool { owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
 
-    /// Runs `body` holding the lock alone; never called while this thread holds it.
-    public func withExclusive<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+    /// Runs `body` holding the lock alone.
+    public func withExclusive<T, E: Error>(file: StaticString = #fileID, line: UInt = #line,
+                                           _ body: () throws(E) -> T) throws(E) -> T {
+        LockOrder.willTake(rank, file: file, line: line)
         pthread_rwlock_wrlock(&lock)
-        pthread_setspecific(depth, UnsafeRawPointer(bitPattern: ReadWriteLock.alone))
+        owner = pthread_self()
         defer {
-            pthread_setspecific(depth, nil)
+            owner = nil
             pthread_rwlock_unlock(&lock)
+            LockOrder.didRelease(rank)
         }
         return try body()
     }

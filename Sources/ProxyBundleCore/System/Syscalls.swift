@@ -11,6 +11,7 @@ import CSyscalls
 enum Sys {
     @inline(__always)
     static func check(_ body: () -> Int32) throws(Errno) -> Int32 {
+        LockOrder.willCallSystem()
         while true {
             let result = body()
             if result >= 0 { return result }
@@ -20,6 +21,7 @@ enum Sys {
 
     @inline(__always)
     static func checkSize(_ body: () -> Int) throws(Errno) -> Int {
+        LockOrder.willCallSystem()
         while true {
             let result = body()
             if result >= 0 { return result }
@@ -28,6 +30,7 @@ enum Sys {
     }
 
     static func close(_ fd: Int32) {
+        LockOrder.willCallSystem("close")
         _ = Glibc.close(fd)  // never retried: the descriptor is gone either way
     }
 

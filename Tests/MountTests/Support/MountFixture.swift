@@ -50,7 +50,7 @@ final class MountFixture {
     private struct Weak { weak var fixture: MountFixture?; init(_ fixture: MountFixture) { self.fixture = fixture } }
     /// The fixtures alive, by main bundle: a mount command the tests start of one (detached,
     /// through Spawn) fingerprints that main bundle too, as `start` does.
-    private static let live = Locked<[String: Weak]>([:])
+    private static let live = Locked<[String: Weak]>([:], rank: .local)
 
     /// Called by Spawn for every `proxybundle` it starts: `mount MAIN ...` of a fixture's main
     /// bundle fingerprints it for tearDown.
@@ -177,6 +177,11 @@ final class MountFixture {
             Unmounter.force(mountpoint)
         }
         stop()
+        // the daemon is a debug build, whose locks check their order (see `LockOrder`)
+        let log = self.log
+        if let violation = log.range(of: "lock order violated") {
+            XCTFail("the daemon broke the lock order: " + log[violation.lowerBound...].prefix(600))
+        }
         for (layer, before) in readOnly.sorted(by: { $0.key < $1.key }) {
             let role = layer == main ? "the main bundle" : "the patch \(layer)"
             // a layer the test removed itself is not checked
