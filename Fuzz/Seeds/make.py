@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Writes the seeds of the fuzz targets but assets-car's (Fuzz/Seeds/make.sh runs it)."""
-import datetime, hashlib, json, os, plistlib, shutil
+import datetime, hashlib, json, os, plistlib
 
 def corpus(target, seeds):
+    """Writes `seeds` as the target's corpus; the fuzzers' findings (`finding-*`) stay."""
     path = f"Fuzz/{target}/corpus"
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if not name.startswith("finding-"):
+            os.remove(f"{path}/{name}")
     for name, data in seeds.items():
         with open(f"{path}/{name}", "wb") as out:
             out.write(data)

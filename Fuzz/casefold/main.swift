@@ -5,7 +5,11 @@
 // - a name that is not UTF-8 (as the stdlib validates it) is its own key, unless it has a
 //   stray continuation byte ext4 takes for a character (CaseFold.decode), and its key is no
 //   UTF-8; a UTF-8 name's key is UTF-8;
-// - folding is idempotent: key(key(x)) == key(x);
+// - folding is idempotent: key(key(x)) == key(x), and a name is equal to its key; not for a
+//   name with an ignorable code point, whose key may hold marks ext4 left apart around it
+//   and that fold again into another order (ext4's utf8_casefold of its own output is then
+//   another name, too: CaseFoldOracleTests); such a key, holding no ignorable, is the one
+//   checked;
 // - a key has nothing left to fold (no scalar that changes when case folded) and its marks
 //   are in canonical order;
 // - lowercasing does not change a key: key(lowercased(x)) == key(x);
@@ -38,10 +42,17 @@ func foldsAsExt4Only(_ text: String) -> Bool {
     text.unicodeScalars.contains { $0.value == 0x345 || $0.properties.isDefaultIgnorableCodePoint }
 }
 
+/// Whether `name`, as `CaseFold` decodes it, has a code point its tables fold to nothing.
+func hasIgnorable(_ name: [UInt8]) -> Bool {
+    CaseFold.decode(name)?.contains { CaseFoldTables.shared.isIgnorable($0) } ?? false
+}
+
 func check(_ name: [UInt8]) {
     let key = CaseFold.key(name)
-    guard CaseFold.key(key) == key else { Fuzzing.fail("key(key(x)) != key(x) for \(name)") }
-    guard CaseFold.equal(name, key) else { Fuzzing.fail("a name is not equal to its key: \(name)") }
+    let stable = hasIgnorable(name) ? CaseFold.key(key) : key
+    guard !hasIgnorable(key) else { Fuzzing.fail("the key of \(name) keeps an ignorable code point") }
+    guard CaseFold.key(stable) == stable else { Fuzzing.fail("key(key(x)) != key(x) for \(name)") }
+    guard hasIgnorable(name) || CaseFold.equal(name, key) else { Fuzzing.fail("a name is not equal to its key: \(name)") }
     var table = SpellingTable()
     table.add(name)
     guard table.first(of: name) == name else { Fuzzing.fail("a spelling table does not find its own name: \(name)") }
