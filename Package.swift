@@ -29,6 +29,13 @@ let package = Package(
             pkgConfig: "liburing",
             providers: [.apt(["liburing-dev"])]
         ),
+        // libcrypto (OpenSSL 3), for SHA-256: the system's, maintained, its security updates
+        // Debian's.
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
         // C helpers for what Swift cannot call directly: GNU constants, raw system calls.
         .target(
             name: "CSyscalls",
@@ -60,7 +67,7 @@ let package = Package(
         // Delivery of patches as OCI images: the store, safe layer extraction, skopeo. No libfuse.
         .target(
             name: "ProxyBundleDelivery",
-            dependencies: ["CSyscalls"]
+            dependencies: ["CSyscalls", "CCrypto"]
         ),
         // Translation between the FUSE low-level protocol and the overlay.
         .target(

@@ -3,7 +3,7 @@
 # Idempotent and quiet when everything is already present.
 set -euo pipefail
 
-packages=(libfuse3-dev liburing-dev fuse3 pkg-config attr sqlite3 rsync git tar fio
+packages=(libfuse3-dev liburing-dev libssl-dev fuse3 pkg-config attr sqlite3 rsync git tar fio
           strace  # counts what a lookup asks the layers (PatchIndexTests)
           man-db groff-base zsh fish  # the man page and completion tests
           lintian dpkg-dev debootstrap  # the package tests: lintian, dpkg-shlibdeps, a clean Debian root

@@ -2,8 +2,8 @@
 # Builds proxybundle_VERSION-REV~debN_amd64.deb from the release executable, stripped, and
 # proxybundle-dbgsym_..._amd64.deb with its symbols (/usr/lib/debug/.build-id/...), as
 # Debian's own packages split them. The binary links the system's libraries as Debian's
-# packages do (glibc, libfuse3, liburing, libstdc++, each a shared library of its Debian
-# package, so their security updates reach it) and carries the Swift runtime and Apple's ICU
+# packages do (glibc, libfuse3, liburing, libcrypto, libstdc++, each a shared library of its
+# Debian package, so their security updates reach it) and carries the Swift runtime and Apple's ICU
 # (_FoundationICU) statically (`-static-stdlib`: Debian ships no Swift runtime). Its Depends
 # are computed from those libraries' shlibs files (dpkg-shlibdeps), with fuse3 for mount.fuse.
 # The package: the binary in /usr/bin, the man page, bash, zsh and fish completions, the

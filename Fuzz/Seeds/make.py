@@ -1,11 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Writes the seeds of the fuzz targets but assets-car's (Fuzz/Seeds/make.sh runs it)."""
-import datetime, hashlib, json, os, plistlib, shutil
+import datetime, hashlib, json, os, plistlib, struct
 
 def corpus(target, seeds):
+    """Writes `seeds` as the target's corpus; the fuzzers' findings (`finding-*`) stay."""
     path = f"Fuzz/{target}/corpus"
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
+    os.makedirs(path, exist_ok=True)
+    for name in os.listdir(path):
+        if not name.startswith("finding-"):
+            os.remove(f"{path}/{name}")
     for name, data in seeds.items():
         with open(f"{path}/{name}", "wb") as out:
             out.write(data)
@@ -112,7 +115,20 @@ corpus("plist-xml", {
                 b'</key><string>pt&amp;BR&#x41;&#66;&lt;</string><key>K</key><array/><key>R</key><real>-1e3</real>'
                 b'<key>I</key><integer>0x10</integer><key>T</key><true/><key>D</key><data>AAE=</data></dict></plist>',
 })
+def shared_levels(levels):
+    """A dictionary whose value is an array holding the next array twice, `levels` deep: a few
+    hundred bytes that are 2^levels objects to a reader that reads a shared object per reference
+    (FoundationEssentials' decoder, libplist 2.2), the body after `bplist00`."""
+    objects = [bytes([0xD1, 1, 2]), b"\x51a"] + [bytes([0xA2, i + 1, i + 1]) for i in range(2, levels + 2)] + [b"\x09"]
+    body, offsets = b"", []
+    for o in objects:
+        offsets.append(8 + len(body))
+        body += o
+    table = 8 + len(body)
+    return body + bytes(offsets) + bytes(6) + bytes([1, 1]) + struct.pack(">QQQ", len(objects), 0, table)
+
 corpus("plist-binary", {
+    "shared-40": shared_levels(40),
     "every-kind": plistlib.dumps(every, fmt=plistlib.FMT_BINARY, sort_keys=False)[8:],
     "small": plistlib.dumps(small, fmt=plistlib.FMT_BINARY)[8:],
     "example": plistlib.dumps(plistlib.loads(example), fmt=plistlib.FMT_BINARY)[8:],

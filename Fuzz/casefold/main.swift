@@ -5,7 +5,11 @@
 // - a name that is not UTF-8 (as the stdlib validates it) is its own key, unless it has a
 //   stray continuation byte ext4 takes for a character (CaseFold.decode), and its key is no
 //   UTF-8; a UTF-8 name's key is UTF-8;
-// - folding is idempotent: key(key(x)) == key(x);
+// - folding is idempotent: key(key(x)) == key(x), and a name is equal to its key; not for a
+//   name with an ignorable code point, whose key may hold marks ext4 left apart around it
+//   and that fold again into another order (ext4's utf8_casefold of its own output is then
+//   another name, too: CaseFoldOracleTests); such a key, holding no ignorable, is the one
+//   checked;
 // - a key has nothing left to fold (no scalar that changes when case folded) and its marks
 //   are in canonical order;
 // - lowercasing does not change a key: key(lowercased(x)) == key(x);
@@ -15,7 +19,8 @@
 //   name with U+0345, which becomes the letter ι before marks are ordered, or with an
 //   ignorable code point, which keeps the marks on either side apart (nor, for the latter,
 //   the canonical order of a key's marks);
-// - `equal` and `SpellingTable` (a directory's names by key) agree with `key`.
+// - `equal` and `SpellingTable` (a directory's names by key, of 255 bytes at most) agree with
+//   `key`.
 // An input is one name, or two names around a byte 0xFF (never in UTF-8), compared.
 import FuzzSupport
 @testable import ProxyBundleCore
@@ -38,13 +43,23 @@ func foldsAsExt4Only(_ text: String) -> Bool {
     text.unicodeScalars.contains { $0.value == 0x345 || $0.properties.isDefaultIgnorableCodePoint }
 }
 
+/// Whether `name`, as `CaseFold` decodes it, has a code point its tables fold to nothing.
+func hasIgnorable(_ name: [UInt8]) -> Bool {
+    CaseFold.decode(name)?.contains { CaseFoldTables.shared.isIgnorable($0) } ?? false
+}
+
 func check(_ name: [UInt8]) {
     let key = CaseFold.key(name)
-    guard CaseFold.key(key) == key else { Fuzzing.fail("key(key(x)) != key(x) for \(name)") }
-    guard CaseFold.equal(name, key) else { Fuzzing.fail("a name is not equal to its key: \(name)") }
-    var table = SpellingTable()
-    table.add(name)
-    guard table.first(of: name) == name else { Fuzzing.fail("a spelling table does not find its own name: \(name)") }
+    let stable = hasIgnorable(name) ? CaseFold.key(key) : key
+    guard !hasIgnorable(key) else { Fuzzing.fail("the key of \(name) keeps an ignorable code point") }
+    guard CaseFold.key(stable) == stable else { Fuzzing.fail("key(key(x)) != key(x) for \(name)") }
+    guard hasIgnorable(name) || CaseFold.equal(name, key) else { Fuzzing.fail("a name is not equal to its key: \(name)") }
+    // no directory holds a name over 255 bytes (NAME_MAX), and a spelling table leaves one out
+    if name.count <= 255 {
+        var table = SpellingTable()
+        table.add(name)
+        guard table.first(of: name) == name else { Fuzzing.fail("a spelling table does not find its own name: \(name)") }
+    }
     guard let text = String(validating: name, as: UTF8.self) else {
         // ext4's tables take a stray continuation byte after the first for a character of its
         // own (CaseFold.decode): such a name folds around it; any other is its own key. Either
@@ -97,8 +112,10 @@ Fuzzing.run { data in
     check(a)
     check(b)
     guard CaseFold.equal(a, b) == (CaseFold.key(a) == CaseFold.key(b)) else { Fuzzing.fail("equal disagrees with key") }
-    var table = SpellingTable()
-    table.add(a)
-    guard (table.first(of: b) != nil) == (CaseFold.key(a) == CaseFold.key(b)) else { Fuzzing.fail("a spelling table disagrees with key") }
+    if a.count <= 255 {
+        var table = SpellingTable()
+        table.add(a)
+        guard (table.first(of: b) != nil) == (CaseFold.key(a) == CaseFold.key(b)) else { Fuzzing.fail("a spelling table disagrees with key") }
+    }
     if let x = String(validating: a, as: UTF8.self), let y = String(validating: b, as: UTF8.self) { compare(x, y) }
 }

@@ -163,11 +163,11 @@ final class PackageTests: XCTestCase {
         XCTAssertFalse(control.contains("@localhost"), control)
         // Depends from the libraries' shlibs: each package that ships a library the binary links
         let depends = control.split(separator: "\n").first { $0.hasPrefix(" Depends: ") }.map(String.init) ?? ""
-        for package in ["libc6 (>= 2.36)", "libfuse3-3 (>= ", "liburing2 (>= ", "libstdc++6 (>= ", "fuse3"] {
+        for package in ["libc6 (>= 2.36)", "libfuse3-3 (>= ", "liburing2 (>= ", "libssl3 (>= ", "libstdc++6 (>= ", "fuse3"] {
             XCTAssertTrue(depends.contains(package), "Depends lacks \(package): \(depends)")
         }
         let needed = try Spawn.run("/usr/bin/readelf", ["-d", "-W", binary]).output
-        for library in ["libc.so.6", "libfuse3.so.3", "liburing.so.2"] {
+        for library in ["libc.so.6", "libfuse3.so.3", "liburing.so.2", "libcrypto.so.3"] {
             XCTAssertTrue(needed.contains("Shared library: [\(library)]"), "\(library) is not linked dynamically: \(needed)")
         }
         XCTAssertFalse(needed.contains("libswiftCore") || needed.contains("libFoundation") || needed.contains("ICU"),
@@ -292,7 +292,7 @@ final class PackageTests: XCTestCase {
                            line: line)
             return result.output
         }
-        let libraries = ["libfuse3.so.3": "libfuse3-3", "liburing.so.2": "liburing2"]
+        let libraries = ["libfuse3.so.3": "libfuse3-3", "liburing.so.2": "liburing2", "libcrypto.so.3": "libssl3"]
         for library in libraries.keys {
             try run("/bin/sh", ["-c", "ls /lib/*/\(library) /usr/lib/*/\(library)"], status: 2)
         }
@@ -305,7 +305,7 @@ final class PackageTests: XCTestCase {
         }
         let linked = try run("/usr/bin/ldd", ["/usr/bin/proxybundle"])
         XCTAssertFalse(linked.contains("not found"), linked)
-        for library in ["libc.so.6", "libfuse3.so.3", "liburing.so.2"] {
+        for library in ["libc.so.6", "libfuse3.so.3", "liburing.so.2", "libcrypto.so.3"] {
             XCTAssertTrue(linked.contains(library + " => /lib/") || linked.contains(library + " => /usr/lib/"), linked)
         }
         XCTAssertTrue(try run("/usr/bin/proxybundle", ["--version"]).hasPrefix("proxybundle \(Version.number) "))

@@ -22,6 +22,16 @@ final class SpellingTableTests: XCTestCase {
         XCTAssertEqual(t.all(of: bytes("missing")), [])
     }
 
+    /// A name of 255 bytes (NAME_MAX) is kept; a longer one, which no directory holds, is left
+    /// out (the casefold fuzz target met one and took its absence for a fault).
+    func testANameOverNameMaxIsLeftOut() {
+        let longest = [UInt8](repeating: 0x59, count: 253) + [0xCC, 0x81]
+        let t = table([longest, longest + [0x61]])
+        XCTAssertEqual(t.first(of: longest), longest)
+        XCTAssertNil(t.first(of: longest + [0x61]))
+        XCTAssertEqual(t.count, 1)
+    }
+
     /// Names whose key is not the name lowered: found by any spelling of the key, as
     /// `CaseFold.key` folds it (ß and ss, the Kelvin sign and k, a precomposed é and e with
     /// its accent).

@@ -30,22 +30,48 @@ final class DeliveryTests: XCTestCase {
         XCTAssertEqual(pieces.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
-    /// The processor's SHA instructions (where it has them) and the portable code give the same
-    /// digests: standard vectors, and every length around the block size.
-    func testSHA256sTwoPathsAgree() {
-        for portable in [false, true] {
-            var two = SHA256(portable: portable)
-            two.update(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
-            XCTAssertEqual(two.hex(), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1", "portable: \(portable)")
-        }
+    /// Every length around the block size, fed whole and in pieces, against coreutils'
+    /// sha256sum (another implementation): the standard 448-bit vector too.
+    func testSHA256AgreesWithSha256sum() throws {
+        XCTAssertEqual(SHA256.hex(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)),
+                       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<70_000).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        for length in Array(0...200) + [4095, 4096, 4097, 70_000] {
-            var fast = SHA256(), portable = SHA256(portable: true)
-            fast.update(Array(bytes[..<length]))
-            portable.update(Array(bytes[..<length]))
-            XCTAssertEqual(fast.hex(), portable.hex(), "\(length) bytes")
+        for length in [0, 1, 55, 56, 63, 64, 65, 119, 120, 127, 128, 129, 4095, 4096, 4097, 70_000] {
+            let file = directory + "/work/piece"
+            try Data(bytes[..<length]).write(to: URL(fileURLWithPath: file))
+            let tool = Process()
+            tool.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
+            tool.arguments = [file]
+            let out = Pipe()
+            tool.standardOutput = out
+            try tool.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            tool.waitUntilExit()
+            var pieces = SHA256()
+            var at = 0
+            while at < length {
+                let next = min(length, at + 1 + at % 97)
+                pieces.update(Array(bytes[at..<next]))
+                at = next
+            }
+            XCTAssertEqual(SHA256.hex(Array(bytes[..<length])), String(text.prefix(64)), "\(length) bytes")
+            XCTAssertEqual(pieces.hex(), String(text.prefix(64)), "\(length) bytes in pieces")
         }
+    }
+
+    /// A copy hashes on from where it was taken, and neither changes the other (the stream's
+    /// hash is copied, then finished, while the stream may read on).
+    func testSHA256CopiesAreValues() {
+        var first = SHA256()
+        first.update(Array("ab".utf8))
+        var second = first
+        second.update(Array("c".utf8))
+        var third = second
+        XCTAssertEqual(third.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad", "abc")
+        first.update(Array("cdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8))
+        XCTAssertEqual(first.hex(), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        XCTAssertEqual(second.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 
     func testJSONReadsWhatManifestsHold() throws {

@@ -108,10 +108,4 @@ int pb_name_to_handle(int dirfd, const char *path, void *handle, size_t size, in
 // or -errno.
 int pb_open_by_handle(int mountfd, void *handle, int flags);
 
-// SHA-256 of `blocks` 64-byte blocks at `data` into `state` (eight words, a to h) with the
-// processor's SHA instructions (SHA256.c): 1 when done, 0 when the processor has none (the
-// caller computes them itself, with these constants).
-extern const uint32_t pb_sha256_round_constants[64];
-int pb_sha256_blocks(uint32_t state[8], const void *data, size_t blocks);
-
 #endif
