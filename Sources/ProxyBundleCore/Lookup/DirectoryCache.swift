@@ -43,6 +43,9 @@ final class DirectoryCache: Sendable {
     let watch: LayerWatch
     /// Whether directories missed in often have their names read (see `KnownNames`).
     let knowsNames: Bool
+    /// Which patches hold each name of the directories many patches hold (see `NameMap`):
+    /// kept when the descriptors are dropped for room, emptied with them by `removeAll`.
+    let names = NameMap()
     /// Whose version tells whether a path still led where its node is.
     let nodes: NodeTable
 
@@ -94,6 +97,16 @@ final class DirectoryCache: Sendable {
         return unindexed + (try patches(holding: location.path, layers: layers, located: located))
     }
 
+    /// The view's map of the directory at `path` merged by `placement` (see `NameMap`), where
+    /// patches are indexed and many of them have it. `located`: the node table's version
+    /// before `path` was found.
+    func mapped(_ path: LayerPath, _ placement: Placement, layers: LayerStack, located: UInt64) throws(Errno) -> NameMap.Directory? {
+        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }) else { return nil }
+        return try names.directory(path, placement, layers: layers, watch: watch) { () throws(Errno) -> [UInt16] in
+            try patches(holding: path, layers: layers, located: located)
+        }
+    }
+
     /// The patches whose index says they have a directory at `path` (see `patches(holding:)`);
     /// nil where patches are not indexed.
     func indexedPatches(holding path: LayerPath, layers: LayerStack) -> Set<Int>? {
@@ -142,7 +155,8 @@ final class DirectoryCache: Sendable {
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
                                               index: knowsNames ? watch : nil, knowsNames: knowsNames && isCurrent(located),
                                               holding: try holding(location, layers: layers, located: located),
-                                              forReading: forReading)
+                                              forReading: forReading,
+                                              mapped: try mapped(location.path, location.placement, layers: layers, located: located))
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
         guard isCurrent(located), opened.isComplete else { return opened }
@@ -174,6 +188,7 @@ final class DirectoryCache: Sendable {
     }
 
     func removeAll() {
+        names.removeAll()
         let dropped = entries.withLock { entries -> Entries in
             let all = entries
             entries = Entries()

@@ -18,7 +18,8 @@ extension Overlay {
 
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
     func resolve(_ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
-        try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, layers: layers, index: indexWatch))
+        let mapped = indexWatch == nil ? nil : try directories.mapped(dir, dirPlacement, layers: layers, located: nodes.version)
+        return try resolve(name, in: DirectoryDescriptors(dir, dirPlacement, layers: layers, index: indexWatch, mapped: mapped))
     }
 
     /// The watch that patches' indexes are read with, nil where nothing is cached
