@@ -127,8 +127,7 @@ extension EntryList {
 }
 
 /// A set of names that live in buffers which outlive it (a listing's names, while it is
-/// merged): open addressing over the names' own bytes, nothing copied, one multiply per 8
-/// bytes to hash. Swift's `Set` spent a third of the merge seeding and finalizing its hasher.
+/// merged): open addressing over the names' own bytes, nothing copied, hashed by `NameHash`.
 struct NameSet {
     private var slots: [UnsafeRawBufferPointer?]
     private var mask: Int
@@ -179,30 +178,7 @@ struct NameSet {
         return memcmp(x, y, a.count) == 0
     }
 
-    /// A seeded multiply-and-fold hash, so that names chosen to collide in one daemon do not
-    /// collide in another.
     private static func hash(_ name: UnsafeRawBufferPointer) -> Int {
-        var h = seed ^ UInt64(name.count)
-        var offset = 0
-        while offset + 8 <= name.count {
-            h = mix(h ^ name.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            offset += 8
-        }
-        var tail: UInt64 = 0
-        var shift: UInt64 = 0
-        while offset < name.count {
-            tail |= UInt64(name[offset]) << shift
-            shift += 8
-            offset += 1
-        }
-        return Int(truncatingIfNeeded: mix(h ^ tail))
+        Int(truncatingIfNeeded: NameHash.hash(name, lowering: false))
     }
-
-    private static func mix(_ x: UInt64) -> UInt64 {
-        var h = x &* 0x9E37_79B9_7F4A_7C15
-        h ^= h >> 32
-        return (h &* 0xD6E8_FEB8_6659_FD93) ^ (h >> 29)
-    }
-
-    private static let seed = UInt64.random(in: 0 ... .max)
 }

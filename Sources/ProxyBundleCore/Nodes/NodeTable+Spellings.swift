@@ -22,8 +22,8 @@ extension NodeTable {
     /// The hash of the key of `name` in the directory whose standing node is `parent`: an
     /// ASCII name's is taken lowered on the fly, any other's folded once.
     private static func spellingHash(_ parent: NodeID, _ name: UnsafeRawBufferPointer) -> UInt32 {
-        let folded = FoldedKey.isASCII(name) ? FoldedKey.hash(name, lowering: true)
-            : CaseFold.key(Array(name)).withUnsafeBytes { FoldedKey.hash($0, lowering: false) }
+        let folded = FoldedKey.isASCII(name) ? NameHash.hash(name, lowering: true)
+            : CaseFold.key(Array(name)).withUnsafeBytes { NameHash.hash($0, lowering: false) }
         return UInt32(truncatingIfNeeded: (folded ^ (UInt64(parent) &* 0x9E37_79B9_7F4A_7C15)) >> 17)
     }
 

@@ -68,10 +68,10 @@ struct SpellingTable: Sendable {
         let hash: UInt64
         var keptKey = false
         if FoldedKey.isASCII(name) {
-            hash = FoldedKey.hash(name, lowering: true)
+            hash = NameHash.hash(name, lowering: true)
         } else {
             let key = CaseFold.key(Array(name))
-            hash = key.withUnsafeBytes { FoldedKey.hash($0, lowering: false) }
+            hash = key.withUnsafeBytes { NameHash.hash($0, lowering: false) }
             keptKey = !key.withUnsafeBytes { FoldedKey.equal(stored: name, lowered: true, key: $0, lowered: false) }
             if keptKey {
                 bytes.append(UInt8(truncatingIfNeeded: key.count))
@@ -199,7 +199,7 @@ struct SpellingTable: Sendable {
     /// where `lowered`).
     private func forEachEntry(_ key: UnsafeRawBufferPointer, _ lowered: Bool, _ body: (Int) -> Void) {
         guard slotCount > 0 else { return }
-        let hash = FoldedKey.hash(key, lowering: lowered)
+        let hash = NameHash.hash(key, lowering: lowered)
         let tag = UInt16(truncatingIfNeeded: hash >> 48)
         let mask = slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
@@ -240,7 +240,7 @@ struct SpellingTable: Sendable {
         narrow = isWide ? [] : Array(repeating: 0, count: size)
         wide = isWide ? Array(repeating: 0, count: size) : []
         for index in entries.indices {
-            let hash = withKey(ofEntry: index) { key, lowered in FoldedKey.hash(key, lowering: lowered) }
+            let hash = withKey(ofEntry: index) { key, lowered in NameHash.hash(key, lowering: lowered) }
             place(index + 1, hash)
         }
     }
@@ -258,7 +258,7 @@ struct SpellingTable: Sendable {
     }
 }
 
-/// Hashing and comparing keys given as ASCII names still to be lowered, or as keys.
+/// Comparing keys given as ASCII names still to be lowered, or as keys (hashed by `NameHash`).
 enum FoldedKey {
     /// Whether every byte of `name` is ASCII.
     static func isASCII(_ name: UnsafeRawBufferPointer) -> Bool {
@@ -275,36 +275,6 @@ enum FoldedKey {
         return any & 0x8080_8080_8080_8080 == 0
     }
 
-    /// A seeded hash of `bytes`, with A-Z lowered first where `lowering`: a name and the
-    /// name lowered hash alike.
-    static func hash(_ bytes: UnsafeRawBufferPointer, lowering: Bool) -> UInt64 {
-        var h = seed ^ UInt64(bytes.count)
-        var offset = 0
-        while offset + 8 <= bytes.count {
-            let word = bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-            h = mix(h ^ (lowering ? lower(word) : word))
-            offset += 8
-        }
-        var tail: UInt64 = 0
-        var shift: UInt64 = 0
-        while offset < bytes.count {
-            tail |= UInt64(bytes[offset]) << shift
-            shift += 8
-            offset += 1
-        }
-        return mix(h ^ (lowering ? lower(tail) : tail))
-    }
-
-    /// `word`, eight bytes, with A-Z lowered: a byte from 0x41 to 0x5A gains 0x20, any other
-    /// stays (the sums below never carry from one byte into the next).
-    private static func lower(_ word: UInt64) -> UInt64 {
-        let high: UInt64 = 0x8080_8080_8080_8080
-        let low7 = word & ~high
-        let atLeastA = low7 &+ 0x3F3F_3F3F_3F3F_3F3F
-        let pastZ = low7 &+ 0x2525_2525_2525_2525
-        return word | ((atLeastA & ~pastZ & ~word & high) >> 2)
-    }
-
     private static func lower(_ byte: UInt8) -> UInt8 {
         (byte &- 0x41) < 26 ? byte | 0x20 : byte
     }
@@ -319,12 +289,4 @@ enum FoldedKey {
         }
         return true
     }
-
-    private static func mix(_ x: UInt64) -> UInt64 {
-        var h = x &* 0x9E37_79B9_7F4A_7C15
-        h ^= h >> 32
-        return (h &* 0xD6E8_FEB8_6659_FD93) ^ (h >> 29)
-    }
-
-    private static let seed = UInt64.random(in: 0 ... .max)
 }
