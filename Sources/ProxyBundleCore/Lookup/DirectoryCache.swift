@@ -117,7 +117,8 @@ final class DirectoryCache: Sendable {
 
     /// The patches with an index whose index says they have a directory at `path`, top
     /// first: those of the directory above it whose record of it names such a subdirectory
-    /// (the root: every one). Kept by path until an invalidation (memory: two bytes a patch
+    /// (the root: every one), found through its map where it has one of all of them (see
+    /// `NameMap`). Kept by path until an invalidation (memory: two bytes a patch
     /// for each directory of the view a patch has), so that finding a directory's patches
     /// costs one look at each patch of its parent, once, whatever the directories kept.
     private func patches(holding path: LayerPath, layers: LayerStack, located: UInt64) throws(Errno) -> [UInt16] {
@@ -130,11 +131,18 @@ final class DirectoryCache: Sendable {
             let parentPath = path.parent
             let epoch = watch.epoch
             var holders: [UInt16] = []
-            for number in try patches(holding: parentPath, layers: layers, located: located) {
-                let layer = layers[Int(number)]
-                guard let index = layer.index, let parent = try index.directory(parentPath, of: layer, watch: watch, epoch: epoch),
-                      parent.subdirectory(name) != nil else { continue }
-                holders.append(number)
+            let parents = try patches(holding: parentPath, layers: layers, located: located)
+            if let map = names.kept(parentPath), map.patches.count == parents.count {
+                // the parent's map, of all these patches, names those with an entry of the name
+                let named = name.withUnsafeBytes { map.holding(KnownNames.hash($0)) }.entries
+                holders = named.filter { map.records[Int($0)]?.subdirectory(name) != nil }
+            } else {
+                for number in parents {
+                    let layer = layers[Int(number)]
+                    guard let index = layer.index, let parent = try index.directory(parentPath, of: layer, watch: watch, epoch: epoch),
+                          parent.subdirectory(name) != nil else { continue }
+                    holders.append(number)
+                }
             }
             found = holders
         }

@@ -84,9 +84,10 @@ final class KnownNames: Sendable {
             }
             guard let presence = s.presence else { return nil }
             let own = Holding(entries: presence.entries[hash] ?? [], whiteouts: presence.whiteouts[hash] ?? [])
-            guard let names = mapped?.names else { return own }
-            return Holding(entries: KnownNames.merge(own.entries, names.entries[hash] ?? []),
-                           whiteouts: KnownNames.merge(own.whiteouts, names.whiteouts[hash] ?? []))
+            guard let mapped else { return own }
+            let patches = mapped.holding(hash)
+            return Holding(entries: KnownNames.merge(own.entries, patches.entries),
+                           whiteouts: KnownNames.merge(own.whiteouts, patches.whiteouts))
         }
     }
 

@@ -14,7 +14,7 @@
 /// cuts off those below it as the placement does.
 ///
 /// Memory: per mapped directory, its patches' records by layer (shared with the index) and
-/// each name's holders, about 120 bytes a patch that holds the directory and 70 a name.
+/// each name's holders, about 110 bytes a patch that holds the directory and 16 a name.
 /// Directories in fewer than `KnownNames.manyLayers` patches are not mapped: asking those few
 /// patches costs less than keeping them.
 ///
@@ -27,8 +27,33 @@ final class NameMap: Sendable {
         let patches: [Int]
         /// Their records of it, by layer.
         let records: [Int: LayerIndex.Directory]
-        /// By name (`KnownNames.hash`): the patches with an entry, and with a whiteout file.
-        let names: KnownNames.Presence
+        /// Each name a patch holds: an entry of it, or a whiteout file for it, by the name's
+        /// `KnownNames.hash` and then by layer (top first), 16 bytes each.
+        let names: [Held]
+
+        struct Held: Sendable {
+            let hash: Int
+            let layer: UInt16
+            let isWhiteoutFile: Bool
+        }
+
+        /// The patches with an entry of the name whose hash is `hash`, and those with a
+        /// whiteout file for it, top first.
+        func holding(_ hash: Int) -> (entries: [UInt16], whiteouts: [UInt16]) {
+            // the first of the hash, by halves
+            var (low, high) = (0, names.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if names[middle].hash < hash { low = middle + 1 } else { high = middle }
+            }
+            var entries: [UInt16] = []
+            var whiteouts: [UInt16] = []
+            while low < names.count && names[low].hash == hash {
+                if names[low].isWhiteoutFile { whiteouts.append(names[low].layer) } else { entries.append(names[low].layer) }
+                low += 1
+            }
+            return (entries, whiteouts)
+        }
     }
 
     private struct State {
@@ -55,7 +80,7 @@ final class NameMap: Sendable {
         var mapped: [Int] = []
         var records: [Int: LayerIndex.Directory] = [:]
         records.reserveCapacity(held.count)
-        var names = KnownNames.Presence(foldsNames: false)
+        var count = 0
         for number in held {
             let layer = layers[number]
             guard let index = layer.index, let record = try index.directory(path, of: layer, watch: watch, epoch: epoch) else {
@@ -63,15 +88,33 @@ final class NameMap: Sendable {
             }
             mapped.append(number)
             records[number] = record
+            count += record.entries.entries.count
+        }
+        var names: [Directory.Held] = []
+        names.reserveCapacity(count)
+        for number in mapped {
+            guard let record = records[number] else { continue }
             record.entries.withNames { list in
-                for entry in record.entries.entries { names.add(list.name(entry), layer: UInt16(number)) }
+                for entry in record.entries.entries {
+                    let name = list.name(entry)
+                    let hidden = Whiteout.hiddenName(name)
+                    names.append(Directory.Held(hash: KnownNames.hash(hidden ?? name), layer: UInt16(number),
+                                                isWhiteoutFile: hidden != nil))
+                }
             }
         }
+        // by hash, then top first
+        names.sort { $0.hash < $1.hash || ($0.hash == $1.hash && $0.layer < $1.layer) }
         let directory = Directory(placement: placement, patches: mapped, records: records, names: names)
         state.withLock { s in
             if s.cleared == cleared { s.kept[path] = directory }
         }
         return directory
+    }
+
+    /// The map kept of the directory at `path`, whatever its placement.
+    func kept(_ path: LayerPath) -> Directory? {
+        state.withLock { $0.kept[path] }
     }
 
     /// Drops every map (the records they were built from may have changed).
