@@ -9,28 +9,22 @@ import Glibc
 /// lowered on the fly. Any other name is folded once, when it is added, and its key kept
 /// after it only where lowering the name does not give it.
 ///
-/// About 12 bytes a name beside its bytes (8 an entry, 2 a slot), where a dictionary from key
-/// to spelling took an array for each (often two) and a bucket: about 130. Several spellings of one key (`Data`
+/// About 8 bytes a name beside its bytes (4 for where it starts, 1 for its length, about 3 of
+/// slots), where a dictionary from key to spelling took an array for each (often two) and a
+/// bucket: about 130. A probe compares lengths first, from their own small array, and reads a
+/// name's bytes only when the length is the key's. Several spellings of one key (`Data`
 /// beside `data`) are several entries; `first(of:)` takes the first in byte order.
 ///
 /// Entry numbers follow the order names were added: a table made from a listing
 /// (`init(_:)`) numbers its names as the listing does.
 struct SpellingTable: Sendable {
-    private struct Entry {
-        /// Where the spelling starts in `bytes`.
-        var start: UInt32
-        /// The high bits of the key's hash: most slots that are not the key's are passed over
-        /// without reading a name.
-        var tag: UInt16
-        /// The spelling's length (at most 255).
-        var length: UInt8
-        /// Whether the key follows the spelling (two bytes of length, then the key), rather
-        /// than being the spelling lowered.
-        var keptKey: Bool
-    }
-
     private var bytes: [UInt8] = []
-    private var entries: [Entry] = []
+    /// Where each entry's spelling starts in `bytes`, with `keptKey` set where its key follows
+    /// it (two bytes of length, then the key) rather than being the spelling lowered.
+    private var starts: [UInt32] = []
+    /// Each entry's spelling's length (at most 255).
+    private var lengths: [UInt8] = []
+    private static let keptKey: UInt32 = 1 << 31
     /// An entry's number plus one, 0 for an empty slot; at most three quarters full. Two
     /// bytes a slot (`narrow`) while the table has fewer than 65,535 names, as nearly every
     /// directory has; four (`wide`) past that.
@@ -39,14 +33,15 @@ struct SpellingTable: Sendable {
     private var slotCount: Int { wide.isEmpty ? narrow.count : wide.count }
     private static let narrowLimit = Int(UInt16.max)
 
-    var count: Int { entries.count }
+    var count: Int { starts.count }
 
     init() {}
 
     /// An empty table with room for `count` names of `nameBytes` bytes in all.
     init(capacity count: Int, nameBytes: Int) {
         bytes.reserveCapacity(nameBytes)
-        entries.reserveCapacity(count)
+        starts.reserveCapacity(count)
+        lengths.reserveCapacity(count)
         sizeSlots(for: count)
     }
 
@@ -62,7 +57,7 @@ struct SpellingTable: Sendable {
     /// Adds the spelling `name` (at most 255 bytes; a longer one is left out, as no
     /// directory holds it).
     mutating func add(_ name: UnsafeRawBufferPointer) {
-        guard name.count <= 255, bytes.count < Int(UInt32.max) - 2048 else { return }
+        guard name.count <= 255, bytes.count < Int(SpellingTable.keptKey) - 2048 else { return }
         let start = UInt32(bytes.count)
         bytes.append(contentsOf: name)
         let hash: UInt64
@@ -79,12 +74,12 @@ struct SpellingTable: Sendable {
                 bytes.append(contentsOf: key)
             }
         }
-        entries.append(Entry(start: start, tag: UInt16(truncatingIfNeeded: hash >> 48), length: UInt8(name.count),
-                             keptKey: keptKey))
-        if entries.count * 4 > slotCount * 3 || (wide.isEmpty && entries.count >= SpellingTable.narrowLimit) {
-            sizeSlots(for: entries.count * 2)
+        starts.append(keptKey ? start | SpellingTable.keptKey : start)
+        lengths.append(UInt8(name.count))
+        if count * 4 > slotCount * 3 || (wide.isEmpty && count >= SpellingTable.narrowLimit) {
+            sizeSlots(for: count * 2)
         } else {
-            place(entries.count, hash)
+            place(count, hash)
         }
     }
 
@@ -95,11 +90,12 @@ struct SpellingTable: Sendable {
     /// The table with no spare capacity: kept for long, it should not hold what growing
     /// reserved. A table made from a listing has none: it is kept as it is, not copied.
     func compacted() -> SpellingTable {
-        if bytes.capacity - bytes.count <= 64 && entries.capacity - entries.count <= 8
-            && slotCount == SpellingTable.slotCount(for: entries.count) { return self }
+        if bytes.capacity - bytes.count <= 64 && starts.capacity - count <= 8
+            && slotCount == SpellingTable.slotCount(for: count) { return self }
         var copy = SpellingTable()
         copy.bytes = bytes.withUnsafeBufferPointer { Array($0) }
-        copy.entries = entries.withUnsafeBufferPointer { Array($0) }
+        copy.starts = starts.withUnsafeBufferPointer { Array($0) }
+        copy.lengths = lengths.withUnsafeBufferPointer { Array($0) }
         (copy.narrow, copy.wide) = (narrow, wide)
         copy.sizeSlots(for: count)
         return copy
@@ -107,10 +103,21 @@ struct SpellingTable: Sendable {
 
     /// The spelling of entry `index`.
     func withSpelling<T>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> T) -> T {
-        let entry = entries[index]
-        return bytes.withUnsafeBytes { raw in
-            body(UnsafeRawBufferPointer(rebasing: raw[Int(entry.start) ..< Int(entry.start) + Int(entry.length)]))
-        }
+        bytes.withUnsafeBytes { body(spelling(index, $0)) }
+    }
+
+    /// Entry `index`'s spelling in `raw`, the bytes of `bytes`.
+    private func spelling(_ index: Int, _ raw: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        let start = Int(starts[index] & ~SpellingTable.keptKey)
+        return UnsafeRawBufferPointer(rebasing: raw[start ..< start + Int(lengths[index])])
+    }
+
+    /// Entry `index`'s kept key in `raw`, nil when its key is its spelling lowered.
+    private func keptKey(_ index: Int, _ raw: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard starts[index] & SpellingTable.keptKey != 0 else { return nil }
+        let at = Int(starts[index] & ~SpellingTable.keptKey) + Int(lengths[index])
+        let count = Int(raw[at]) | Int(raw[at + 1]) << 8
+        return UnsafeRawBufferPointer(rebasing: raw[at + 2 ..< at + 2 + count])
     }
 
     /// The first spelling in byte order of `name`'s key; `name` itself (its array shared) when
@@ -143,7 +150,7 @@ struct SpellingTable: Sendable {
 
     /// Whether the table has a spelling of the key of entry `index` of `other`.
     func contains(keyOf index: Int, in other: SpellingTable) -> Bool {
-        guard !entries.isEmpty else { return false }
+        guard count > 0 else { return false }
         return other.withKey(ofEntry: index) { key, lowered in
             var found = false
             forEachEntry(key, lowered) { _ in found = true }
@@ -169,15 +176,9 @@ struct SpellingTable: Sendable {
 
     /// The same for the key of entry `index`.
     private func withKey<T>(ofEntry index: Int, _ body: (UnsafeRawBufferPointer, Bool) -> T) -> T {
-        let entry = entries[index]
-        return bytes.withUnsafeBytes { raw in
-            if entry.keptKey {
-                let at = Int(entry.start) + Int(entry.length)
-                let count = Int(raw[at]) | Int(raw[at + 1]) << 8
-                return body(UnsafeRawBufferPointer(rebasing: raw[at + 2 ..< at + 2 + count]), false)
-            }
-            let spelling = UnsafeRawBufferPointer(rebasing: raw[Int(entry.start) ..< Int(entry.start) + Int(entry.length)])
-            return body(spelling, true)
+        bytes.withUnsafeBytes { raw in
+            if let key = keptKey(index, raw) { return body(key, false) }
+            return body(spelling(index, raw), true)
         }
     }
 
@@ -200,28 +201,24 @@ struct SpellingTable: Sendable {
     private func forEachEntry(_ key: UnsafeRawBufferPointer, _ lowered: Bool, _ body: (Int) -> Void) {
         guard slotCount > 0 else { return }
         let hash = NameHash.hash(key, lowering: lowered)
-        let tag = UInt16(truncatingIfNeeded: hash >> 48)
         let mask = slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
         bytes.withUnsafeBytes { raw in
             while self[slot] != 0 {
                 let index = self[slot] - 1
-                let entry = entries[index]
-                if entry.tag == tag && matches(entry, raw, key, lowered) { body(index) }
+                if matches(index, raw, key, lowered) { body(index) }
                 slot = (slot + 1) & mask
             }
         }
     }
 
-    private func matches(_ entry: Entry, _ raw: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer, _ lowered: Bool) -> Bool {
-        if entry.keptKey {
-            let at = Int(entry.start) + Int(entry.length)
-            let count = Int(raw[at]) | Int(raw[at + 1]) << 8
-            return FoldedKey.equal(stored: UnsafeRawBufferPointer(rebasing: raw[at + 2 ..< at + 2 + count]), lowered: false,
-                                   key: key, lowered: lowered)
+    /// Whether entry `index`'s key is `key`: an entry whose key is its spelling lowered is
+    /// passed over by its length alone unless that is the key's.
+    private func matches(_ index: Int, _ raw: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer, _ lowered: Bool) -> Bool {
+        if starts[index] & SpellingTable.keptKey == 0 {
+            return Int(lengths[index]) == key.count && FoldedKey.equal(stored: spelling(index, raw), lowered: true, key: key, lowered: lowered)
         }
-        let spelling = UnsafeRawBufferPointer(rebasing: raw[Int(entry.start) ..< Int(entry.start) + Int(entry.length)])
-        return FoldedKey.equal(stored: spelling, lowered: true, key: key, lowered: lowered)
+        return keptKey(index, raw).map { FoldedKey.equal(stored: $0, lowered: false, key: key, lowered: lowered) } ?? false
     }
 
     // MARK: index
@@ -235,11 +232,11 @@ struct SpellingTable: Sendable {
 
     private mutating func sizeSlots(for count: Int) {
         let size = SpellingTable.slotCount(for: count)
-        let isWide = Swift.max(count, entries.count) >= SpellingTable.narrowLimit
+        let isWide = Swift.max(count, self.count) >= SpellingTable.narrowLimit
         guard size != slotCount || isWide == wide.isEmpty else { return }
         narrow = isWide ? [] : Array(repeating: 0, count: size)
         wide = isWide ? Array(repeating: 0, count: size) : []
-        for index in entries.indices {
+        for index in starts.indices {
             let hash = withKey(ofEntry: index) { key, lowered in NameHash.hash(key, lowering: lowered) }
             place(index + 1, hash)
         }
