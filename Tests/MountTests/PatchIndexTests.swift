@@ -132,6 +132,41 @@ final class PatchIndexTests: XCTestCase {
         try checkAgainstKernel()
     }
 
+    /// `a`, which all twelve patches hold, has a map of which patches hold each name
+    /// (`NameMap`), built at its first lookup and kept while the records it was built from are:
+    /// a name added to a patch there behind the daemon's back, a whiteout file hiding a file of
+    /// the main bundle and a patch's file removed show after the invalidation `how` writes,
+    /// as kernel overlayfs shows them.
+    private func checkChangesInAMappedDirectory(invalidating how: String) throws {
+        try build()
+        try fx.start(patches: patches)
+        defer { try? fx.acceptLayersAsTheyAre() }
+        // by name, no listing: each answered through the map of `a`
+        XCTAssertEqual(try Disk.read(fx.inMount("a/p7.txt")), "p7")
+        XCTAssertEqual(try Disk.read(fx.inMount("a/x.txt")), "main")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/late.txt")), ENOENT)
+        try Disk.write(patches[7] + "/a/late.txt", "p7, made behind the daemon's back")
+        try Disk.whiteout(patches[4] + "/a", "x.txt")
+        try FileManager.default.removeItem(atPath: patches[7] + "/a/p7.txt")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/late.txt")), ENOENT, "the cached view holds until invalidation")
+        try Disk.write(fx.inMount(".invalidate"), how)
+        XCTAssertEqual(try Disk.read(fx.inMount("a/late.txt")), "p7, made behind the daemon's back")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/x.txt")), ENOENT)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/p7.txt")), ENOENT)
+        let kernel = fx.root + "/kernel"
+        try KernelOverlay.mountStack([fx.substitution] + patches + [fx.main], at: kernel, scratch: fx.root + "/converted")
+        defer { Unmounter.force(kernel) }
+        try OverlayTree.assertSame(fx.mountpoint, kernel)
+    }
+
+    func testChangesInAMappedDirectoryShowAfterAnExactInvalidation() throws {
+        try checkChangesInAMappedDirectory(invalidating: "\n")
+    }
+
+    func testChangesInAMappedDirectoryShowAfterInvalidatingItsPath() throws {
+        try checkChangesInAMappedDirectory(invalidating: "a\n")
+    }
+
     /// A lookup asks no patch about a directory the patch lacks, nor about a name its record
     /// of the directory lacks: on a fresh mount, looking up a file in `c/d/e` (which 3 of the 12
     /// patches have as far as `c/d`, none further) and names missing there makes no system

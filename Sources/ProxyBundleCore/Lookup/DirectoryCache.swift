@@ -43,6 +43,9 @@ final class DirectoryCache: Sendable {
     let watch: LayerWatch
     /// Whether directories missed in often have their names read (see `KnownNames`).
     let knowsNames: Bool
+    /// Which patches hold each name of the directories many patches hold (see `NameMap`):
+    /// kept when the descriptors are dropped for room, emptied with them by `removeAll`.
+    let names = NameMap()
     /// Whose version tells whether a path still led where its node is.
     let nodes: NodeTable
 
@@ -94,6 +97,16 @@ final class DirectoryCache: Sendable {
         return unindexed + (try patches(holding: location.path, layers: layers, located: located))
     }
 
+    /// The view's map of the directory at `path` merged by `placement` (see `NameMap`), where
+    /// patches are indexed and many of them have it. `located`: the node table's version
+    /// before `path` was found.
+    func mapped(_ path: LayerPath, _ placement: Placement, layers: LayerStack, located: UInt64) throws(Errno) -> NameMap.Directory? {
+        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }) else { return nil }
+        return try names.directory(path, placement, layers: layers, watch: watch) { () throws(Errno) -> [UInt16] in
+            try patches(holding: path, layers: layers, located: located)
+        }
+    }
+
     /// The patches whose index says they have a directory at `path` (see `patches(holding:)`);
     /// nil where patches are not indexed.
     func indexedPatches(holding path: LayerPath, layers: LayerStack) -> Set<Int>? {
@@ -104,7 +117,8 @@ final class DirectoryCache: Sendable {
 
     /// The patches with an index whose index says they have a directory at `path`, top
     /// first: those of the directory above it whose record of it names such a subdirectory
-    /// (the root: every one). Kept by path until an invalidation (memory: two bytes a patch
+    /// (the root: every one), found through its map where it has one of all of them (see
+    /// `NameMap`). Kept by path until an invalidation (memory: two bytes a patch
     /// for each directory of the view a patch has), so that finding a directory's patches
     /// costs one look at each patch of its parent, once, whatever the directories kept.
     private func patches(holding path: LayerPath, layers: LayerStack, located: UInt64) throws(Errno) -> [UInt16] {
@@ -117,11 +131,18 @@ final class DirectoryCache: Sendable {
             let parentPath = path.parent
             let epoch = watch.epoch
             var holders: [UInt16] = []
-            for number in try patches(holding: parentPath, layers: layers, located: located) {
-                let layer = layers[Int(number)]
-                guard let index = layer.index, let parent = try index.directory(parentPath, of: layer, watch: watch, epoch: epoch),
-                      parent.subdirectory(name) != nil else { continue }
-                holders.append(number)
+            let parents = try patches(holding: parentPath, layers: layers, located: located)
+            if let map = names.kept(parentPath), map.patches.count == parents.count {
+                // the parent's map, of all these patches, names those with an entry of the name
+                let named = name.withUnsafeBytes { map.holding(KnownNames.hash($0)) }.entries
+                holders = named.filter { map.records[Int($0)]?.subdirectory(name) != nil }
+            } else {
+                for number in parents {
+                    let layer = layers[Int(number)]
+                    guard let index = layer.index, let parent = try index.directory(parentPath, of: layer, watch: watch, epoch: epoch),
+                          parent.subdirectory(name) != nil else { continue }
+                    holders.append(number)
+                }
             }
             found = holders
         }
@@ -142,7 +163,8 @@ final class DirectoryCache: Sendable {
         let opened = try DirectoryDescriptors(location.path, location.placement, layers: layers,
                                               index: knowsNames ? watch : nil, knowsNames: knowsNames && isCurrent(located),
                                               holding: try holding(location, layers: layers, located: located),
-                                              forReading: forReading)
+                                              forReading: forReading,
+                                              mapped: try mapped(location.path, location.placement, layers: layers, located: located))
         // a directory missing from a layer its placement names serves this once: kept, its
         // names there would stay unseen (and its known names lack them) until an invalidation
         guard isCurrent(located), opened.isComplete else { return opened }
@@ -174,6 +196,7 @@ final class DirectoryCache: Sendable {
     }
 
     func removeAll() {
+        names.removeAll()
         let dropped = entries.withLock { entries -> Entries in
             let all = entries
             entries = Entries()

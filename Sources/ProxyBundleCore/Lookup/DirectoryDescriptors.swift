@@ -46,15 +46,18 @@ final class DirectoryDescriptors: Sendable {
     /// of layers, the others would each cost a failed open. A patch with an index (asked only
     /// with `index`, the mount's watch) is asked its record instead, which says whether the patch
     /// has the directory without a system call once its parent was read. `forReading`: opened
-    /// for reading (not O_PATH), for a listing about to read them (see `takeUnread`).
+    /// for reading (not O_PATH), for a listing about to read them (see `takeUnread`). `mapped`:
+    /// the view's map of the directory (see `NameMap`), whose records serve for the patches it
+    /// maps, without asking their indexes.
     init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, index watch: LayerWatch? = nil,
-         knowsNames: Bool = false, holding: [UInt16]? = nil, forReading: Bool = false) throws(Errno) {
+         knowsNames: Bool = false, holding: [UInt16]? = nil, forReading: Bool = false,
+         mapped: NameMap.Directory? = nil) throws(Errno) {
         self.placement = placement
         self.path = path
         // where names fold, each layer's real directories are opened for their spellings
         unread = Locked(forReading && !path.isRoot && !layers.foldsNames, rank: .directoryDescriptors)
         self.layers = layers
-        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames) : nil
+        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames, mapped: mapped) : nil
         isRoot = path.isRoot
         isFiltered = holding != nil
         var opened = [Int32](repeating: -1, count: layers.count)
@@ -68,6 +71,7 @@ final class DirectoryDescriptors: Sendable {
         do throws(Errno) {
             for index in tried ?? Array(range) {
                 let layer = layers[index]
+                if mapped != nil, indexing, layer.index != nil { continue }  // see below
                 if let watch, indexing, let layerIndex = layer.index {
                     if let record = try layerIndex.directory(path, of: layer, watch: watch, epoch: epoch) {
                         records[index] = record
@@ -89,6 +93,11 @@ final class DirectoryDescriptors: Sendable {
                 opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
                     try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
                 } ?? -1
+            }
+            if let mapped, indexing {
+                records = mapped.records
+                recorded = mapped.patches
+                for index in recorded { opened[index] = DirectoryDescriptors.recordOnly }
             }
             if recorded.count <= DirectoryDescriptors.openedPatches {
                 for index in recorded where (records[index]?.entries.entries.count ?? 0) >= DirectoryDescriptors.openedEntries {

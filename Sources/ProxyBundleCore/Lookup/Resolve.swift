@@ -18,7 +18,8 @@ extension Overlay {
 
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
     func resolve(_ request: Request, _ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
-        try resolve(request, name, in: DirectoryDescriptors(dir, dirPlacement, layers: request.layers, index: indexWatch))
+        let mapped = indexWatch == nil ? nil : try request.directories.mapped(dir, dirPlacement, layers: request.layers, located: nodes.version)
+        return try resolve(request, name, in: DirectoryDescriptors(dir, dirPlacement, layers: request.layers, index: indexWatch, mapped: mapped))
     }
 
     /// The watch that patches' indexes are read with, nil where nothing is cached

@@ -63,9 +63,13 @@ final class KnownNames: Sendable {
     private let state = Locked(State(), rank: .knownNames)
     /// Whether names are kept by their keys (see `CaseFold`): a mount that folds them.
     let foldsNames: Bool
+    /// The view's map of the directory (see `NameMap`): the names of the patches it maps,
+    /// which are therefore not read here.
+    let mapped: NameMap.Directory?
 
-    init(foldsNames: Bool = false) {
+    init(foldsNames: Bool = false, mapped: NameMap.Directory? = nil) {
         self.foldsNames = foldsNames
+        self.mapped = foldsNames ? nil : mapped
     }
 
     /// Where `name` is, top first; nil when the names were not read. With `dirs` (a lookup
@@ -76,10 +80,34 @@ final class KnownNames: Sendable {
         return state.withLock { s in
             if let dirs, s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers {
                 s.misses = 1
-                s.presence = KnownNames.read(dirs, foldsNames: foldsNames)
+                s.presence = KnownNames.read(dirs, foldsNames: foldsNames, mapped: mapped)
             }
-            return s.presence.map { Holding(entries: $0.entries[hash] ?? [], whiteouts: $0.whiteouts[hash] ?? []) }
+            guard let presence = s.presence else { return nil }
+            let own = Holding(entries: presence.entries[hash] ?? [], whiteouts: presence.whiteouts[hash] ?? [])
+            guard let mapped else { return own }
+            let patches = mapped.holding(hash)
+            return Holding(entries: KnownNames.merge(own.entries, patches.entries),
+                           whiteouts: KnownNames.merge(own.whiteouts, patches.whiteouts))
         }
+    }
+
+    /// Two lists of layers, each top first, as one.
+    private static func merge(_ a: [UInt16], _ b: [UInt16]) -> [UInt16] {
+        if a.isEmpty { return b }
+        if b.isEmpty { return a }
+        var merged: [UInt16] = []
+        merged.reserveCapacity(a.count + b.count)
+        var (i, j) = (0, 0)
+        while i < a.count || j < b.count {
+            if j == b.count || (i < a.count && a[i] < b[j]) {
+                merged.append(a[i])
+                i += 1
+            } else {
+                merged.append(b[j])
+                j += 1
+            }
+        }
+        return merged
     }
 
     /// The entries of each layer that has the directory, read for a listing of a directory in
@@ -87,7 +115,7 @@ final class KnownNames: Sendable {
     func learn(_ read: [Layer.Entries], present: Int) {
         guard present >= KnownNames.manyLayers, state.withLock({ $0.presence == nil }) else { return }
         var presence = Presence(foldsNames: foldsNames)
-        for (number, list) in read {
+        for (number, list) in read where mapped?.records[number] == nil {
             let layer = UInt16(number)
             list.withNames { names in
                 for entry in list.entries {
@@ -107,7 +135,7 @@ final class KnownNames: Sendable {
             guard s.presence == nil, s.misses < KnownNames.missesBeforeReading else { return }
             s.misses += 1
             guard s.misses == KnownNames.missesBeforeReading else { return }
-            s.presence = KnownNames.read(dirs, foldsNames: foldsNames)
+            s.presence = KnownNames.read(dirs, foldsNames: foldsNames, mapped: mapped)
         }
     }
 
@@ -120,10 +148,10 @@ final class KnownNames: Sendable {
     }
 
     /// Where the names of each layer that has the directory are (a patch's from its index
-    /// record); nil when one cannot be read.
-    private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool) -> Presence? {
+    /// record), but for the patches `mapped` has; nil when one cannot be read.
+    private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool, mapped: NameMap.Directory?) -> Presence? {
         var presence = Presence(foldsNames: foldsNames)
-        for layer in dirs.present {
+        for layer in dirs.present where mapped?.records[layer] == nil {
             let lists: [EntryList]?
             do { lists = try dirs.entries(in: layer) } catch { return nil }
             for list in lists ?? [] {

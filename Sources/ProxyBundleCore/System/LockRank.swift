@@ -37,6 +37,8 @@ public enum LockRank: Int, CaseIterable, Sendable {
     case layerWatch
     /// `LayerIndex`'s state.
     case layerIndex
+    /// `NameMap`'s kept maps.
+    case nameMap
     /// `KnownNames`' state.
     case knownNames
     /// `Workspace`'s counter.
