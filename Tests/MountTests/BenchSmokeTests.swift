@@ -46,7 +46,7 @@ final class BenchSmokeTests: XCTestCase {
     func testQuickRunOfProxybundleAloneReportsEveryWorkloadAndPassesItsChecks() throws {
         let results = out + "/results"
         let run = try bench(["--quick", "--only", "proxybundle", "--rounds", "1",
-                             "--binary", MountFixture.binary, "--out", results], seconds: 60)
+                             "--binary", MountFixture.binary, "--out", results], seconds: 600)
         XCTAssertEqual(run.status, 0, "bench.sh failed:\n\(run.log.suffix(3000))")
 
         let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: results + "/results.json")))
@@ -132,7 +132,7 @@ final class BenchSmokeTests: XCTestCase {
 
     func testABrokenBinaryFailsTheRun() throws {
         let run = try bench(["--quick", "--only", "proxybundle", "--binary", out + "/missing-proxybundle",
-                             "--out", out + "/results"], seconds: 60)
+                             "--out", out + "/results"], seconds: 600)
         XCTAssertNotEqual(run.status, 0, run.log)
     }
 }
