@@ -8,33 +8,16 @@ import CSyscalls
 /// requests that use them and take kernel node IDs; nothing here imports libfuse. Each takes
 /// the `Request` it serves first: the view it reads, who asks, whether the caller gave up.
 ///
+/// The front that the FUSE server, the control files and the command line call: it holds the
+/// parts, each owning its state (the node table, `Views` for the layers' views and their
+/// changes), and runs the operations (Operations/, a file per operation).
+///
 /// Every lock of the daemon has a rank, declared with it (`LockRank`, which writes the order
 /// down and says what each guards); debug builds check the order on every acquisition.
-///
-/// Requests take neither `invalidations` nor `installs`: each reads only the view its `Request`
-/// pinned when it was made, so a swap of the layers waits for no request (see
-/// `StackView`).
 public final class Overlay: Sendable {
     let nodes: NodeTable
-    /// The view new requests pin: replaced whole (see `StackView`).
-    let currentView: Locked<StackView>
-    /// The views last replaced by other layers (a swap), newest first: a file the kernel holds
-    /// through a node resolved before the swap is still found there (see `openWhereItWas`).
-    private let recentViews = Locked<[StackView]>([], rank: .recentViews)
-    static let keptViews = 4
-    /// The most layers recent views may hold open beyond the current view's.
-    static let keptLayers = 256
-    /// Serializes the making of new views (see `LockRank.installs`).
-    let installs = Locked((), rank: .installs)
-    /// The substitution's path as given, to notice when it is swapped (nil: never reopened).
-    let substitutionPath: RawPath?
-    /// What the last swaps between orders of the same patches kept for the next (see
-    /// `SwapMemo`); emptied by every invalidation.
-    let swapMemo = Locked(SwapMemo(), rank: .swapMemo)
-    /// The last invalidation's time (the control files' times).
-    let controlTime: Locked<timespec>
-    /// The directories looked into, watched for changes on disk (LayerWatch.swift).
-    let watch = LayerWatch()
+    /// The views of the layers, and their changes (Changes/).
+    let views: Views
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
     /// Whether changes go to the substitution now (false: they answer EROFS, as always
@@ -51,7 +34,7 @@ public final class Overlay: Sendable {
     public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
 
     /// The view new requests pin now; for what is not a request (`.stats`, an invalidation).
-    var current: StackView { currentView.withLock { $0 } }
+    var current: StackView { views.current }
 
     /// Holds `changes` shared until the matching `endChange`: every public operation that
     /// changes the substitution runs wholly between the two.
@@ -63,23 +46,8 @@ public final class Overlay: Sendable {
 
     /// The patches of the current stack and of those it recently replaced, by the path each was
     /// opened at: a swap back to a patch of a few swaps ago takes it as it is, its index with it.
-    public var recentPatches: [RawPath: Layer] {
-        let current = currentView.withLock { $0 }
-        if let known = recentPatchesByPath.withLock({ $0 }), known.view === current { return known.patches }
-        let stacks = [current.layers] + recentViews.withLock { $0.map(\.layers) }
-        var found: [RawPath: Layer] = [:]
-        for stack in stacks {
-            for patch in stack.patches where found[patch.path] == nil { found[patch.path] = patch }
-        }
-        let replaced = recentPatchesByPath.withLock { known in
-            defer { known = (current, found) }
-            return known
-        }
-        _ = replaced  // let go outside the lock (a view's last holder closes its directories)
-        return found
-    }
-    /// `recentPatches` as last made, and the view it was made in.
-    private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil, rank: .recentViews)
+    public var recentPatches: [RawPath: Layer] { views.recentPatches }
+
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void
@@ -95,17 +63,10 @@ public final class Overlay: Sendable {
     public init(layers: LayerStack, substitutionPath: RawPath? = nil,
                 cachesLookups: Bool = true, warn: @escaping @Sendable (String) -> Void = { _ in }) throws(Errno) {
         self.cachesLookups = cachesLookups
-        self.substitutionPath = layers.substitution == nil ? nil : substitutionPath
         self.warn = warn
-        var inodes = InodeNumbers(main: layers.main.device)
-        inodes.register(layers)
         nodes = NodeTable(root: try layers.rootPlacement(), foldsNames: layers.foldsNames)
-        currentView = Locked(StackView(layers: layers, inodes: inodes, generation: nodes.generation,
-                                       directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups)),
-                             rank: .currentView)
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        controlTime = Locked(now, rank: .controlTime)
+        views = Views(layers: layers, nodes: nodes, substitutionPath: layers.substitution == nil ? nil : substitutionPath,
+                      cachesLookups: cachesLookups)
     }
 
     /// The overlay of `main` under `patches` (the first wins) under `substitution` (none: a
@@ -121,79 +82,20 @@ public final class Overlay: Sendable {
     /// Makes changes go to the substitution again, or answer EROFS (a remount). EROFS for a
     /// stack without a substitution, which is never made writable.
     public func setWritable(_ writable: Bool) throws(Errno) {
-        try installs.withLock { _ throws(Errno) in
-            guard let top = currentView.withLock({ $0.layers.substitution }) else {
-                if writable { throw Errno.readOnly }
-                return
-            }
-            top.setWritable(writable)
-        }
+        try views.setWritable(writable)
     }
 
-    /// Installs another substitution (after it was swapped on disk) and forgets everything
-    /// cached: no kept inode numbers (they belonged to the old one's inodes). The old one is
-    /// left without the daemon's work directory.
-    func replaceSubstitution(_ layer: Layer, listingNames: Bool) throws(Errno) -> Invalidation {
-        let next = try currentLayers.replacingSubstitution(Substitution(layer, writable: isWritable))
-        return try install(next, listingNames: listingNames)
+    /// Forgets the cached view of the whole tree, or of `subtree` (see `Views.invalidate`);
+    /// returns what the kernel must forget. `listingNames: false` leaves `entries` empty
+    /// (when the kernel can expire every name at once).
+    public func invalidate(subtree: [UInt8]? = nil, listingNames: Bool = true) throws(Errno) -> Invalidation {
+        try views.invalidate(subtree: subtree, listingNames: listingNames)
     }
 
-    /// Puts `next` in place of the layers and forgets every placement: requests that start
-    /// after this returns see `next`; those in flight finish in the view they began with. A
-    /// substitution replaced is left without the daemon's work directory. Returns what the
-    /// kernel must forget.
-    func install(_ next: LayerStack, listingNames: Bool) throws(Errno) -> Invalidation {
-        try installs.withLock { _ throws(Errno) -> Invalidation in
-            let root = try next.rootPlacement(index: indexWatch)
-            let old = currentView.withLock { $0.layers.substitution }
-            let swapped = next.substitution !== old
-            let touched = nodes.invalidate(subtree: nil, root: root, listingNames: listingNames)
-            swapMemo.withLock { $0 = SwapMemo() }
-            publishView(of: next)
-            if swapped { old?.close() }
-            watch.restart()
-            touchControlTime()
-            return Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: swapped)
-        }
-    }
-
-    /// Makes a view of `layers` in the node table's current generation the one new requests
-    /// pin (with no directory descriptors yet; its file systems' inode tags those of the view
-    /// before, plus any new ones). Called with `installs` held.
-    func publishView(of layers: LayerStack) {
-        var inodes = currentView.withLock { $0.inodes }
-        inodes.register(layers)
-        let next = StackView(layers: layers, inodes: inodes, generation: nodes.generation,
-                             directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
-        let old = currentView.withLock { current -> StackView in
-            defer { current = next }
-            return current
-        }
-        // its directories close once no request in flight holds them
-        old.directories.removeAll()
-        // a view of other layers stays among the recent ones (see `openWhereItWas`), its layers
-        // open; the layers only recent views hold are a few hundred at most
-        guard old.layers !== layers else { return }
-        let current = Set(layers.layers.map(ObjectIdentifier.init))
-        let dropped = recentViews.withLock { views -> [StackView] in
-            views.insert(old, at: 0)
-            var kept = 0
-            var held = Set<ObjectIdentifier>()
-            for view in views.prefix(Overlay.keptViews) {
-                held.formUnion(view.layers.layers.lazy.map(ObjectIdentifier.init).filter { !current.contains($0) })
-                guard held.count <= Overlay.keptLayers else { break }
-                kept += 1
-            }
-            defer { views.removeLast(views.count - kept) }
-            return Array(views[kept...])
-        }
-        _ = dropped  // let go outside the lock
-    }
-
-    func touchControlTime() {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        controlTime.withLock { $0 = now }
+    /// Waits until changes on disk have settled (see `Views.waitForSettledChanges`); whether
+    /// there are changes to invalidate (`-o watch`).
+    public func waitForSettledChanges(idle: Int32, quiet: Int32, longest: Int32) -> Bool {
+        views.waitForSettledChanges(idle: idle, quiet: quiet, longest: longest)
     }
 
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
@@ -201,16 +103,27 @@ public final class Overlay: Sendable {
         currentLayers.substitution?.close()
     }
 
-    /// The layers whose descriptors the daemon holds open: the current view's, and those that
-    /// only the recent views still hold (see `publishView`), for `.stats`.
-    public var openLayerCount: Int {
-        var held = Set(currentLayers.layers.map(ObjectIdentifier.init))
-        for view in recentViews.withLock({ $0 }) { held.formUnion(view.layers.layers.map(ObjectIdentifier.init)) }
-        return held.count
-    }
+    /// The layers whose descriptors the daemon holds open, for `.stats` (see `Views`).
+    public var openLayerCount: Int { views.openLayerCount }
 
     /// The number of nodes the kernel currently holds references to (the root included).
     public var nodeCount: Int { nodes.count }
+
+    /// The figures `.stats` reports.
+    public struct CacheStatistics: Sendable {
+        /// Nodes the kernel holds.
+        public var nodes: Int
+        /// Nodes it forgot whose files still have a name, kept for their file handles.
+        public var forgottenNodes: Int
+        public var absentNames: Int
+        public var hits: UInt64
+        public var misses: UInt64
+    }
+
+    public var cacheStatistics: CacheStatistics {
+        let s = nodes.statistics
+        return CacheStatistics(nodes: s.nodes, forgottenNodes: s.forgotten, absentNames: s.absent, hits: s.hits, misses: s.misses)
+    }
 
     // MARK: lookup and attributes
 
@@ -382,7 +295,7 @@ public final class Overlay: Sendable {
     /// is (its identity) is found. Nil when it is found nowhere.
     private func openWhereItWas(_ request: Request, _ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
         guard !location.placement.isDirectory, location.identity != 0, location.resolvedIn != 0 else { return nil }
-        let recent = recentViews.withLock { $0 }
+        let recent = views.recent
         // only across a swap of the layers since the node was resolved: a name hidden or
         // removed in the same layers leads nowhere, as on any file system
         guard recent.contains(where: { $0.generation.number >= location.resolvedIn }) else { return nil }
@@ -439,7 +352,7 @@ public final class Overlay: Sendable {
     }
 
     func controlAttributes(_ control: ControlFile) -> stat {
-        control.attributes(changed: controlTime.withLock { $0 })
+        control.attributes(changed: views.changedAt)
     }
 
     /// The copy-up work directory, made (again) if it is missing: an updater may have removed

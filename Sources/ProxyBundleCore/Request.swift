@@ -27,7 +27,7 @@ public final class Request {
     /// only `origin` can tell (groups, interruption).
     public init(_ overlay: Overlay, owner: Requester = Requester(uid: 0, gid: 0, groups: []),
                 origin: (any RequestOrigin)? = nil) {
-        view = overlay.currentView.withLock { $0 }
+        view = overlay.views.current
         self.owner = owner
         self.origin = origin
         groups = origin == nil ? owner.groups : nil
@@ -100,7 +100,7 @@ public protocol RequestOrigin {
 }
 
 /// What the kernel may keep of other spellings after a change through the mount, where names
-/// fold (see `Overlay.forgetOtherSpellings`): directory nodes whose attributes and listings
+/// fold (see `NodeTable.forgetOtherSpellings`): directory nodes whose attributes and listings
 /// are outdated, and names (a directory and a spelling) that now lead elsewhere or nowhere, or
 /// exist where they were missing. Found with the change's locks held, told to the kernel by
 /// the FUSE server before the reply, with no lock held.

@@ -31,7 +31,7 @@ extension Overlay {
         }
         recordOrigin(request, shown(request, st).st_ino, forCopyAt: location.path)
         nodes.update(node) { $0.top = 0 }
-        forgetOtherSpellings(request)
+        nodes.forgetOtherSpellings(request)
         return location.path
     }
 
@@ -76,7 +76,7 @@ extension Overlay {
             }
         }
         nodes.update(node) { $0 = .file(in: 0) }
-        forgetOtherSpellings(request)
+        nodes.forgetOtherSpellings(request)
         return location.path
     }
 

@@ -57,7 +57,7 @@ extension Overlay {
         request.directories.removeAll()
         nodes.markStale(under: node)
         try? Workspace.removeTree(temporary, in: work.fd)
-        forgetOtherSpellings(request)
+        nodes.forgetOtherSpellings(request)
     }
 
     private func copyVisibleTree(_ request: Request, _ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {

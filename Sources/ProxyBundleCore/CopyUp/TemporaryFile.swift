@@ -73,7 +73,7 @@ extension Overlay {
         guard linked != nil else { throw Errno.noEntry }
         request.directories.added(name, in: newParent)
         nodes.addAlias(node, parent: newParent, name: name)
-        forgetOtherSpellings(request, changed: [newParent], made: [(newParent, name)])
+        nodes.forgetOtherSpellings(request, changed: [newParent], made: [(newParent, name)])
         return true
     }
 

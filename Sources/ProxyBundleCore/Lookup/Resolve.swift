@@ -24,7 +24,7 @@ extension Overlay {
 
     /// The watch that patches' indexes are read with, nil where nothing is cached
     /// (`-o nocache`): see `LayerIndex`.
-    var indexWatch: LayerWatch? { cachesLookups ? watch : nil }
+    var indexWatch: LayerWatch? { views.indexWatch }
 
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
     /// `DirectoryCache`): for checks before a change, which itself goes by path.

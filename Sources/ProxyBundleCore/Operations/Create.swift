@@ -81,7 +81,7 @@ extension Overlay {
         let id = nodes.remember(parent: parent, name: name, placement: placement, kind: NodeTable.kind(of: made.st_mode),
                                 identity: UInt64(made.st_ino), resolvedAt: nil, in: request.view.generation)
         if let fd { nodes.opened(id, fd: fd) }
-        forgetOtherSpellings(request, changed: [parent], made: [(parent, name)])
+        nodes.forgetOtherSpellings(request, changed: [parent], made: [(parent, name)])
         return (Entry(node: id, attributes: made), fd)
     }
 
@@ -233,7 +233,7 @@ extension Overlay {
         request.directories.added(name, in: newParent)
         // the new name is the same node: the kernel then keeps one inode for both names
         nodes.addAlias(node, parent: newParent, name: name)
-        forgetOtherSpellings(request, changed: [newParent], made: [(newParent, name)])
+        nodes.forgetOtherSpellings(request, changed: [newParent], made: [(newParent, name)])
         return Entry(node: node, attributes: try attributes(request, of: node))
     }
 }

@@ -58,7 +58,7 @@ extension Overlay {
                 }
             }
             nodes.detach(parent: parent, name: nodeName, keeping: entry)
-            forgetOtherSpellings(request, changed: [parent], gone: [(parent, nodeName)])
+            nodes.forgetOtherSpellings(request, changed: [parent], gone: [(parent, nodeName)])
         } catch {
             if let entry { Sys.close(entry) }
             throw error

@@ -75,7 +75,7 @@ extension Overlay {
         }
         request.directories.added(newName, in: newParent)
         nodes.move(parent: parent, name: name, to: newParent, newName, keeping: replaced)
-        forgetOtherSpellings(request, changed: [parent, newParent], made: [(newParent, newName)], gone: [(parent, name)])
+        nodes.forgetOtherSpellings(request, changed: [parent, newParent], made: [(newParent, newName)], gone: [(parent, name)])
     }
 
     /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`
@@ -156,7 +156,7 @@ extension Overlay {
             }
         }
         nodes.exchange(parent: parent, name: name, with: newParent, newName)
-        forgetOtherSpellings(request, changed: [parent, newParent])
+        nodes.forgetOtherSpellings(request, changed: [parent, newParent])
     }
 
     private func renameAt(_ fromfd: Int32, _ name: [UInt8], _ tofd: Int32, _ newName: [UInt8], _ flags: UInt32) throws(Errno) {

@@ -11,7 +11,7 @@ import CSyscalls
 ///
 /// A directory is read once, into a `SpellingTable` (its names in one buffer, found by key),
 /// kept until an invalidation (like every cached answer); the substitution's tables are
-/// forgotten at every change made through the mount too (see `Overlay.forgetOtherSpellings`).
+/// forgotten at every change made through the mount too (see `NodeTable.forgetOtherSpellings`).
 public final class Spellings: Sendable {
     private struct State {
         var tables: [LayerPath: SpellingTable] = [:]

@@ -7,10 +7,10 @@ public enum LockRank: Int, CaseIterable, Sendable {
     /// `FuseServer.invalidations`: held for a whole invalidation or change of the patches, during
     /// which the daemon calls into the layers and the overlay and notifies the kernel.
     case invalidations = 1
-    /// `Overlay.installs`: held while an invalidation or a swap makes and publishes a new view,
+    /// `Views.installs`: held while an invalidation or a swap makes and publishes a new view,
     /// and while a remount changes writability. Requests never take it.
     case installs
-    /// `Overlay.swapMemo`: what a swap keeps for the next, read and changed while a view is made.
+    /// `Views.swapMemo`: what a swap keeps for the next, read and changed while a view is made.
     case swapMemo
     /// `Overlay.changes`: held shared by every change of the substitution through the mount for
     /// its whole length, alone by a rename that materializes a directory.
@@ -23,11 +23,11 @@ public enum LockRank: Int, CaseIterable, Sendable {
     case spellings
 
     /// The leaves, each held only to read or swap a value, never while taking another lock.
-    /// `Overlay.currentView`.
+    /// `Views.currentView`.
     case currentView = 100
-    /// `Overlay.recentViews`, `Overlay.recentPatchesByPath`.
+    /// `Views.recentViews`, `Views.recentPatchesByPath`.
     case recentViews
-    /// `Overlay.controlTime`.
+    /// `Views.controlTime`.
     case controlTime
     /// `Overlay.longCopies`.
     case longCopies
