@@ -9,8 +9,9 @@ import CSyscalls
 /// the `Request` it serves first: the view it reads, who asks, whether the caller gave up.
 ///
 /// The front that the FUSE server, the control files and the command line call: it holds the
-/// parts, each owning its state (the node table, `Views` for the layers' views and their
-/// changes), and runs the operations (Operations/, a file per operation).
+/// parts, each owning its state: the node table (Nodes/), `Views` (the layers' views and
+/// their changes, Changes/), `Resolver` (Lookup/), `Lister` (Listing/) and `CopyUp` (CopyUp/).
+/// It runs the operations itself (Operations/, a file per operation).
 ///
 /// Every lock of the daemon has a rank, declared with it (`LockRank`, which writes the order
 /// down and says what each guards); debug builds check the order on every acquisition.
@@ -18,6 +19,8 @@ public final class Overlay: Sendable {
     let nodes: NodeTable
     /// The views of the layers, and their changes (Changes/).
     let views: Views
+    /// Which layer serves a name, and where a node is now (Lookup/).
+    let resolver: Resolver
     /// Whether lookups are answered from the cache (`-o nocache` turns it off).
     public let cachesLookups: Bool
     /// Whether changes go to the substitution now (false: they answer EROFS, as always
@@ -29,9 +32,12 @@ public final class Overlay: Sendable {
     /// would be lost with the tree the copy replaces (a removed directory came back on disk
     /// while the mount remembered it missing; StressTests found it).
     let changes = ReadWriteLock(rank: .changes)
+    /// The merged entries of directories (Listing/).
+    let lister: Lister
+    /// Copy-up of entries and whole directories (CopyUp/).
+    let copyUp: CopyUp
     /// The directories being materialized now, and how far each copy got.
-    let longCopies = Locked<[LongCopy]>([], rank: .longCopies)
-    public var copiesInProgress: [LongCopy] { longCopies.withLock { $0 } }
+    public var copiesInProgress: [LongCopy] { copyUp.inProgress }
 
     /// The view new requests pin now; for what is not a request (`.stats`, an invalidation).
     var current: StackView { views.current }
@@ -67,6 +73,9 @@ public final class Overlay: Sendable {
         nodes = NodeTable(root: try layers.rootPlacement(), foldsNames: layers.foldsNames)
         views = Views(layers: layers, nodes: nodes, substitutionPath: layers.substitution == nil ? nil : substitutionPath,
                       cachesLookups: cachesLookups)
+        resolver = Resolver(nodes: nodes, indexWatch: views.indexWatch)
+        lister = Lister(indexWatch: views.indexWatch)
+        copyUp = CopyUp(nodes: nodes, resolver: resolver, lister: lister, warn: warn)
     }
 
     /// The overlay of `main` under `patches` (the first wins) under `substitution` (none: a
@@ -164,7 +173,7 @@ public final class Overlay: Sendable {
         case .absent:
             return .absent(remembered: true)
         case .found(let id, let location):
-            let st = try? attributes(request, at: location.path, location.placement)
+            let st = try? request.attributes(at: location.path, location.placement)
             if let st, NodeTable.kind(of: st.st_mode) == location.kind {
                 return .found(Entry(node: id, attributes: st))
             }
@@ -176,9 +185,9 @@ public final class Overlay: Sendable {
         do throws(Errno) {
             let found: Resolved
             if let listed, cachesLookups, listed.listing.version == resolvedAt {
-                found = try resolve(request, listed: listed.item, of: listed.listing)
+                found = try resolver.resolve(request, listed: listed.item, of: listed.listing)
             } else {
-                found = try resolve(request, name, in: try descriptors(request, of: parent, located: resolvedAt))
+                found = try resolver.resolve(request, name, in: try resolver.descriptors(request, of: parent, located: resolvedAt))
             }
             let id = nodes.remember(parent: parent, name: name, placement: found.placement,
                                     kind: NodeTable.kind(of: found.attributes.st_mode),
@@ -199,24 +208,24 @@ public final class Overlay: Sendable {
 
     public func attributes(_ request: Request, of node: NodeID) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(request, st) }
+        if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return request.shown(st) }
         do throws(Errno) {
-            let location = try locate(request, node)
+            let location = try resolver.locate(request, node)
             let st = try attributes(request, of: node, at: location)
             guard location.kind == 0 || NodeTable.kind(of: st.st_mode) == location.kind else {
                 // another kind of entry took the name (the kernel would mark the inode bad)
-                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return shown(request, st) }
+                if let st = nodes.openFileAttributes(of: node, detachedOnly: false) { return request.shown(st) }
                 throw Errno.stale
             }
             return st
         } catch let error where error.code == ESTALE {
             // its name now leads elsewhere (found just now by `locate`), but it may still be open,
             // or still be where it was before the layers were swapped
-            if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return shown(request, st) }
+            if let st = nodes.openFileAttributes(of: node, detachedOnly: true) { return request.shown(st) }
             guard let before = nodes.lastKnownLocation(of: node, in: request.view.generation),
                   let (fd, st) = openWhereItWas(request, before, flags: pb_O_PATH) else { throw error }
             Sys.close(fd)
-            return shown(request, st)
+            return request.shown(st)
         }
     }
 
@@ -226,18 +235,14 @@ public final class Overlay: Sendable {
         let placement = location.placement
         if cachesLookups, placement.isDirectory, let dirs = request.directories.cached(node, placement),
            let st = try dirs.attributes(in: Int(placement.top)) {
-            return shown(request, st, placement)
+            return request.shown(st, placement)
         }
-        return try attributes(request, at: location.path, placement)
-    }
-
-    func attributes(_ request: Request, at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
-        shown(request, try request.layer(serving: placement).attributes(path), placement)
+        return try request.attributes(at: location.path, placement)
     }
 
     public func readLink(_ request: Request, _ node: NodeID) throws(Errno) -> [UInt8] {
         if ControlFile(node: node) != nil { throw Errno.invalid }
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         return try request.layer(serving: location.placement).readLink(location.path)
     }
 
@@ -257,7 +262,7 @@ public final class Overlay: Sendable {
         if let opened = try openRemovedFile(request, node, flags: flags) { return opened }
         var location: NodeTable.Location
         do {
-            location = try locate(request, node)
+            location = try resolver.locate(request, node)
         } catch let error where error.code == ESTALE {
             // the layers were swapped since the kernel looked the name up, and the name leads
             // to another file now: the file the kernel holds is still served, for reading
@@ -271,10 +276,10 @@ public final class Overlay: Sendable {
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inSubstitution {
             beginChange(); defer { endChange() }
-            try copyUp(request, node, withData: flags & O_TRUNC == 0)
-            location = try locate(request, node)
+            try copyUp.copyUp(request, node, withData: flags & O_TRUNC == 0)
+            location = try resolver.locate(request, node)
         }
-        if writes { try checkWritable(request) }
+        if writes { try request.checkWritable(warn: warn) }
         let fd = try request.layer(serving: location.placement).open(location.path, flags: flags & pb_O_PASSED)
         // a rename may have put a directory at the path since the kernel's lookup (a symlink
         // fails to open): its attributes for this inode would make the kernel mark the inode
@@ -307,7 +312,7 @@ public final class Overlay: Sendable {
                 continue
             }
             if let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
-               UInt64(shown(request, st).st_ino) == location.identity {
+               UInt64(request.shown(st).st_ino) == location.identity {
                 return (fd, st)
             }
             Sys.close(fd)
@@ -330,7 +335,7 @@ public final class Overlay: Sendable {
     /// The attributes of an open file, through its descriptor (also after its name was removed).
     public func attributes(_ request: Request, of node: NodeID, openFile fd: Int32) throws(Errno) -> stat {
         if let control = ControlFile(node: node) { return controlAttributes(control) }
-        return shown(request, try Sys.fstat(fd))
+        return request.shown(try Sys.fstat(fd))
     }
 
     // MARK: file system
@@ -354,26 +359,31 @@ public final class Overlay: Sendable {
     func controlAttributes(_ control: ControlFile) -> stat {
         control.attributes(changed: views.changedAt)
     }
-
-    /// The copy-up work directory, made (again) if it is missing: an updater may have removed
-    /// it (`rsync --delete`) or moved it.
-    func workspace(_ request: Request) throws(Errno) -> Workspace {
-        try checkWritable(request)
-        guard let top = request.layers.substitution else { throw Errno.readOnly }
-        return try top.workspace()
-    }
-
-    /// EROFS for a read-only overlay, one without a substitution, and while the substitution
-    /// directory is removed (see `Substitution.checkWritable`).
-    func checkWritable(_ request: Request) throws(Errno) {
-        guard let top = request.layers.substitution else { throw Errno.readOnly }
-        try top.checkWritable(warn: warn)
-    }
 }
 
 extension Request {
     /// The layer that serves an entry placed so (its top layer), in this request's view.
     func layer(serving placement: Placement) -> Layer {
         layers[Int(placement.top)]
+    }
+
+    /// The attributes of the entry at `path` placed so, as the mount shows them.
+    func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
+        shown(try layer(serving: placement).attributes(path), placement)
+    }
+
+    /// The copy-up work directory, made (again) if it is missing: an updater may have removed
+    /// it (`rsync --delete`) or moved it.
+    func workspace(warn: (String) -> Void) throws(Errno) -> Workspace {
+        try checkWritable(warn: warn)
+        guard let top = layers.substitution else { throw Errno.readOnly }
+        return try top.workspace()
+    }
+
+    /// EROFS for a read-only overlay, one without a substitution, and while the substitution
+    /// directory is removed (see `Substitution.checkWritable`, which tells `warn` once).
+    func checkWritable(warn: (String) -> Void) throws(Errno) {
+        guard let top = layers.substitution else { throw Errno.readOnly }
+        try top.checkWritable(warn: warn)
     }
 }

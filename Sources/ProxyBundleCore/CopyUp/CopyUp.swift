@@ -9,13 +9,32 @@ import CSyscalls
 /// file is made without a name and linked there, anything else is made under a temporary name
 /// and renamed. Either way it appears complete or not at all.
 ///
-/// The folder `CopyUp/` owns copying up: single entries, whole directories (materializing)
-/// and files made without a name.
-extension Overlay {
+/// The folder `CopyUp/` owns copying up: this type, single entries (this file) and whole
+/// directories (materializing, Materialize.swift).
+final class CopyUp: Sendable {
+    let nodes: NodeTable
+    /// Where a node is now, and which layer serves a name (a directory's copy holds what it shows).
+    let resolver: Resolver
+    /// The merged entries of a directory being materialized.
+    let lister: Lister
+    /// Told of a substitution removed behind the daemon's back (see `Substitution.checkWritable`).
+    let warn: @Sendable (String) -> Void
+    /// The directories being materialized now, and how far each copy got.
+    let longCopies = Locked<[LongCopy]>([], rank: .longCopies)
+
+    init(nodes: NodeTable, resolver: Resolver, lister: Lister, warn: @escaping @Sendable (String) -> Void) {
+        self.nodes = nodes
+        self.resolver = resolver
+        self.lister = lister
+        self.warn = warn
+    }
+
+    /// The directories being materialized now, for `.stats`.
+    var inProgress: [LongCopy] { longCopies.withLock { $0 } }
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
     /// returns its path. A directory copied up stays merged with the layers' below.
     func substitutionDirectory(_ request: Request, _ node: NodeID) throws(Errno) -> LayerPath {
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         if location.placement.inSubstitution { return location.path }
         _ = try substitutionDirectory(request, location.parent)
@@ -29,7 +48,7 @@ extension Overlay {
                 try Sys.applyMetadata(st, to: temporary, in: work, from: fd)
             }
         }
-        recordOrigin(request, shown(request, st).st_ino, forCopyAt: location.path)
+        request.recordOrigin(request.shown(st).st_ino, forCopyAt: location.path)
         nodes.update(node) { $0.top = 0 }
         nodes.forgetOtherSpellings(request)
         return location.path
@@ -39,7 +58,7 @@ extension Overlay {
     /// path. `withData: false` copies an empty file (for an open with O_TRUNC).
     @discardableResult
     func copyUp(_ request: Request, _ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         if location.placement.isDirectory { return try substitutionDirectory(request, node) }
         if location.placement.inSubstitution { return location.path }
         _ = try substitutionDirectory(request, location.parent)
@@ -70,9 +89,9 @@ extension Overlay {
         // shows a number of its own, not the one the other names keep showing
         if st.st_nlink == 1 {
             if placed {
-                recordOrigin(request, shown(request, st).st_ino, forCopyInode: copy)
+                request.recordOrigin(request.shown(st).st_ino, forCopyInode: copy)
             } else {
-                recordOrigin(request, shown(request, st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
+                request.recordOrigin(request.shown(st).st_ino, forCopyAt: location.path)  // a concurrent copy-up's
             }
         }
         nodes.update(node) { $0 = .file(in: 0) }
@@ -121,7 +140,7 @@ extension Overlay {
     /// made under a temporary name as for other entries.
     private func unnamedCopy(_ request: Request, _ st: stat, at path: LayerPath, from layer: Layer, withData: Bool) throws(Errno) -> Int32? {
         guard st.st_mode & S_IFMT == S_IFREG else { return nil }
-        let work = try workspace(request)
+        let work = try request.workspace(warn: warn)
         let copy = openat(work.fd, ".", O_WRONLY | pb_O_TMPFILE | pb_O_CLOEXEC, 0o600)
         guard copy >= 0 else { return nil }
         do throws(Errno) {
@@ -162,7 +181,7 @@ extension Overlay {
     @discardableResult
     private func placeCopy(_ request: Request, at path: LayerPath,
                            _ build: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) -> Bool {
-        let work = try workspace(request)
+        let work = try request.workspace(warn: warn)
         let temporary = work.temporaryName()
         return try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) -> Bool in
             do throws(Errno) {

@@ -9,16 +9,16 @@ import CSyscalls
 /// itself happens within the substitution and is portable (no overlayfs redirect). Cost: a
 /// copy of every file of the tree served by a patch or the main bundle; the substitution's own
 /// files are hard-linked into the copy.
-extension Overlay {
+extension CopyUp {
     /// Materializes directory `node` (nothing to do unless it reaches below the substitution). The
     /// copy is built in the work directory and exchanged with the substitution's directory in
     /// one step, so a crash leaves the old state or the new one.
     func materialize(_ request: Request, _ node: NodeID) throws(Errno) {
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         guard location.placement.isDirectory, location.placement.reachesBelowSubstitution, node != rootNodeID else { return }
         let parentPath = try substitutionDirectory(request, location.parent)
-        let shown = try attributes(request, at: location.path, location.placement).st_ino
-        let work = try workspace(request)
+        let shown = try request.attributes(at: location.path, location.placement).st_ino
+        let work = try request.workspace(warn: warn)
         let temporary = work.temporaryName()
         longCopies.withLock { $0.append(LongCopy(path: location.path.description)) }
         defer { longCopies.withLock { copies in copies.removeAll { $0.path == location.path.description } } }
@@ -45,7 +45,7 @@ extension Overlay {
             try? Workspace.removeTree(temporary, in: work.fd)
             throw error
         }
-        if let copy = try? request.substitution.attributes(location.path) { recordOrigin(request, shown, forCopyInode: copy.st_ino) }
+        if let copy = try? request.substitution.attributes(location.path) { request.recordOrigin(shown, forCopyInode: copy.st_ino) }
         // the substitution's directories beneath were replaced by copies, while their nodes
         // keep their placement: their descriptors lead into the originals. The table's
         // version moves on before the descriptors go and again after, so that no lookup that
@@ -61,12 +61,12 @@ extension Overlay {
     }
 
     private func copyVisibleTree(_ request: Request, _ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
-        let list = try mergedEntries(request, path, placement)
-        let dirs = try DirectoryDescriptors(path, placement, layers: request.layers, index: indexWatch)
+        let list = try lister.mergedEntries(request, path, placement)
+        let dirs = try DirectoryDescriptors(path, placement, layers: request.layers, index: resolver.indexWatch)
         for item in list.entries {
             try request.checkInterrupted()
             let itemName = list.name(item)
-            let child = try resolve(request, itemName, in: dirs)
+            let child = try resolver.resolve(request, itemName, in: dirs)
             let childPath = path.appending(itemName)
             let serving = request.layer(serving: child.placement)
             let st = try serving.attributes(childPath)
@@ -80,11 +80,11 @@ extension Overlay {
                     }
                 }
                 // the copy keeps showing the number the entry had
-                let shown = self.shown(request, st).st_ino
+                let shown = request.shown(st).st_ino
                 guard child.placement.isDirectory else {
                     let copy = try copyEntry(request, st, at: childPath, from: serving, to: name, in: dirfd)
                     // as for a copy-up: a file with other names shows a number of its own
-                    if st.st_nlink == 1 { recordOrigin(request, shown, forCopyInode: copy) }
+                    if st.st_nlink == 1 { request.recordOrigin(shown, forCopyInode: copy) }
                     return
                 }
                 _ = try Sys.check { mkdirat(dirfd, name, 0o700) }
@@ -95,7 +95,7 @@ extension Overlay {
                 let source = try serving.open(childPath, flags: O_RDONLY | pb_O_DIRECTORY)
                 defer { Sys.close(source) }
                 try Sys.applyMetadata(st, to: name, in: dirfd, from: source)
-                recordOrigin(request, shown, forCopyInode: try Sys.fstat(sub).st_ino)
+                request.recordOrigin(shown, forCopyInode: try Sys.fstat(sub).st_ino)
             }
         }
     }

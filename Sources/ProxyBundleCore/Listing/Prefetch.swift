@@ -25,7 +25,7 @@ extension Overlay {
         guard let location = try? nodes.location(of: parent, in: request.view.generation), location.placement.isDirectory else { return }
         let path = location.path.appending(name)
         let stack = request.layers
-        let watch = stack.foldsNames ? nil : indexWatch
+        let watch = stack.foldsNames ? nil : resolver.indexWatch
         let holding = request.directories.indexedPatches(holding: path, layers: stack)
         for index in stack.indices(of: location.placement) {
             let layer = stack[index]

@@ -3,7 +3,7 @@ import Glibc
 #endif
 
 /// Locating a node: its placement in a request's view, found again where it went stale.
-extension Overlay {
+extension Resolver {
     /// A node's location in this request's view, resolving again whatever is stale along
     /// its path. ESTALE when its name no longer leads to the same kind of entry (or the same
     /// file); EPERM for a control file.

@@ -51,7 +51,7 @@ extension Overlay {
         }
         guard let opened else { return nil }
         if writes {
-            do throws(Errno) { try checkWritable(request) } catch {
+            do throws(Errno) { try request.checkWritable(warn: warn) } catch {
                 Sys.close(opened.fd)
                 throw error
             }

@@ -37,7 +37,7 @@ extension Overlay {
     /// is no longer known).
     public func displayPath(_ request: Request, of node: NodeID) -> String {
         if let control = ControlFile(node: node) { return "/" + String(decoding: control.name, as: UTF8.self) }
-        guard let location = try? locate(request, node) else { return "node \(node)" }
+        guard let location = try? resolver.locate(request, node) else { return "node \(node)" }
         return "/" + String(decoding: location.path.bytes, as: UTF8.self)
     }
 
@@ -62,11 +62,11 @@ extension Overlay {
                 return try whyAbsent(request, name, in: node)
             }
         }
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         guard location.placement.isDirectory else {
             return Serving(source: .layer, places: [Serving.Place(layer: Int(location.placement.top), path: location.path)])
         }
-        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: request.layers, index: indexWatch)
+        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: request.layers, index: resolver.indexWatch)
         var places: [Serving.Place] = []
         for index in dirs.present {
             // where names fold, each real directory the layer merges (`DATA/` beside `data/`)
@@ -83,7 +83,7 @@ extension Overlay {
     /// Why `name` is not found in directory `parent`: a whiteout in a layer it merges, a layer
     /// below that it does not merge because it is opaque there, or in no layer at all.
     private func whyAbsent(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) -> Serving {
-        let dir = try locate(request, parent)
+        let dir = try resolver.locate(request, parent)
         let path = dir.path.appending(name)
         let stack = request.layers
         for index in stack.indices(of: dir.placement) {

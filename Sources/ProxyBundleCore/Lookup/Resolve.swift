@@ -3,28 +3,13 @@ import Glibc
 #endif
 import CSyscalls
 
-/// Lookup, as overlayfs's namei: which layer serves a name, seen through whiteouts, opaque
-/// directories and the names each layer is known to hold. The folder `Lookup/` owns it, with
-/// the descriptors of directories recently looked in, the control files, file handles and
-/// `which`.
-extension Overlay {
-    /// What a name of a directory resolves to: its placement and reported attributes.
-    struct Resolved {
-        var placement: Placement
-        var attributes: stat
-        /// Where names fold: how the layer serving the entry spells it (else nil: as asked).
-        var spelling: [UInt8]? = nil
-    }
-
+/// Resolving a name, as overlayfs's namei (see `Resolver`).
+extension Resolver {
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
     func resolve(_ request: Request, _ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
         let mapped = indexWatch == nil ? nil : try request.directories.mapped(dir, dirPlacement, layers: request.layers, located: nodes.version)
         return try resolve(request, name, in: DirectoryDescriptors(dir, dirPlacement, layers: request.layers, index: indexWatch, mapped: mapped))
     }
-
-    /// The watch that patches' indexes are read with, nil where nothing is cached
-    /// (`-o nocache`): see `LayerIndex`.
-    var indexWatch: LayerWatch? { views.indexWatch }
 
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see
     /// `DirectoryCache`): for checks before a change, which itself goes by path.
@@ -58,7 +43,7 @@ extension Overlay {
         if Whiteout.isDevice(st) || (below.count > 1 && isDirectory(st)) {
             return try resolve(request, listing.name(item), in: dirs, layers: below)
         }
-        return Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: isDirectory(st)), attributes: shown(request, st))
+        return Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: isDirectory(st)), attributes: request.shown(st))
     }
 
     /// Resolves `name` in the directory open as `dirs`, through its layers top first (or only
@@ -80,7 +65,7 @@ extension Overlay {
             // layers passed since the entry last taken (its own included), whose `.wh.` files
             // would hide what lies below them
             var unchecked = searched.lowerBound
-            for layer in Overlay.candidates(searched, holding?.entries) {
+            for layer in Resolver.candidates(searched, holding?.entries) {
                 guard dirs.has(layer) else { continue }
                 if found != nil, let record = dirs.record(in: layer) {
                     // below the layer serving a directory, a patch's record tells what its
@@ -89,23 +74,23 @@ extension Overlay {
                     anyEntry = true
                     if type != UInt8(DT_DIR) { break }
                 } else {
-                    guard let (st, spelling) = try Overlay.attributes(of: name, p, in: dirs, layer) else { continue }
+                    guard let (st, spelling) = try Resolver.attributes(of: name, p, in: dirs, layer) else { continue }
                     anyEntry = true
                     if Whiteout.isDevice(st) { break }
                     if found != nil && !isDirectory(st) { break }
                     if found == nil {
-                        if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
+                        if try Resolver.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
                         guard isDirectory(st) else {
-                            return Resolved(placement: .file(in: layer), attributes: shown(request, st), spelling: spelling)
+                            return Resolved(placement: .file(in: layer), attributes: request.shown(st), spelling: spelling)
                         }
                         found = Resolved(placement: Placement(top: layer, bottom: layer, isDirectory: true),
-                                         attributes: shown(request, st), spelling: spelling)
+                                         attributes: request.shown(st), spelling: spelling)
                         unchecked = layer
                         continue
                     }
                 }
                 // a directory found above: this layer's directory merges, unless hidden
-                if try Overlay.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
+                if try Resolver.whitesOut(name, dirs, unchecked ..< layer, holding?.whiteouts) { break }
                 if let above = found, try isOpaqueDirectory(request, name, p, in: dirs, Int(above.placement.bottom)) { break }
                 found?.placement.bottom = UInt16(layer)
                 unchecked = layer

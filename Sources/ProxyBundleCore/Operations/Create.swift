@@ -28,9 +28,9 @@ extension Overlay {
         let owner = request.owner
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
-        try checkWritable(request)
-        let dirPath = try substitutionDirectory(request, parent)
-        if (try? resolve(request, name, inNode: parent)) != nil { throw Errno(EEXIST) }
+        try request.checkWritable(warn: warn)
+        let dirPath = try copyUp.substitutionDirectory(request, parent)
+        if (try? resolver.resolve(request, name, inNode: parent)) != nil { throw Errno(EEXIST) }
         // the reply describes the entry made, stat'ed through the same directory descriptor: a
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
         // reply of another file type makes the kernel fail the call with EIO
@@ -41,7 +41,7 @@ extension Overlay {
             let name = layer.spelling(of: name, in: spelledPath, at: dirfd) ?? name
             // where a whiteout device holds the name, the entry is made in the work directory
             // and then put in the device's place in one step
-            let work = try Whiteout.deviceExists(name, in: dirfd) ? try workspace(request) : nil
+            let work = try Whiteout.deviceExists(name, in: dirfd) ? try request.workspace(warn: warn) : nil
             let whitedOut = try work != nil ? true : Whiteout.fileExists(hiding: name, in: dirfd)
             let group = Overlay.group(for: owner, under: try Sys.fstat(dirfd))
             let entry = Overlay.masked(entry, by: owner.umask, in: dirfd)
@@ -72,8 +72,8 @@ extension Overlay {
         }
         request.directories.added(name, in: parent)
         // a new inode may reuse the number of a removed copy: it shows its own
-        if hasOrigins(request) { dropOrigin(request, ofSubstitutionInode: made.st_ino) }
-        made = shown(request, made)
+        if request.hasOrigins { request.dropOrigin(ofSubstitutionInode: made.st_ino) }
+        made = request.shown(made)
         let isDirectory = (made.st_mode & S_IFMT) == S_IFDIR
         // nothing of the layers below shows through a new entry: a name visible there was
         // refused above, and a new directory over a whiteout is opaque
@@ -153,7 +153,7 @@ extension Overlay {
             if try Whiteout.fileExists(hiding: name, in: dirfd) { try Whiteout.remove(hiding: name, in: dirfd) }
             return
         }
-        let work = try workspace(request)
+        let work = try request.workspace(warn: warn)
         try work.temporaryName().withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in
             try link(work.fd, tmp)
             do throws(Errno) {
@@ -216,13 +216,13 @@ extension Overlay {
         beginChange(); defer { endChange() }
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
-        try checkWritable(request)
+        try request.checkWritable(warn: warn)
         if try linkUnnamed(request, node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(request, of: node)) }
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         if location.placement.isDirectory { throw Errno.notPermitted }
-        let source = try copyUp(request, node)
-        let dirPath = try substitutionDirectory(request, newParent)
-        if (try? resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
+        let source = try copyUp.copyUp(request, node)
+        let dirPath = try copyUp.substitutionDirectory(request, newParent)
+        if (try? resolver.resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
             try request.substitution.withEntry(source) { (sourcefd: Int32) throws(Errno) in
                 try linkAsNew(request, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in

@@ -17,7 +17,7 @@ extension Overlay {
             }) {
                 return value
             }
-            let location = try locate(request, node)
+            let location = try resolver.locate(request, node)
             if let value = try besideParent(request, location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
                 try Sys.getxattr(in: dirfd, name, attribute: p)
             }) {
@@ -54,7 +54,7 @@ extension Overlay {
         }) {
             all = names
         } else {
-            let location = try locate(request, node)
+            let location = try resolver.locate(request, node)
             if let names = try besideParent(request, location, { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> [UInt8] in
                 try Sys.listxattr(in: dirfd, name)
             }) {
@@ -79,7 +79,7 @@ extension Overlay {
     public func setExtendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8], value: [UInt8],
                                      flags: Int32) throws(Errno) -> Bool {
         beginChange(); defer { endChange() }
-        try checkWritable(request)
+        try request.checkWritable(warn: warn)
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
         let isAccessACL = name == Self.accessACL
         try withSubstitutionEntry(request, node) { (fd: Int32) throws(Errno) in
@@ -109,7 +109,7 @@ extension Overlay {
 
     public func removeExtendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8]) throws(Errno) {
         beginChange(); defer { endChange() }
-        try checkWritable(request)
+        try request.checkWritable(warn: warn)
         if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
         try withSubstitutionEntry(request, node) { (fd: Int32) throws(Errno) in
             try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in

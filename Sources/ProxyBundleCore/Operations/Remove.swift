@@ -19,22 +19,22 @@ extension Overlay {
         beginChange(); defer { endChange() }
         let (dir, child) = try visibleChild(request, name, in: parent)
         guard child.placement.isDirectory else { throw Errno.notDirectory }
-        if try !mergedEntries(request, dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }
+        if try !lister.mergedEntries(request, dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }
         try remove(request, name, in: parent, dir, child)
     }
 
     func visibleChild(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) -> (NodeTable.Location, Resolved) {
         try Names.checkLookup(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno.notPermitted }
-        let dir = try locate(request, parent)
+        let dir = try resolver.locate(request, parent)
         guard dir.placement.isDirectory else { throw Errno.notDirectory }
-        return (dir, try resolve(request, name, in: dir.path, dir.placement))
+        return (dir, try resolver.resolve(request, name, in: dir.path, dir.placement))
     }
 
     private func remove(_ request: Request, _ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
-        try checkWritable(request)
-        let hidesBelow = try shownBelowSubstitution(request, name, in: parent, dir)
-        let dirPath = try substitutionDirectory(request, parent)
+        try request.checkWritable(warn: warn)
+        let hidesBelow = try resolver.shownBelowSubstitution(request, name, in: parent, dir)
+        let dirPath = try copyUp.substitutionDirectory(request, parent)
         let entry = removedEntry(request, name, in: parent, dir, child)
         do throws(Errno) {
             // the name as the layer serving it spells it, where names fold: the substitution's
@@ -84,7 +84,7 @@ extension Overlay {
                 _ = try Sys.check { unlinkat(dirfd, p, 0) }
                 return
             }
-            let work = try workspace(request)
+            let work = try request.workspace(warn: warn)
             let temporary = work.temporaryName()
             let flags = pb_RENAME_NOREPLACE | (leavingWhiteout ? pb_RENAME_WHITEOUT : 0)
             try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) in

@@ -32,11 +32,11 @@ extension Overlay {
               flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)
         if ControlFile(name: newName, in: newParent) != nil { throw Errno.notPermitted }
-        try checkWritable(request)
+        try request.checkWritable(warn: warn)
         var (dir, source) = try visibleChild(request, name, in: parent)
-        var newDir = try locate(request, newParent)
+        var newDir = try resolver.locate(request, newParent)
         guard newDir.placement.isDirectory else { throw Errno.notDirectory }
-        var target = try absentAsNil { () throws(Errno) -> Resolved in try resolve(request, newName, in: newDir.path, newDir.placement) }
+        var target = try absentAsNil { () throws(Errno) -> Resolved in try resolver.resolve(request, newName, in: newDir.path, newDir.placement) }
         // where names fold, a new spelling of the same name: the entry itself, respelled
         let respells = request.layers.foldsNames && parent == newParent && name != newName && CaseFold.equal(name, newName)
         if flags & pb_RENAME_EXCHANGE != 0 {
@@ -53,18 +53,18 @@ extension Overlay {
         if source.placement.isDirectory && source.placement.reachesBelowSubstitution {
             try prepareByName(request, name, in: parent)
             (dir, source) = try visibleChild(request, name, in: parent)
-            newDir = try locate(request, newParent)
+            newDir = try resolver.locate(request, newParent)
             target = respells ? nil : try absentAsNil { () throws(Errno) -> Resolved in
-                try resolve(request, newName, in: newDir.path, newDir.placement)
+                try resolver.resolve(request, newName, in: newDir.path, newDir.placement)
             }
         }
-        let hidesBelowSource = try shownBelowSubstitution(request, name, in: parent, dir)
-        let hidesBelowTarget = try shownBelowSubstitution(request, newName, in: newParent, newDir)
+        let hidesBelowSource = try resolver.shownBelowSubstitution(request, name, in: parent, dir)
+        let hidesBelowTarget = try resolver.shownBelowSubstitution(request, newName, in: newParent, newDir)
         if !source.placement.inSubstitution { try prepareByName(request, name, in: parent) }
         let replacesSubstitutionDirectory = source.placement.isDirectory && target?.placement.isDirectory == true
             && target?.placement.inSubstitution == true
-        let fromPath = try substitutionDirectory(request, parent)
-        let toPath = try substitutionDirectory(request, newParent)
+        let fromPath = try copyUp.substitutionDirectory(request, parent)
+        let toPath = try copyUp.substitutionDirectory(request, newParent)
         let replaced = target.flatMap { removedEntry(request, newName, in: newParent, newDir, $0) }
         do throws(Errno) {
             try move(request, name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
@@ -140,10 +140,10 @@ extension Overlay {
         try prepareByName(request, newName, in: newParent)
         let (dir, source) = try visibleChild(request, name, in: parent)
         let (newDir, target) = try visibleChild(request, newName, in: newParent)
-        let fromPath = try substitutionDirectory(request, parent)
-        let toPath = try substitutionDirectory(request, newParent)
-        let hidesBelowSource = try shownBelowSubstitution(request, name, in: parent, dir)
-        let hidesBelowTarget = try shownBelowSubstitution(request, newName, in: newParent, newDir)
+        let fromPath = try copyUp.substitutionDirectory(request, parent)
+        let toPath = try copyUp.substitutionDirectory(request, newParent)
+        let hidesBelowSource = try resolver.shownBelowSubstitution(request, name, in: parent, dir)
+        let hidesBelowTarget = try resolver.shownBelowSubstitution(request, newName, in: newParent, newDir)
         try request.substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
             try request.substitution.withDirectory(toPath) { (tofd: Int32) throws(Errno) in
                 if source.placement.isDirectory, hidesBelowTarget {
@@ -172,7 +172,7 @@ extension Overlay {
         case (true, false): throw Errno.notDirectory
         case (false, true): throw Errno.isDirectory
         case (true, true):
-            if try !mergedEntries(request, path, target.placement).isEmpty { throw Errno(ENOTEMPTY) }
+            if try !lister.mergedEntries(request, path, target.placement).isEmpty { throw Errno(ENOTEMPTY) }
         case (false, false): break
         }
     }
@@ -182,13 +182,13 @@ extension Overlay {
     private func prepareByName(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
         let entry = try lookup(request, parent: parent, name: name)
         defer { forget(entry.node, count: 1) }
-        let placement = try locate(request, entry.node).placement
+        let placement = try resolver.locate(request, entry.node).placement
         if placement.isDirectory {
             // the copy of the tree must see every change made beneath it, and miss none
             if placement.reachesBelowSubstitution && !changes.isHeldAlone { throw Overlay.materializesAlone }
-            try materialize(request, entry.node)
+            try copyUp.materialize(request, entry.node)
         } else {
-            try copyUp(request, entry.node)
+            try copyUp.copyUp(request, entry.node)
         }
     }
 }

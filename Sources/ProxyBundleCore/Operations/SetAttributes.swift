@@ -35,14 +35,14 @@ extension Overlay {
 
     /// `setAttributes`, with `changes` (the lock) held shared already.
     private func setAttributesHeld(_ request: Request, _ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
-        try checkWritable(request)
+        try request.checkWritable(warn: warn)
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
             return try Sys.fstat(fd ?? open)
         }) {
-            return shown(request, st)
+            return request.shown(st)
         }
-        let path = try copyUp(request, node, withData: changes.size != 0)
+        let path = try copyUp.copyUp(request, node, withData: changes.size != 0)
         let substitution = try request.substitution
         try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
@@ -117,7 +117,7 @@ extension Overlay {
     /// O_PATH one of its path, or one open on it when every name of it was removed.
     func withSubstitutionEntry<T>(_ request: Request, _ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
         if let result = try withRemovedFile(node, body) { return result }
-        let path = try copyUp(request, node)
+        let path = try copyUp.copyUp(request, node)
         return try request.substitution.withEntry(path, body)
     }
 
@@ -154,7 +154,7 @@ extension Overlay {
 
     /// fsyncdir: flushes the substitution's directory (the other layers are never written).
     public func syncDirectory(_ request: Request, _ node: NodeID, dataOnly: Bool) throws(Errno) {
-        let location = try locate(request, node)
+        let location = try resolver.locate(request, node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         guard location.placement.inSubstitution else { return }
         let fd = try request.substitution.open(location.path, flags: O_RDONLY | pb_O_DIRECTORY)

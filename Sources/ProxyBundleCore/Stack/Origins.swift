@@ -32,14 +32,15 @@ struct Origins: Sendable {
     }
 }
 
-extension Overlay {
+/// The numbers a request's view shows (see `InodeNumbers`, `Origins`).
+extension Request {
     /// `st` with the inode number the mount shows for it (see `InodeNumbers`, `Origins`).
-    func shown(_ request: Request, _ st: stat) -> stat {
+    func shown(_ st: stat) -> stat {
         var result = st
-        let number = request.view.inodes.number(st.st_ino, device: UInt64(st.st_dev))
+        let number = view.inodes.number(st.st_ino, device: UInt64(st.st_dev))
         result.st_ino = number
         // only a substitution inode can be a copy
-        if let top = request.view.layers.substitution, UInt64(st.st_dev) == top.layer.device,
+        if let top = view.layers.substitution, UInt64(st.st_dev) == top.layer.device,
            let origin = top.origin(of: UInt64(number)) {
             result.st_ino = ino_t(origin)
         }
@@ -49,56 +50,57 @@ extension Overlay {
     /// `shown(st)` for the entry at `placement`: a directory merged from several layers has a
     /// link count of 1, as on kernel overlayfs (no layer's own count is right for it, and a
     /// tool that counts subdirectories by it would skip some: 1 tells it not to).
-    func shown(_ request: Request, _ st: stat, _ placement: Placement) -> stat {
-        var result = shown(request, st)
+    func shown(_ st: stat, _ placement: Placement) -> stat {
+        var result = shown(st)
         if placement.isDirectory && placement.top != placement.bottom { result.st_nlink = 1 }
         return result
     }
 
     /// The numbering as it is now, to number many entries under one lock (a listing).
-    func shownInodes(_ request: Request) -> ShownInodes {
-        let top = request.view.layers.substitution
-        return ShownInodes(inodes: request.view.inodes, origins: top?.origins ?? Origins(), substitution: top?.layer.device ?? 0)
+    func shownInodes() -> ShownInodes {
+        let top = view.layers.substitution
+        return ShownInodes(inodes: view.inodes, origins: top?.origins ?? Origins(), substitution: top?.layer.device ?? 0)
     }
 
-    struct ShownInodes {
-        let inodes: InodeNumbers
-        let origins: Origins
-        /// The substitution's file system: only its inodes can be copies.
-        let substitution: UInt64
-
-        func number(_ st: stat) -> ino_t {
-            number(st.st_ino, device: UInt64(st.st_dev))
-        }
-
-        func number(_ ino: ino_t, device: UInt64) -> ino_t {
-            let number = inodes.number(ino, device: device)
-            guard device == substitution, let origin = origins.number(for: UInt64(number)) else { return number }
-            return ino_t(origin)
-        }
-    }
-
-    func hasOrigins(_ request: Request) -> Bool { !(request.layers.substitution?.origins.isEmpty ?? true) }
+    var hasOrigins: Bool { !(layers.substitution?.origins.isEmpty ?? true) }
 
     /// The copy at `path` of the substitution shows `origin` (the number the mount showed for
     /// the entry copied).
-    func recordOrigin(_ request: Request, _ origin: ino_t, forCopyAt path: LayerPath) {
-        guard let st = try? request.substitution.attributes(path) else { return }
-        recordOrigin(request, origin, forCopyInode: st.st_ino)
+    func recordOrigin(_ origin: ino_t, forCopyAt path: LayerPath) {
+        guard let st = try? substitution.attributes(path) else { return }
+        recordOrigin(origin, forCopyInode: st.st_ino)
     }
 
     /// The substitution's inode `copy` shows `shown` (a number as the mount reported it; a
     /// rename keeps a file's inode).
-    func recordOrigin(_ request: Request, _ shown: ino_t, forCopyInode copy: ino_t) {
-        guard let top = request.layers.substitution else { return }
-        let number = request.view.inodes.number(copy, device: top.layer.device)
+    func recordOrigin(_ shown: ino_t, forCopyInode copy: ino_t) {
+        guard let top = layers.substitution else { return }
+        let number = view.inodes.number(copy, device: top.layer.device)
         top.changeOrigins { $0.record(UInt64(shown), for: UInt64(number)) }
     }
 
     /// The substitution's inode `ino` is new or gone: it shows its own number again.
-    func dropOrigin(_ request: Request, ofSubstitutionInode ino: ino_t) {
-        guard let top = request.layers.substitution else { return }
-        let number = request.view.inodes.number(ino, device: top.layer.device)
+    func dropOrigin(ofSubstitutionInode ino: ino_t) {
+        guard let top = layers.substitution else { return }
+        let number = view.inodes.number(ino, device: top.layer.device)
         top.changeOrigins { $0.drop(UInt64(number)) }
+    }
+}
+
+/// A request's numbering as it is, to number many entries under one lock (a listing).
+struct ShownInodes {
+    let inodes: InodeNumbers
+    let origins: Origins
+    /// The substitution's file system: only its inodes can be copies.
+    let substitution: UInt64
+
+    func number(_ st: stat) -> ino_t {
+        number(st.st_ino, device: UInt64(st.st_dev))
+    }
+
+    func number(_ ino: ino_t, device: UInt64) -> ino_t {
+        let number = inodes.number(ino, device: device)
+        guard device == substitution, let origin = origins.number(for: UInt64(number)) else { return number }
+        return ino_t(origin)
     }
 }

@@ -29,7 +29,7 @@ public enum LockRank: Int, CaseIterable, Sendable {
     case recentViews
     /// `Views.controlTime`.
     case controlTime
-    /// `Overlay.longCopies`.
+    /// `CopyUp.longCopies`.
     case longCopies
     /// `Substitution`'s state.
     case substitution

@@ -15,7 +15,7 @@ extension Overlay {
                               in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32) {
         beginChange(); defer { endChange() }
         let owner = request.owner
-        try checkWritable(request)
+        try request.checkWritable(warn: warn)
         let directory = try attributes(request, of: parent)
         guard directory.st_mode & S_IFMT == S_IFDIR else { throw Errno.notDirectory }
         // O_EXCL: never to be named
@@ -26,7 +26,7 @@ extension Overlay {
             // made in the directory's copy in the substitution, whose file system gives it the
             // mode and access ACL the default ACL makes (no umask), as kernel overlayfs does
             mode = asked
-            let dirPath = try substitutionDirectory(request, parent)
+            let dirPath = try copyUp.substitutionDirectory(request, parent)
             fd = try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32 in
                 try Sys.check { openat(dirfd, ".", opened, mode & 0o7777) }
             }
@@ -34,7 +34,7 @@ extension Overlay {
             // made in the work directory (nothing is copied up for a file that may never be
             // named), with the requester's umask
             mode = asked & ~(owner.umask & 0o777)
-            let work = try workspace(request)
+            let work = try request.workspace(warn: warn)
             fd = try Sys.check { openat(work.fd, ".", opened, mode & 0o7777) }
         }
         var made: stat
@@ -47,8 +47,8 @@ extension Overlay {
             Sys.close(fd)
             throw error
         }
-        if hasOrigins(request) { dropOrigin(request, ofSubstitutionInode: made.st_ino) }
-        made = shown(request, made)
+        if request.hasOrigins { request.dropOrigin(ofSubstitutionInode: made.st_ino) }
+        made = request.shown(made)
         let id = nodes.rememberUnnamed(placement: .file(in: 0),
                                        kind: NodeTable.kind(of: made.st_mode), identity: UInt64(made.st_ino))
         nodes.opened(id, fd: fd)
@@ -60,8 +60,8 @@ extension Overlay {
     /// file made with O_TMPFILE and without O_EXCL (else ENOENT).
     func linkUnnamed(_ request: Request, _ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Bool {
         guard nodes.isUnnamed(node) else { return false }
-        let dirPath = try substitutionDirectory(request, newParent)
-        if (try? resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
+        let dirPath = try copyUp.substitutionDirectory(request, newParent)
+        if (try? resolver.resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         let linked: Void? = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
             guard placement.inSubstitution else { throw Errno.noEntry }
             try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
