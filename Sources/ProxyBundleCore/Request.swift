@@ -91,6 +91,33 @@ public final class Request {
     public var isWritable: Bool { view.layers.substitution?.isWritable ?? false }
 }
 
+extension Request {
+    /// The layer that serves an entry placed so (its top layer), in this request's view.
+    func layer(serving placement: Placement) -> Layer {
+        layers[Int(placement.top)]
+    }
+
+    /// The attributes of the entry at `path` placed so, as the mount shows them.
+    func attributes(at path: LayerPath, _ placement: Placement) throws(Errno) -> stat {
+        shown(try layer(serving: placement).attributes(path), placement)
+    }
+
+    /// The copy-up work directory, made (again) if it is missing: an updater may have removed
+    /// it (`rsync --delete`) or moved it.
+    func workspace(warn: (String) -> Void) throws(Errno) -> Workspace {
+        try checkWritable(warn: warn)
+        guard let top = layers.substitution else { throw Errno.readOnly }
+        return try top.workspace()
+    }
+
+    /// EROFS for a read-only overlay, one without a substitution, and while the substitution
+    /// directory is removed (see `Substitution.checkWritable`, which tells `warn` once).
+    func checkWritable(warn: (String) -> Void) throws(Errno) {
+        guard let top = layers.substitution else { throw Errno.readOnly }
+        try top.checkWritable(warn: warn)
+    }
+}
+
 /// Where a request came from, for what only its source can tell.
 public protocol RequestOrigin {
     /// The caller's supplementary groups (reading them may take system calls).
