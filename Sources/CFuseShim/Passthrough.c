@@ -8,8 +8,10 @@
 // A TMPFILE request is handed to libfuse as the CREATE it is shaped like. The INIT reply asks
 // for FUSE over io_uring where wanted and offered, and replies to requests that came through
 // a ring go back through it (Uring.c).
-// Before each read, a worker may poll for a while (Spin.c).
+// Before each read, a worker may poll for a while (Spin.c). What the request is, its reply's
+// amendments read from Request.c, which each transport tells of every request it reads.
 #include "CFuseShim.h"
+#include "Request.h"
 #include "Uring.h"
 
 #include <errno.h>
@@ -19,11 +21,6 @@
 #include <unistd.h>
 
 // The parts of the kernel protocol used here (include/uapi/linux/fuse.h, 7.40).
-struct pb_in_header {
-    uint32_t len;
-    uint32_t opcode;
-    uint64_t unique;
-};
 struct pb_out_header {
     uint32_t len;
     int32_t error;
@@ -35,12 +32,6 @@ struct pb_backing_map {
     uint64_t padding;
 };
 enum {
-    pb_FUSE_SETATTR = 4,
-    pb_FUSE_OPEN = 14,
-    pb_FUSE_WRITE = 16,
-    pb_FUSE_INIT = 26,
-    pb_FUSE_CREATE = 35,
-    pb_FUSE_TMPFILE = 51,
     pb_FUSE_HANDLE_KILLPRIV = 1u << 19,
     pb_FUSE_HANDLE_KILLPRIV_V2 = 1u << 28,
     pb_FUSE_MAX_PAGES = 1u << 22,
@@ -48,19 +39,6 @@ enum {
     pb_DEFAULT_MAX_PAGES = 32,
     pb_FUSE_PASSTHROUGH_IN_FLAGS2 = 1u << 5,  // FUSE_PASSTHROUGH is bit 37 of the flags
     pb_FOPEN_PASSTHROUGH = 1u << 7,
-    pb_IN_HEADER_SIZE = 40,
-    // offsets in request bodies: fuse_init_in's flags, fuse_setattr_in's valid,
-    // fuse_open_in's open_flags, fuse_write_in's write_flags
-    pb_INIT_IN_FLAGS = 12,
-    pb_INIT_IN_FLAGS2 = 16,
-    pb_SETATTR_VALID = 0,
-    pb_OPEN_IN_FLAGS = 4,
-    pb_WRITE_FLAGS = 20,
-    pb_FATTR_FH = 1u << 6,
-    pb_FATTR_LOCKOWNER = 1u << 9,
-    pb_FATTR_KILL_SUIDGID = 1u << 11,
-    pb_FUSE_OPEN_KILL_SUIDGID = 1u << 0,
-    pb_FUSE_WRITE_KILL_SUIDGID = 1u << 2,
     // offsets in fuse_init_out
     pb_INIT_FLAGS = 12,
     pb_INIT_MAX_WRITE = 20,
@@ -78,56 +56,6 @@ enum {
 #define pb_FUSE_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
 
 static int passthrough_asked;
-static uint32_t kernel_init_flags;
-static uint32_t kernel_init_flags2;
-static int clears_setid;
-static __thread int request_clears_setid;
-static __thread int request_makes_tmpfile;
-static __thread uint64_t request_unique;
-static __thread uint32_t request_opcode;
-static __thread int32_t reply_backing_id;
-
-static uint32_t body32(const void *buffer, ssize_t count, size_t offset) {
-    if (count < (ssize_t)(pb_IN_HEADER_SIZE + offset + 4)) return 0;
-    return *(const uint32_t *)((const char *)buffer + pb_IN_HEADER_SIZE + offset);
-}
-
-// Whether a request asks the daemon to clear set-user-ID and set-group-ID bits. A SETATTR
-// that changes nothing is such a request: the kernel found bits to clear before a write,
-// and under FUSE_HANDLE_KILLPRIV_V2 it leaves the clearing to the file system.
-static int asks_to_clear_setid(uint32_t opcode, const void *buffer, ssize_t count) {
-    switch (opcode) {
-    case pb_FUSE_SETATTR: {
-        uint32_t valid = body32(buffer, count, pb_SETATTR_VALID);
-        return (valid & pb_FATTR_KILL_SUIDGID) != 0 || (valid & ~(pb_FATTR_FH | pb_FATTR_LOCKOWNER)) == 0;
-    }
-    case pb_FUSE_OPEN: return (body32(buffer, count, pb_OPEN_IN_FLAGS) & pb_FUSE_OPEN_KILL_SUIDGID) != 0;
-    case pb_FUSE_WRITE: return (body32(buffer, count, pb_WRITE_FLAGS) & pb_FUSE_WRITE_KILL_SUIDGID) != 0;
-    default: return 0;
-    }
-}
-
-void pb_request_arrived(void *buffer, ssize_t count) {
-    reply_backing_id = 0;
-    request_opcode = 0;
-    request_clears_setid = 0;
-    request_makes_tmpfile = 0;
-    if (count < (ssize_t)sizeof(struct pb_in_header)) return;
-    struct pb_in_header *in = buffer;
-    // libfuse 3.14 knows no TMPFILE, whose request and reply are a CREATE's (fuse_create_in
-    // and the name "/"; fuse_entry_out and fuse_open_out): the create handler takes it
-    if (in->opcode == pb_FUSE_TMPFILE) {
-        in->opcode = pb_FUSE_CREATE;
-        request_makes_tmpfile = 1;
-    }
-    request_unique = in->unique;
-    request_opcode = in->opcode;
-    if (in->opcode == pb_FUSE_INIT) {
-        kernel_init_flags = body32(buffer, count, pb_INIT_IN_FLAGS);
-        kernel_init_flags2 = body32(buffer, count, pb_INIT_IN_FLAGS2);
-    }
-    request_clears_setid = clears_setid && asks_to_clear_setid(in->opcode, buffer, count);
-}
 
 static ssize_t passthrough_read(int fd, void *buffer, size_t length, void *userdata) {
     (void)userdata;
@@ -150,7 +78,7 @@ static uint32_t get32(struct iovec *body, size_t offset) {
 // offers it; whether it was asked for.
 static int ask_for_ring(struct iovec *body) {
     if (!pb_uring_wanted()) return 0;
-    if (!(kernel_init_flags & pb_FUSE_INIT_EXT) || !(kernel_init_flags2 & pb_FUSE_OVER_IO_URING_IN_FLAGS2)) {
+    if (!(pb_kernel_init_flags() & pb_FUSE_INIT_EXT) || !(pb_kernel_init_flags2() & pb_FUSE_OVER_IO_URING_IN_FLAGS2)) {
         pb_uring_refused("the kernel does not offer FUSE over io_uring (the fuse module's enable_uring is off); "
                          "requests go through /dev/fuse");
         return 0;
@@ -177,12 +105,13 @@ static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *us
     if (count == 2 && iov[0].iov_len == sizeof(struct pb_out_header)) {
         const struct pb_out_header *out = iov[0].iov_base;
         struct iovec *body = &iov[1];
-        if (out->error == 0 && out->unique == request_unique && request_opcode != 0) {
-            if (request_opcode == pb_FUSE_INIT && body->iov_len >= pb_INIT_SIZE) {
-                if (kernel_init_flags & pb_FUSE_HANDLE_KILLPRIV_V2) {
+        const struct pb_request *request = &pb_this_request;
+        if (out->error == 0 && out->unique == request->unique && request->opcode != 0) {
+            if (request->opcode == pb_FUSE_INIT && body->iov_len >= pb_INIT_SIZE) {
+                if (pb_kernel_init_flags() & pb_FUSE_HANDLE_KILLPRIV_V2) {
                     uint32_t flags = get32(body, pb_INIT_FLAGS) & ~pb_FUSE_HANDLE_KILLPRIV;
                     put32(body, pb_INIT_FLAGS, flags | pb_FUSE_HANDLE_KILLPRIV_V2);
-                    clears_setid = 1;
+                    pb_daemon_takes_setid_clearing();
                 }
                 if (passthrough_asked) {
                     put32(body, pb_INIT_FLAGS, get32(body, pb_INIT_FLAGS) | pb_FUSE_INIT_EXT);
@@ -190,11 +119,11 @@ static ssize_t passthrough_writev(int fd, struct iovec *iov, int count, void *us
                     put32(body, pb_INIT_MAX_STACK_DEPTH, 1);
                 }
                 ring_asked = ask_for_ring(body);
-            } else if (reply_backing_id > 0 && (request_opcode == pb_FUSE_OPEN || request_opcode == pb_FUSE_CREATE)) {
-                size_t open = request_opcode == pb_FUSE_CREATE ? pb_ENTRY_OUT_SIZE : 0;
+            } else if (request->backing_id > 0 && (request->opcode == pb_FUSE_OPEN || request->opcode == pb_FUSE_CREATE)) {
+                size_t open = request->opcode == pb_FUSE_CREATE ? pb_ENTRY_OUT_SIZE : 0;
                 if (body->iov_len >= open + pb_OPEN_SIZE) {
                     put32(body, open + pb_OPEN_FLAGS, get32(body, open + pb_OPEN_FLAGS) | pb_FOPEN_PASSTHROUGH);
-                    put32(body, open + pb_OPEN_BACKING_ID, (uint32_t)reply_backing_id);
+                    put32(body, open + pb_OPEN_BACKING_ID, (uint32_t)request->backing_id);
                 }
             }
         }
@@ -226,20 +155,4 @@ int32_t pb_backing_open(int device, int fd) {
 int pb_backing_close(int device, int32_t id) {
     uint32_t value = (uint32_t)id;
     return ioctl(device, pb_FUSE_DEV_IOC_BACKING_CLOSE, &value) < 0 ? -errno : 0;
-}
-
-int pb_request_clears_setid(void) {
-    return request_clears_setid;
-}
-
-int pb_request_makes_tmpfile(void) {
-    return request_makes_tmpfile;
-}
-
-int pb_daemon_clears_setid(void) {
-    return clears_setid;
-}
-
-void pb_reply_with_backing(int32_t id) {
-    reply_backing_id = id;
 }

@@ -6,7 +6,6 @@
 // without a request makes the next ones skip polling (1, 3, 7 ... up to 63 waits), so a daemon
 // whose callers pause burns almost nothing.
 #include "CFuseShim.h"
-#include "Uring.h"
 
 #include <poll.h>
 #include <stdatomic.h>

@@ -31,6 +31,7 @@
 // that those reach a thread of libfuse's loop, which ends it (a ring thread would only mark
 // the session ended, and the loop would go on waiting).
 #include "CFuseShim.h"
+#include "Request.h"
 #include "Uring.h"
 
 #include <errno.h>

@@ -1,4 +1,6 @@
-// Between the session's I/O (Passthrough.c) and the io_uring transport (Uring.c); not for Swift.
+// What the session's I/O (Passthrough.c) uses of the io_uring transport (Uring.c); not for
+// Swift. The dependency runs one way: Uring.c calls nothing of Passthrough.c (it tells
+// Request.c of each request it reads, as Passthrough.c does).
 #ifndef PROXYBUNDLE_URING_H
 #define PROXYBUNDLE_URING_H
 
@@ -8,10 +10,6 @@
 
 // FUSE_OVER_IO_URING is bit 41 of the INIT flags: bit 9 of flags2 (protocol 7.42).
 enum { pb_FUSE_OVER_IO_URING_IN_FLAGS2 = 1u << 9 };
-
-// Inspects a request before libfuse handles it on this thread (Passthrough.c): notes its
-// unique and opcode for the reply's amendments, turns TMPFILE into CREATE, and records INIT.
-void pb_request_arrived(void *buffer, ssize_t count);
 
 // Whether the INIT reply should ask for the ring (a transport other than the device chosen).
 int pb_uring_wanted(void);
@@ -23,8 +21,6 @@ void pb_uring_refused(const char *why);
 // A reply being sent on a thread that serves a ring request, for that request: copied into
 // the ring entry (its length is returned); anything else: -1, and it goes to /dev/fuse.
 ssize_t pb_uring_catch_reply(const struct iovec *iov, int count);
-// Polls a ring's completion queue (`arrived`) before its thread sleeps (Spin.c).
-void pb_spin_until_completed(int (*arrived)(void *), void *ring);
 // Counts a request read from /dev/fuse.
 void pb_uring_count_device_request(void);
 

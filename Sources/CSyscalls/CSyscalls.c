@@ -204,7 +204,3 @@ int pb_open_by_handle(int mountfd, void *handle, int flags) {
 int pb_syncfs(int fd) {
     return syncfs(fd);
 }
-
-ssize_t pb_getdents64(int fd, void *buffer, size_t size) {
-    return syscall(SYS_getdents64, fd, buffer, size);
-}

@@ -38,17 +38,18 @@ public enum Tree {
         try remove(parent, Array(name.utf8))
     }
 
-    /// The names in an open directory (not `.` and `..`); `fd` stays open.
+    /// The names in an open directory (not `.` and `..`), from its start, read by CSyscalls'
+    /// one directory reader (this module does not import the core, whose `readDirectory`
+    /// wraps the same); `fd` stays open.
     static func names(_ fd: Int32) throws -> [[UInt8]] {
-        let copy = dup(fd)
-        guard let dir = fdopendir(copy) else { close(copy); throw DeliveryError("cannot list a directory", errno: errno) }
-        defer { closedir(dir) }
-        rewinddir(dir)
+        guard lseek(fd, 0, SEEK_SET) == 0, let reader = pb_directory_begin(fd) else {
+            throw DeliveryError("cannot list a directory", errno: errno)
+        }
+        defer { pb_directory_end(reader) }
         var names: [[UInt8]] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
-            if name == [0x2e] || name == [0x2e, 0x2e] { continue }
-            names.append(name)
+        var entry = pb_directory_entry()
+        while pb_directory_next(reader, &entry) == 1 {
+            names.append(Array(UnsafeRawBufferPointer(start: entry.name, count: entry.length)))
         }
         return names
     }

@@ -64,18 +64,9 @@ public final class DirectoryTree: ResourceTree {
         guard ResourcePath.staysBeneath(path) else { return [] }
         let fd = openat(rootFD, ResourcePath.relative(path), O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
         guard fd >= 0 else { return [] }
-        guard let dir = fdopendir(fd) else {
-            close(fd)
-            return []
-        }
-        defer { closedir(dir) }
+        defer { close(fd) }
         var names: [String] = []
-        while let entry = readdir(dir) {
-            let name = withUnsafePointer(to: entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: 256) { String(cString: $0) }
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
+        try? readDirectory(fd) { entry in names.append(String(cString: entry.name)) }
         return names
     }
 

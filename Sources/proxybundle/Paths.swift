@@ -1,4 +1,5 @@
 import ProxyBundleCore
+import CSyscalls
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -60,13 +61,11 @@ enum Paths {
 
     /// The number of entries of directory `path` ("." and ".." aside); nil if it cannot be read.
     static func entryCount(_ path: RawPath) -> Int? {
-        guard let dir = path.withCString({ opendir($0) }) else { return nil }
-        defer { closedir(dir) }
+        let fd = path.withCString { open($0, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC) }
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
         var count = 0
-        while let entry = readdir(dir) {
-            let name = RawPath(cString: directoryEntryName(entry))
-            if name != "." && name != ".." { count += 1 }
-        }
+        try? readDirectory(fd) { _ in count += 1 }
         return count
     }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ProxyBundleCore
+import CSyscalls
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -126,10 +127,12 @@ struct WhichCommand: ParsableCommand {
         var covering = stat()
         guard mount.mountpoint.withCString({ fstatat(AT_FDCWD, $0, &covering, 0) }) == 0 else { throw Errno.current }
         let fds = "/proc/\(pid)/fd"
-        guard let dir = opendir(fds) else { throw Errno.current }
-        defer { closedir(dir) }
-        while let entry = readdir(dir) {
-            let name = String(cString: directoryEntryName(entry))
+        let dir = open(fds, O_RDONLY | pb_O_DIRECTORY | pb_O_CLOEXEC)
+        guard dir >= 0 else { throw Errno.current }
+        defer { close(dir) }
+        var names: [String] = []
+        try? readDirectory(dir) { entry in names.append(String(cString: entry.name)) }
+        for name in names {
             guard Int(name) != nil else { continue }
             let link = fds + "/" + name
             var target = [UInt8](repeating: 0, count: 4096)

@@ -1,7 +1,8 @@
 // Thin C helpers for what Swift cannot reach of libfuse: its macros and versioned symbols,
 // and the FUSE device's own I/O. No logic lives here, except the passthrough amendments of
-// Passthrough.c, the polling of Spin.c and the io_uring transport of Uring.c. The system calls and GNU constants are CSyscalls'
-// (included here, so that the FUSE side needs one import).
+// Passthrough.c, the request inspection of Request.c, the polling of Spin.c and the io_uring
+// transport of Uring.c. The system calls and GNU constants are CSyscalls' (included here, so
+// that the FUSE side needs one import).
 #ifndef PROXYBUNDLE_CFUSESHIM_H
 #define PROXYBUNDLE_CFUSESHIM_H
 
@@ -38,6 +39,8 @@ int pb_request_makes_tmpfile(void);
 // rings' alike (0: never; Spin.c).
 void pb_spin_set_limit(unsigned microseconds);
 void pb_spin_until_readable(int fd);
+// Polls a ring's completion queue (`arrived`) before its thread sleeps (Uring.c).
+void pb_spin_until_completed(int (*arrived)(void *), void *ring);
 
 // FUSE over io_uring (Linux 6.14 and later, Uring.c), which libfuse 3.14 does not know: after
 // INIT, threads of the daemon's own serve the requests the kernel sends through rings, one

@@ -58,11 +58,25 @@ int pb_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *ne
 ssize_t pb_getxattrat(int dirfd, const char *name, const char *attribute, void *value, size_t size);
 ssize_t pb_listxattrat(int dirfd, const char *name, char *list, size_t size);
 int pb_setxattrat(int dirfd, const char *name, const char *attribute, const void *value, size_t size);
-// Reads entries of the directory open as `fd` into `buffer`, as struct linux_dirent64 records
-// (d_ino at 0, d_off at 8, d_reclen at 16, d_type at 18, the NUL-terminated name at 19):
-// the bytes read, 0 at the end, -1 with errno on failure (getdents64; glibc wraps it from 2.30
-// only under _GNU_SOURCE).
-ssize_t pb_getdents64(int fd, void *buffer, size_t size);
+// The one reader of directories (Directory.c): the entries of the directory open as `fd`,
+// from its offset on, in the order the file system gives them, "." and ".." left out, read
+// with getdents64 in batches of 32 KiB. The caller keeps `fd` open until pb_directory_end,
+// and closes it.
+struct pb_directory;
+struct pb_directory_entry {
+    const char *name;  // NUL-terminated; valid until the next call
+    size_t length;
+    uint64_t inode;
+    unsigned char type;  // DT_*
+};
+// A reader of `fd`; NULL with errno ENOMEM.
+struct pb_directory *pb_directory_begin(int fd);
+// The next entry: 1 with `entry` filled, 0 at the end, -1 with errno (getdents64's).
+int pb_directory_next(struct pb_directory *dir, struct pb_directory_entry *entry);
+// Whether the first read filled more than half the buffer: more names than one read holds
+// are likely to follow.
+int pb_directory_is_large(const struct pb_directory *dir);
+void pb_directory_end(struct pb_directory *dir);
 ssize_t pb_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
 int pb_fallocate(int fd, int mode, int64_t offset, int64_t length);
 extern const int pb_SEEK_DATA;

@@ -48,9 +48,9 @@ extension Overlay {
                 continue
             }
             defer { Sys.close(fd) }
-            try? Sys.readDirectory(fcntl(fd, F_DUPFD_CLOEXEC, 0)) { entry, _ in
+            try? readDirectory(fd) { entry in
                 var st = stat()
-                _ = fstatat(fd, directoryEntryName(entry), &st, AT_SYMLINK_NOFOLLOW)
+                _ = fstatat(fd, entry.name, &st, AT_SYMLINK_NOFOLLOW)
             }
         }
     }

@@ -76,14 +76,9 @@ public final class Spellings: Sendable {
     static func table(of fd: Int32) -> SpellingTable? {
         let dir = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dir >= 0 else { return nil }
+        defer { Sys.close(dir) }
         var table = SpellingTable()
-        let read: Void? = try? Sys.readDirectory(dir) { entry, _ in
-            Sys.withName(entry) { name, length in
-                let bytes = UnsafeRawBufferPointer(start: name, count: length)
-                if length <= 2 && bytes.allSatisfy({ $0 == 0x2E }) { return }
-                table.add(bytes)
-            }
-        }
+        let read: Void? = try? readDirectory(dir) { entry in table.add(entry.bytes) }
         return read == nil ? nil : table.compacted()
     }
 }

@@ -82,21 +82,19 @@ final class Workspace: Sendable {
     }
 }
 extension Sys {
-    /// The names in a directory just opened for reading as `fd` (not "." and ".."), read with
-    /// getdents64 straight into the list: no stream, no copy of the descriptor, so a listing
-    /// costs its open, its reads and its close (four system calls for most directories, which
-    /// matters when a merged directory is in hundreds of layers). `fd` stays open, at its end.
+    /// The names in a directory just opened for reading as `fd` (not "." and ".."), read by
+    /// the one directory reader straight into the list. `fd` stays open, at its end.
     static func entries(of fd: Int32) throws(Errno) -> EntryList {
         var result = EntryList()
-        // not zeroed: only what the kernel wrote is read
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32 << 10, alignment: 8)
-        defer { buffer.deallocate() }
-        guard let base = buffer.baseAddress else { return result }
+        guard let reader = pb_directory_begin(fd) else { throw Errno.current }
+        defer { pb_directory_end(reader) }
+        var entry = pb_directory_entry()
         var first = true
         while true {
-            let count = try checkSize { pb_getdents64(fd, base, buffer.count) }
-            if count == 0 { return result }
-            if first && count > buffer.count / 2 {
+            let found = pb_directory_next(reader, &entry)
+            if found == 0 { return result }
+            if found < 0 { throw Errno.current }
+            if first && pb_directory_is_large(reader) != 0 {
                 // more to come: a directory's size bounds its names on ext4 and most disk file
                 // systems (entries of at least 12 bytes); where it does not (tmpfs, some network
                 // file systems), the buffers grow
@@ -106,18 +104,7 @@ extension Sys {
                 }
             }
             first = false
-            var offset = 0
-            while offset + 19 < count {
-                let length = Int(buffer.loadUnaligned(fromByteOffset: offset + 16, as: UInt16.self))
-                guard length > 19, offset + length <= count else { break }
-                let name = (base + offset + 19).assumingMemoryBound(to: CChar.self)
-                let bytes = UnsafeRawBufferPointer(start: name, count: strnlen(name, length - 19))
-                if !EntryList.isDotOrDotDot(bytes) {
-                    result.append(bytes, type: buffer[offset + 18],
-                                  inode: buffer.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-                }
-                offset += length
-            }
+            result.append(entry.bytes, type: entry.type, inode: entry.inode)
         }
     }
 }

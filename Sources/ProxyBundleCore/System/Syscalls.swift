@@ -65,32 +65,6 @@ enum Sys {
         }
     }
 
-    /// Reads every entry of an open directory, without "." and "..". Takes ownership of `fd`.
-    static func readDirectory(_ fd: Int32, _ visit: (UnsafePointer<dirent>, Int32) -> Void) throws(Errno) {
-        guard let dir = fdopendir(fd) else {
-            let error = Errno.current
-            Sys.close(fd)
-            throw error
-        }
-        defer { closedir(dir) }
-        let dfd = dirfd(dir)
-        while true {
-            errno = 0
-            guard let entry = readdir(dir) else {
-                if errno != 0 { throw Errno.current }
-                return
-            }
-            visit(UnsafePointer(entry), dfd)
-        }
-    }
-
-    /// Runs `body` with the name of an entry of `entry` as a C string.
-    static func withName<T>(_ entry: UnsafePointer<dirent>,
-                            _ body: (UnsafePointer<CChar>, Int) -> T) -> T {
-        let name = directoryEntryName(entry)
-        return body(name, strlen(name))
-    }
-
     /// Extended attributes through `/proc/self/fd/N`: works on O_PATH descriptors, and opens
     /// nothing (no device side effects, no atime).
     static func withProcPath<T>(_ fd: Int32, _ body: (UnsafePointer<CChar>) throws(Errno) -> T) throws(Errno) -> T {
@@ -168,10 +142,24 @@ enum Sys {
     }
 }
 
-/// The name of a directory entry, read where it lies: the record may be shorter than `dirent`
-/// (copying the 256-byte `d_name` reads past the end of the last one; AddressSanitizer noticed).
-public func directoryEntryName(_ entry: UnsafePointer<dirent>) -> UnsafePointer<CChar> {
-    UnsafeRawPointer(entry).advanced(by: direntNameOffset).assumingMemoryBound(to: CChar.self)
+/// Every entry of the directory open as `fd`, from its offset on, without "." and "..", in the
+/// order the file system gives them: CSyscalls' one reader of directories, which every module
+/// uses (ProxyBundleDelivery, which does not import the core, calls it directly). `fd` stays
+/// open; an entry's name is valid only while `visit` runs.
+public func readDirectory(_ fd: Int32, _ visit: (pb_directory_entry) -> Void) throws(Errno) {
+    guard let reader = pb_directory_begin(fd) else { throw Errno.current }
+    defer { pb_directory_end(reader) }
+    var entry = pb_directory_entry()
+    while true {
+        switch pb_directory_next(reader, &entry) {
+        case 1: visit(entry)
+        case 0: return
+        default: throw Errno.current
+        }
+    }
 }
 
-private let direntNameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19
+extension pb_directory_entry {
+    /// The name's bytes (no NUL), valid only while the entry is visited.
+    public var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: name, count: length) }
+}

@@ -139,9 +139,7 @@ enum MergedView {
                 if errno != 0 { throw TestFailure("readdir \(path): errno \(errno)") }
                 return names
             }
-            // not entry.pointee.d_name: that copies 256 bytes, past the end of a short last record
-            let name = String(cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
-                .assumingMemoryBound(to: CChar.self))
+            let name = String(cString: directoryEntryName(entry))
             if name != "." && name != ".." { names.append(name) }
         }
     }
@@ -169,4 +167,11 @@ enum MergedView {
     static func describe(_ nodes: [String: Node]) -> String {
         nodes.keys.sorted().map { "  \($0.isEmpty ? "(root)" : $0): \(nodes[$0]!)" }.joined(separator: "\n")
     }
+}
+
+/// The name of an entry readdir(3) returned, read where it lies: not `entry.pointee.d_name`,
+/// which copies 256 bytes, past the end of a short last record (AddressSanitizer noticed).
+func directoryEntryName(_ entry: UnsafePointer<dirent>) -> UnsafePointer<CChar> {
+    UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name) ?? 19)
+        .assumingMemoryBound(to: CChar.self)
 }
