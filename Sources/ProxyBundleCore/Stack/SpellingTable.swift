@@ -10,10 +10,10 @@ import Glibc
 /// after it only where lowering the name does not give it.
 ///
 /// One allocation a table (`storage`: a header, the index's slots, each entry's start, each
-/// entry's length, then the names), about 8 bytes a name beside its bytes (4 for where it
-/// starts, 1 for its length, about 3 of slots), where four arrays took about 120 bytes more a
-/// directory and a dictionary from key to spelling an array for each name and a bucket:
-/// about 130. A probe compares lengths first, from their own small region, and reads a
+/// entry's length, then the names): about 8 bytes a name beside its bytes (4 for where it
+/// starts, 1 for its length, about 3 of slots) and about 70 a table, where four arrays took
+/// about 120 more a table, and a dictionary from key to spelling an array for each name and
+/// a bucket, about 130 a name. A probe compares lengths first, from their own small region, and reads a
 /// name's bytes only when the length is the key's. Several spellings of one key (`Data`
 /// beside `data`) are several entries; `first(of:)` takes the first in byte order.
 ///
