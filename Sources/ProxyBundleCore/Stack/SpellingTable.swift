@@ -276,14 +276,31 @@ enum FoldedKey {
         (byte &- 0x41) < 26 ? byte | 0x20 : byte
     }
 
-    /// Whether `stored` and `key` are one key, each lowered first where told.
+    /// Whether `stored` and `key` are one key, each lowered first where told: eight bytes at a
+    /// time (names of one directory often share their length and a long prefix, so a probe
+    /// of a table compares most of a name).
     static func equal(stored: UnsafeRawBufferPointer, lowered a: Bool, key: UnsafeRawBufferPointer, lowered b: Bool) -> Bool {
-        guard stored.count == key.count else { return false }
-        for index in 0 ..< stored.count {
-            let x = a ? lower(stored[index]) : stored[index]
-            let y = b ? lower(key[index]) : key[index]
-            if x != y { return false }
+        let count = stored.count
+        guard count == key.count else { return false }
+        guard count >= 8 else {
+            for index in 0 ..< count {
+                let x = a ? lower(stored[index]) : stored[index]
+                let y = b ? lower(key[index]) : key[index]
+                if x != y { return false }
+            }
+            return true
         }
-        return true
+        @inline(__always) func same(at offset: Int) -> Bool {
+            let x = stored.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            let y = key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            return (a ? NameHash.lower(x) : x) == (b ? NameHash.lower(y) : y)
+        }
+        var offset = 0
+        while offset + 8 <= count {
+            if !same(at: offset) { return false }
+            offset += 8
+        }
+        // the last eight bytes, overlapping the words compared where the count is not a multiple
+        return offset == count || same(at: count - 8)
     }
 }
