@@ -6,14 +6,27 @@ final class ChildIndexTests: XCTestCase {
     /// keyed by parent and name: the index finds exactly what the dictionary holds, also
     /// across its growth and after removals that move entries back.
     func testIndexAgreesWithADictionaryThroughRandomChanges() {
+        checkAgainstADictionary(folds: false)
+    }
+
+    /// The same where names fold, and the index hashes a name by its key: the spellings of a
+    /// name in one directory share a probe chain, and each is found as itself only.
+    func testIndexByKeysAgreesWithADictionaryThroughRandomChanges() {
+        checkAgainstADictionary(folds: true)
+    }
+
+    private func checkAgainstADictionary(folds: Bool) {
         var generator = SeededNumbers(seed: 0x5eed)
         var state = NodeTable.State()
+        state.named = ChildIndex(folds: folds)
+        // where names fold, of two cases: names that differ only by case collide
+        let letters = Array((folds ? "aAb" : "abc").utf8)
         var expected: [NodeTable.ChildKey: NodeID] = [:]
         var nextID: NodeID = 16
         // few parents and short names, so that names collide and probe chains form
         func randomKey() -> NodeTable.ChildKey {
             let length = Int(generator.next() % 40)  // short and long names
-            let name = (0..<max(length, 1)).map { _ in UInt8(0x61 + generator.next() % 3) }
+            let name = (0..<max(length, 1)).map { _ in letters[Int(generator.next() % 3)] }
             return NodeTable.ChildKey(parent: 1 + generator.next() % 4, name: name)
         }
         for step in 0..<20_000 {

@@ -31,8 +31,8 @@ final class NodeSpellingTests: XCTestCase {
     }
 
     /// A file renamed to another key no longer stands for its old one: a new file of the old
-    /// name is a node of its own, and the renamed one is found by its new key. Its slot, left
-    /// under the old hash, is taken out as the new one comes.
+    /// name is a node of its own, and the renamed one is found by its new key, in every
+    /// spelling of it.
     func testARenamedFileNoLongerStandsForItsOldName() {
         let table = NodeTable(root: root, foldsNames: true)
         let old = remember(table, rootNodeID, "Old.txt")
@@ -40,12 +40,12 @@ final class NodeSpellingTests: XCTestCase {
         let fresh = remember(table, rootNodeID, "OLD.TXT")
         XCTAssertNotEqual(fresh, old)
         XCTAssertEqual(remember(table, rootNodeID, "old.txt"), fresh)
-        XCTAssertEqual(table.locked { $0.spellings.count }, 1, "the renamed file's old slot went")
+        XCTAssertEqual(remember(table, rootNodeID, "NEW.TXT"), old, "the renamed file stands for its new name")
+        XCTAssertEqual(table.locked { $0.named.count }, 2)
     }
 
     /// A file removed, then forgotten, stands for its name no longer: a new file of that name
-    /// is a node of its own, and the slot of the one removed (left under the hash of the name
-    /// it had, as the dictionary before kept its key) goes as the new one comes.
+    /// is a node of its own, and the one removed left the index with its name.
     func testARemovedFileNoLongerStandsForItsName() {
         let table = NodeTable(root: root, foldsNames: true)
         let id = remember(table, rootNodeID, "Gone.txt")
@@ -55,6 +55,20 @@ final class NodeSpellingTests: XCTestCase {
         let fresh = remember(table, rootNodeID, "GONE.TXT")
         XCTAssertNotEqual(fresh, id)
         XCTAssertEqual(remember(table, rootNodeID, "gone.txt"), fresh)
-        XCTAssertEqual(table.locked { $0.spellings.count }, 1)
+        XCTAssertEqual(table.locked { $0.named.count }, 1)
+    }
+
+    /// A name that came to lead to an entry of another kind (a file replaced by a directory of
+    /// another spelling) is a new node, which stands for the name's spellings from then on:
+    /// another spelling of the directory is another node of that directory, not of the file.
+    func testTheNewestNodeOfANameStandsForItsSpellings() {
+        let table = NodeTable(root: root, foldsNames: true)
+        let file = remember(table, rootNodeID, "Item")
+        let directory = remember(table, rootNodeID, "ITEM", directory: true)
+        XCTAssertNotEqual(directory, file)
+        let other = remember(table, rootNodeID, "item", directory: true)
+        XCTAssertNotEqual(other, directory, "each spelling of a directory is a node")
+        XCTAssertEqual(table.otherSpellings(of: other), [directory])
+        XCTAssertEqual(Set(table.otherSpellings(of: directory)), [other])
     }
 }

@@ -4,6 +4,10 @@
 /// full: 12 bytes a slot, where a dictionary keyed by parent and name took 24 and an array
 /// for the name.
 ///
+/// Where names fold (`folds`), a name is hashed by its key (see `CaseFold`), so every
+/// spelling of one name in one directory is in one probe chain: the node that stands for
+/// them is found there (see NodeTable+Spellings.swift), with no index of its own.
+///
 /// A node must leave the index before its parent or name changes, and before it leaves the
 /// node store: the index finds an entry by the node's current name.
 struct ChildIndex {
@@ -11,6 +15,21 @@ struct ChildIndex {
     private var ids: [NodeID] = []
     private var hashes: [UInt32] = []
     private(set) var count = 0
+    /// Whether names are hashed by their keys (`-o casefold`).
+    let folds: Bool
+
+    init(folds: Bool = false) {
+        self.folds = folds
+    }
+
+    /// The hash of `name` in `parent`, by its key where names fold.
+    func hash(_ parent: NodeID, _ name: UnsafeRawBufferPointer) -> UInt32 {
+        folds ? ChildIndex.foldedHash(parent, name) : ChildIndex.hash(parent, name)
+    }
+
+    func hash(_ parent: NodeID, _ name: [UInt8]) -> UInt32 {
+        name.withUnsafeBytes { hash(parent, $0) }
+    }
 
     static func hash(_ parent: NodeID, _ name: UnsafeRawBufferPointer) -> UInt32 {
         var hasher = Hasher()
@@ -19,8 +38,12 @@ struct ChildIndex {
         return UInt32(truncatingIfNeeded: hasher.finalize())
     }
 
-    static func hash(_ parent: NodeID, _ name: [UInt8]) -> UInt32 {
-        name.withUnsafeBytes { hash(parent, $0) }
+    /// The hash of the key of `name` in `parent`: an ASCII name's is taken lowered on the fly,
+    /// any other's folded first.
+    static func foldedHash(_ parent: NodeID, _ name: UnsafeRawBufferPointer) -> UInt32 {
+        let folded = FoldedKey.isASCII(name) ? NameHash.hash(name, lowering: true)
+            : CaseFold.key(name).withUnsafeBytes { NameHash.hash($0, lowering: false) }
+        return UInt32(truncatingIfNeeded: (folded ^ (UInt64(parent) &* 0x9E37_79B9_7F4A_7C15)) >> 17)
     }
 
     /// The node named `name` in `parent` (whose hash is `hash`), and its slot.
@@ -37,17 +60,16 @@ struct ChildIndex {
         return nil
     }
 
-    /// The first node of hash `hash` that `accepts` takes, and its slot: for an index whose
-    /// nodes are told apart by another rule than their own name (see NodeTable+Spellings.swift).
-    func find(hash: UInt32, where accepts: (NodeID) -> Bool) -> (slot: Int, id: NodeID)? {
-        guard count > 0 else { return nil }
+    /// Calls `body` with every node of hash `hash`: where names fold, each node named in
+    /// one directory with one key (see NodeTable+Spellings.swift), among others.
+    func forEach(hash: UInt32, _ body: (NodeID) -> Void) {
+        guard count > 0 else { return }
         let mask = ids.count - 1
         var slot = Int(hash) & mask
         while ids[slot] != 0 {
-            if hashes[slot] == hash && accepts(ids[slot]) { return (slot, ids[slot]) }
+            if hashes[slot] == hash { body(ids[slot]) }
             slot = (slot + 1) & mask
         }
-        return nil
     }
 
     /// The slot of node `id`, found by the hash of its current parent and name.

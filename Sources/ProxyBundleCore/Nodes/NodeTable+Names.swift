@@ -4,7 +4,7 @@
 extension NodeTable.State {
     /// The node `key` leads to.
     func child(_ key: NodeTable.ChildKey) -> NodeID? {
-        child(key, hash: ChildIndex.hash(key.parent, key.name))
+        child(key, hash: named.hash(key.parent, key.name))
     }
 
     /// The node `key`, whose index hash is `hash`, leads to.
@@ -15,7 +15,7 @@ extension NodeTable.State {
 
     /// `key` now leads to node `id` (and no longer to any other node).
     mutating func setChild(_ key: NodeTable.ChildKey, _ id: NodeID) {
-        let hash = ChildIndex.hash(key.parent, key.name)
+        let hash = named.hash(key.parent, key.name)
         _ = removeChild(key, hash: hash)
         if let node = nodes[id], node.parent == key.parent, node.name.matches(key.name) {
             named.insert(id, hash: hash)
@@ -32,7 +32,7 @@ extension NodeTable.State {
 
     /// Takes `key` away from the node it leads to, and returns that node.
     mutating func removeChild(_ key: NodeTable.ChildKey) -> NodeID? {
-        removeChild(key, hash: ChildIndex.hash(key.parent, key.name))
+        removeChild(key, hash: named.hash(key.parent, key.name))
     }
 
     private mutating func removeChild(_ key: NodeTable.ChildKey, hash: UInt32) -> NodeID? {
@@ -55,7 +55,7 @@ extension NodeTable.State {
 
     /// Takes node `id`'s own name out of the index (before it changes or the node goes).
     mutating func unindex(_ id: NodeID, _ node: NodeTable.Node) {
-        let hash = node.name.withBytes { ChildIndex.hash(node.parent, $0) }
+        let hash = node.name.withBytes { named.hash(node.parent, $0) }
         if let slot = named.slot(of: id, hash: hash) { named.remove(at: slot) }
     }
 

@@ -6,79 +6,63 @@
 /// one kernel inode, so one page cache and one set of attributes.
 extension NodeTable {
     /// What the spellings of one name share: its directory's standing node and its key (the
-    /// key of `name`), and their hash in `State.spellings`, which keeps no key: a node there
-    /// is found by its hash and told from others by its own name.
+    /// key of `name`).
     struct SpelledKey {
         let parent: NodeID
         let name: [UInt8]
-        let hash: UInt32
     }
 
     static func foldedKey(parent: NodeID, name: [UInt8], in s: State) -> SpelledKey {
-        let standing = s.canonical[parent] ?? parent
-        return SpelledKey(parent: standing, name: name, hash: name.withUnsafeBytes { spellingHash(standing, $0) })
+        SpelledKey(parent: s.canonical[parent] ?? parent, name: name)
     }
 
-    /// The hash of the key of `name` in the directory whose standing node is `parent`: an
-    /// ASCII name's is taken lowered on the fly, any other's folded once.
-    private static func spellingHash(_ parent: NodeID, _ name: UnsafeRawBufferPointer) -> UInt32 {
-        let folded = FoldedKey.isASCII(name) ? NameHash.hash(name, lowering: true)
-            : CaseFold.key(Array(name)).withUnsafeBytes { NameHash.hash($0, lowering: false) }
-        return UInt32(truncatingIfNeeded: (folded ^ (UInt64(parent) &* 0x9E37_79B9_7F4A_7C15)) >> 17)
-    }
-
-    /// Whether node `id` is now a spelling of `key` (in the table, by its directory and name).
-    private static func spells(_ id: NodeID, _ key: SpelledKey, in s: State) -> Bool {
-        guard let node = s.nodes[id], node.parent != detachedParent, (s.canonical[node.parent] ?? node.parent) == key.parent
-        else { return false }
-        return node.name.withBytes { mine in
-            key.name.withUnsafeBytes { theirs in
+    /// Whether `node` is named with the key of `name`.
+    private static func spells(_ node: Node, _ name: [UInt8]) -> Bool {
+        node.name.withBytes { mine in
+            name.withUnsafeBytes { theirs in
                 if FoldedKey.isASCII(mine) && FoldedKey.isASCII(theirs) {
                     return FoldedKey.equal(stored: mine, lowered: true, key: theirs, lowered: true)
                 }
-                return CaseFold.key(Array(mine)) == CaseFold.key(key.name)
+                return CaseFold.key(Array(mine)) == CaseFold.key(name)
             }
         }
     }
 
-    /// Whether node `id` still has the hash `hash`: its directory and name did not change since
-    /// it came into `spellings` (nor its directory's standing node).
-    private static func hashes(_ id: NodeID, to hash: UInt32, in s: State) -> Bool {
-        guard let node = s.nodes[id], node.parent != detachedParent else { return false }
-        return node.name.withBytes { spellingHash(s.canonical[node.parent] ?? node.parent, $0) } == hash
-    }
-
     /// The node that stands for the spellings `folded` of an entry of kind `kind`, if the
-    /// table still has it there.
+    /// table has it: of the nodes named with that key in the directory's standing node or in
+    /// another spelling of it, the newest. The index hashes names by key (see `ChildIndex`),
+    /// so they are in one probe chain for each spelling of the directory, and a name renamed
+    /// or removed leaves it with its node. Nil where the newest is of another kind: a new node
+    /// then takes its place, as the newest.
     static func spelled(_ folded: SpelledKey, kind: UInt8, isDirectory: Bool, in s: State) -> NodeID? {
-        guard let (_, id) = s.spellings.find(hash: folded.hash, where: { spells($0, folded, in: s) }),
-              let node = s.nodes[id], node.kind == kind, node.placement.isDirectory == isDirectory else { return nil }
-        return id
+        var newest: NodeID = 0
+        forEachSpelling(of: folded.parent, in: s) { directory in
+            s.named.forEach(hash: s.named.hash(directory, folded.name)) { id in
+                guard id > newest, let node = s.nodes[id], node.parent == directory, spells(node, folded.name) else { return }
+                newest = id
+            }
+        }
+        guard let node = s.nodes[newest], node.kind == kind, node.placement.isDirectory == isDirectory else { return nil }
+        return newest
     }
 
-    /// A new node `id`, a spelling of `folded`: it stands for them if none does yet (taking
-    /// the place of any node that stood for them, and of those of the same hash that moved or
-    /// left since); a directory otherwise records the one that does.
-    static func recordSpelling(_ id: NodeID, _ folded: SpelledKey, standing: NodeID?, in s: inout State) {
-        if let standing {
-            s.canonical[id] = s.canonical[standing] ?? standing
-            return
-        }
-        while let (slot, _) = s.spellings.find(hash: folded.hash, where: { other in
-            spells(other, folded, in: s) || !hashes(other, to: folded.hash, in: s)
-        }) {
-            s.spellings.remove(at: slot)
-        }
-        s.spellings.insert(id, hash: folded.hash)
+    /// Calls `body` with directory node `standing` and each other spelling of it.
+    private static func forEachSpelling(of standing: NodeID, in s: State, _ body: (NodeID) -> Void) {
+        body(standing)
+        guard !s.canonical.isEmpty else { return }
+        for (node, stands) in s.canonical where stands == standing && node != standing { body(node) }
     }
 
-    /// Node `id` (whose state is `node`) leaves the table.
-    static func forgetSpelling(_ id: NodeID, _ node: Node, in s: inout State) {
-        guard s.spellings.count > 0 || !s.canonical.isEmpty else { return }
+    /// A new directory node `id`, another spelling of the directory `standing` stands for:
+    /// it records which node that is (a node without one stands for itself, being the newest).
+    static func recordSpelling(_ id: NodeID, standing: NodeID?, in s: inout State) {
+        if let standing { s.canonical[id] = s.canonical[standing] ?? standing }
+    }
+
+    /// Node `id` leaves the table.
+    static func forgetSpelling(_ id: NodeID, in s: inout State) {
+        guard !s.canonical.isEmpty else { return }
         s.canonical[id] = nil
-        let standing = s.canonical[node.parent] ?? node.parent
-        let hash = node.name.withBytes { spellingHash(standing, $0) }
-        if let slot = s.spellings.slot(of: id, hash: hash) { s.spellings.remove(at: slot) }
     }
 
     /// The other spellings of directory node `id` that the kernel holds: their cached

@@ -97,10 +97,8 @@ final class NodeTable: Sendable {
         /// the same node (one kernel inode, so one page cache and one set of attributes), also
         /// when the names are found separately.
         var linked: [UInt64: NodeID] = [:]
-        /// Where names fold: the node that stands for the spellings of a name, by its
-        /// directory's standing node and its folded name, and for another spelling of a
-        /// directory, the node that stands for it (see NodeTable+Spellings.swift).
-        var spellings = ChildIndex()
+        /// Where names fold: for another spelling of a directory, the node that stands for it
+        /// (see NodeTable+Spellings.swift).
         var canonical: [NodeID: NodeID] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent = AbsentNames()
@@ -160,6 +158,7 @@ final class NodeTable: Sendable {
     init(root: Placement, foldsNames: Bool = false) {
         self.foldsNames = foldsNames
         var initial = State()
+        initial.named = ChildIndex(folds: foldsNames)
         initial.nodes[rootNodeID] = Node(parent: rootNodeID, name: [], lookups: 1, placement: root)
         state = Locked(initial, rank: .nodeTable)
     }
@@ -284,7 +283,7 @@ final class NodeTable: Sendable {
             let current = (resolvedAt == nil || resolvedAt == s.version) && generation.number == s.generation
             let shared = current && placement.inSubstitution && !placement.isDirectory && linkCount > 1 && identity != 0
             if shared, let id = NodeTable.linkedNode(identity, kind: kind, for: key, in: &s) { return id }
-            let hash = ChildIndex.hash(parent, name)
+            let hash = s.named.hash(parent, name)
             if let id = s.child(key, hash: hash), var node = s.nodes[id] {
                 let same = node.kind == kind && node.placement.isDirectory == placement.isDirectory
                     && (placement.isDirectory || node.identity == identity || node.identity == 0 || !current)
@@ -327,7 +326,7 @@ final class NodeTable: Sendable {
                                placement: placement, kind: kind)
             s.indexNew(id, hash: hash)
             if shared { s.linked[identity] = id }
-            if let folded { NodeTable.recordSpelling(id, folded, standing: standing, in: &s) }
+            NodeTable.recordSpelling(id, standing: standing, in: &s)
             return id
         }
     }
@@ -417,7 +416,7 @@ final class NodeTable: Sendable {
         s.nodes[id] = nil
         if node.hasExtras { s.extras[id] = nil }
         if !s.linked.isEmpty, s.linked[node.identity] == id { s.linked[node.identity] = nil }
-        forgetSpelling(id, node, in: &s)
+        forgetSpelling(id, in: &s)
         if node.placement.isDirectory { s.mayHaveOrphans = true }
     }
 

@@ -9,40 +9,63 @@ import Glibc
 /// lowered on the fly. Any other name is folded once, when it is added, and its key kept
 /// after it only where lowering the name does not give it.
 ///
-/// About 8 bytes a name beside its bytes (4 for where it starts, 1 for its length, about 3 of
-/// slots), where a dictionary from key to spelling took an array for each (often two) and a
-/// bucket: about 130. A probe compares lengths first, from their own small array, and reads a
+/// One allocation a table (`storage`: a header, the index's slots, each entry's start, each
+/// entry's length, then the names): about 8 bytes a name beside its bytes (4 for where it
+/// starts, 1 for its length, about 3 of slots) and about 70 a table, where four arrays took
+/// about 120 more a table, and a dictionary from key to spelling an array for each name and
+/// a bucket, about 130 a name. A probe compares lengths first, from their own small region, and reads a
 /// name's bytes only when the length is the key's. Several spellings of one key (`Data`
 /// beside `data`) are several entries; `first(of:)` takes the first in byte order.
 ///
 /// Entry numbers follow the order names were added: a table made from a listing
 /// (`init(_:)`) numbers its names as the listing does.
 struct SpellingTable: Sendable {
-    private var bytes: [UInt8] = []
-    /// Where each entry's spelling starts in `bytes`, with `keptKey` set where its key follows
-    /// it (two bytes of length, then the key) rather than being the spelling lowered.
-    private var starts: [UInt32] = []
-    /// Each entry's spelling's length (at most 255).
-    private var lengths: [UInt8] = []
+    /// Empty for a table with room for nothing; otherwise `Header.words` words of header,
+    /// then the slots (an entry's number plus one, 0 for an empty slot; at most three
+    /// quarters full; two bytes a slot while the table has room for fewer than 65,535 names,
+    /// as nearly every directory has, four past that), one word an entry (where its spelling
+    /// starts among the names, with `keptKey` set where its key follows it: two bytes of
+    /// length, then the key), one byte an entry (its spelling's length, at most 255), and
+    /// the names. Regions are sized for `capacity` entries and `nameCapacity` bytes.
+    private var storage: [UInt32] = []
     private static let keptKey: UInt32 = 1 << 31
-    /// An entry's number plus one, 0 for an empty slot; at most three quarters full. Two
-    /// bytes a slot (`narrow`) while the table has fewer than 65,535 names, as nearly every
-    /// directory has; four (`wide`) past that.
-    private var narrow: [UInt16] = []
-    private var wide: [UInt32] = []
-    private var slotCount: Int { wide.isEmpty ? narrow.count : wide.count }
     private static let narrowLimit = Int(UInt16.max)
 
-    var count: Int { starts.count }
+    /// The header's words, in order.
+    private enum Header: Int {
+        case count, nameBytes, capacity, nameCapacity, slotCount, wide
+        static let words = 6
+    }
+
+    /// Where each region starts, in bytes, for a table of this shape.
+    private struct Layout {
+        let count: Int
+        let nameBytes: Int
+        let capacity: Int
+        let nameCapacity: Int
+        let slotCount: Int
+        let wide: Bool
+        var slots: Int { Header.words * 4 }
+        var starts: Int { slots + (wide ? 4 * slotCount : 2 * slotCount + 2 * (slotCount & 1)) }
+        var lengths: Int { starts + 4 * capacity }
+        var names: Int { lengths + (capacity + 3) & ~3 }
+        var words: Int { (names + nameCapacity + 3) / 4 }
+    }
+
+    private var layout: Layout {
+        guard !storage.isEmpty else { return Layout(count: 0, nameBytes: 0, capacity: 0, nameCapacity: 0, slotCount: 0, wide: false) }
+        return Layout(count: Int(storage[Header.count.rawValue]), nameBytes: Int(storage[Header.nameBytes.rawValue]),
+                      capacity: Int(storage[Header.capacity.rawValue]), nameCapacity: Int(storage[Header.nameCapacity.rawValue]),
+                      slotCount: Int(storage[Header.slotCount.rawValue]), wide: storage[Header.wide.rawValue] != 0)
+    }
+
+    var count: Int { storage.isEmpty ? 0 : Int(storage[Header.count.rawValue]) }
 
     init() {}
 
     /// An empty table with room for `count` names of `nameBytes` bytes in all.
     init(capacity count: Int, nameBytes: Int) {
-        bytes.reserveCapacity(nameBytes)
-        starts.reserveCapacity(count)
-        lengths.reserveCapacity(count)
-        sizeSlots(for: count)
+        resize(capacity: count, nameCapacity: nameBytes)
     }
 
     /// The names of `list`, in its order (entry `i` is the list's entry `i`).
@@ -57,65 +80,116 @@ struct SpellingTable: Sendable {
     /// Adds the spelling `name` (at most 255 bytes; a longer one is left out, as no
     /// directory holds it).
     mutating func add(_ name: UnsafeRawBufferPointer) {
-        guard name.count <= 255, bytes.count < Int(SpellingTable.keptKey) - 2048 else { return }
-        let start = UInt32(bytes.count)
-        bytes.append(contentsOf: name)
+        guard name.count <= 255 else { return }
         let hash: UInt64
-        var keptKey = false
+        var key: [UInt8]? = nil
         if FoldedKey.isASCII(name) {
             hash = NameHash.hash(name, lowering: true)
         } else {
-            let key = CaseFold.key(Array(name))
-            hash = key.withUnsafeBytes { NameHash.hash($0, lowering: false) }
-            keptKey = !key.withUnsafeBytes { FoldedKey.equal(stored: name, lowered: true, key: $0, lowered: false) }
-            if keptKey {
-                bytes.append(UInt8(truncatingIfNeeded: key.count))
-                bytes.append(UInt8(truncatingIfNeeded: key.count >> 8))
-                bytes.append(contentsOf: key)
+            let folded = CaseFold.key(Array(name))
+            hash = folded.withUnsafeBytes { NameHash.hash($0, lowering: false) }
+            if !folded.withUnsafeBytes({ FoldedKey.equal(stored: name, lowered: true, key: $0, lowered: false) }) { key = folded }
+        }
+        let needed = name.count + (key.map { 2 + $0.count } ?? 0)
+        var shape = layout
+        guard shape.nameBytes + needed < Int(SpellingTable.keptKey) - 2048 else { return }
+        if shape.count == shape.capacity || shape.nameBytes + needed > shape.nameCapacity {
+            resize(capacity: Swift.max(shape.count + 1, 2 * shape.capacity, 8),
+                   nameCapacity: Swift.max(shape.nameBytes + needed, 2 * shape.nameCapacity, 64))
+            shape = layout
+        }
+        let index = shape.count
+        storage.withUnsafeMutableBytes { raw in
+            var at = shape.names + shape.nameBytes
+            UnsafeMutableRawBufferPointer(rebasing: raw[at ..< at + name.count]).copyMemory(from: name)
+            at += name.count
+            if let key {
+                raw[at] = UInt8(truncatingIfNeeded: key.count)
+                raw[at + 1] = UInt8(truncatingIfNeeded: key.count >> 8)
+                key.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: raw[at + 2 ..< at + 2 + key.count]).copyMemory(from: $0) }
             }
+            let start = UInt32(shape.nameBytes)
+            raw.storeBytes(of: key != nil ? start | SpellingTable.keptKey : start, toByteOffset: shape.starts + 4 * index, as: UInt32.self)
+            raw[shape.lengths + index] = UInt8(name.count)
         }
-        starts.append(keptKey ? start | SpellingTable.keptKey : start)
-        lengths.append(UInt8(name.count))
-        if count * 4 > slotCount * 3 || (wide.isEmpty && count >= SpellingTable.narrowLimit) {
-            sizeSlots(for: count * 2)
-        } else {
-            place(count, hash)
-        }
+        storage[Header.count.rawValue] = UInt32(index + 1)
+        storage[Header.nameBytes.rawValue] = UInt32(shape.nameBytes + needed)
+        storage.withUnsafeMutableBytes { raw in SpellingTable.place(index + 1, hash, raw, shape) }
     }
 
     mutating func add(_ name: [UInt8]) {
         name.withUnsafeBytes { add($0) }
     }
 
-    /// The table with no spare capacity: kept for long, it should not hold what growing
-    /// reserved. A table made from a listing has none: it is kept as it is, not copied.
+    /// The table with no spare room: kept for long, it should not hold what growing reserved.
+    /// A table made from a listing of ASCII names has none: it is kept as it is, not copied.
     func compacted() -> SpellingTable {
-        if bytes.capacity - bytes.count <= 64 && starts.capacity - count <= 8
-            && slotCount == SpellingTable.slotCount(for: count) { return self }
-        var copy = SpellingTable()
-        copy.bytes = bytes.withUnsafeBufferPointer { Array($0) }
-        copy.starts = starts.withUnsafeBufferPointer { Array($0) }
-        copy.lengths = lengths.withUnsafeBufferPointer { Array($0) }
-        (copy.narrow, copy.wide) = (narrow, wide)
-        copy.sizeSlots(for: count)
+        let shape = layout
+        if storage.isEmpty || shape.capacity == shape.count && shape.nameCapacity - shape.nameBytes < 4
+            && shape.slotCount == SpellingTable.slotCount(for: shape.count) { return self }
+        var copy = self
+        copy.resize(capacity: shape.count, nameCapacity: shape.nameBytes)
         return copy
+    }
+
+    /// Gives the table room for `capacity` entries and `nameCapacity` bytes of names, its
+    /// index sized for them.
+    private mutating func resize(capacity: Int, nameCapacity: Int) {
+        let old = layout
+        guard capacity > 0 || old.count > 0 else { return storage = [] }
+        let slotCount = SpellingTable.slotCount(for: capacity)
+        let shape = Layout(count: old.count, nameBytes: old.nameBytes, capacity: capacity, nameCapacity: (nameCapacity + 3) & ~3,
+                           slotCount: slotCount, wide: capacity >= SpellingTable.narrowLimit)
+        var made = [UInt32](repeating: 0, count: shape.words)
+        made[Header.count.rawValue] = UInt32(shape.count)
+        made[Header.nameBytes.rawValue] = UInt32(shape.nameBytes)
+        made[Header.capacity.rawValue] = UInt32(shape.capacity)
+        made[Header.nameCapacity.rawValue] = UInt32(shape.nameCapacity)
+        made[Header.slotCount.rawValue] = UInt32(shape.slotCount)
+        made[Header.wide.rawValue] = shape.wide ? 1 : 0
+        storage.withUnsafeBytes { from in
+            made.withUnsafeMutableBytes { to in
+                guard old.count > 0 else { return }
+                func copy(_ count: Int, from source: Int, to target: Int) {
+                    UnsafeMutableRawBufferPointer(rebasing: to[target ..< target + count])
+                        .copyMemory(from: UnsafeRawBufferPointer(rebasing: from[source ..< source + count]))
+                }
+                copy(4 * old.count, from: old.starts, to: shape.starts)
+                copy(old.count, from: old.lengths, to: shape.lengths)
+                copy(old.nameBytes, from: old.names, to: shape.names)
+                for index in 0 ..< old.count {
+                    let hash = SpellingTable.withKey(ofEntry: index, UnsafeRawBufferPointer(to), shape) { key, lowered in
+                        NameHash.hash(key, lowering: lowered)
+                    }
+                    SpellingTable.place(index + 1, hash, to, shape)
+                }
+            }
+        }
+        storage = made
     }
 
     /// The spelling of entry `index`.
     func withSpelling<T>(_ index: Int, _ body: (UnsafeRawBufferPointer) -> T) -> T {
-        bytes.withUnsafeBytes { body(spelling(index, $0)) }
+        let shape = layout
+        return storage.withUnsafeBytes { body(SpellingTable.spelling(index, $0, shape)) }
     }
 
-    /// Entry `index`'s spelling in `raw`, the bytes of `bytes`.
-    private func spelling(_ index: Int, _ raw: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
-        let start = Int(starts[index] & ~SpellingTable.keptKey)
-        return UnsafeRawBufferPointer(rebasing: raw[start ..< start + Int(lengths[index])])
+    /// Entry `index`'s start word in `raw`, the bytes of `storage`.
+    private static func start(_ index: Int, _ raw: UnsafeRawBufferPointer, _ shape: Layout) -> UInt32 {
+        raw.load(fromByteOffset: shape.starts + 4 * index, as: UInt32.self)
+    }
+
+    /// Entry `index`'s spelling in `raw`, the bytes of `storage`.
+    private static func spelling(_ index: Int, _ raw: UnsafeRawBufferPointer, _ shape: Layout) -> UnsafeRawBufferPointer {
+        let at = shape.names + Int(start(index, raw, shape) & ~keptKey)
+        return UnsafeRawBufferPointer(rebasing: raw[at ..< at + Int(raw[shape.lengths + index])])
     }
 
     /// Entry `index`'s kept key in `raw`, nil when its key is its spelling lowered.
-    private func keptKey(_ index: Int, _ raw: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
-        guard starts[index] & SpellingTable.keptKey != 0 else { return nil }
-        let at = Int(starts[index] & ~SpellingTable.keptKey) + Int(lengths[index])
+    private static func keptKey(_ index: Int, _ raw: UnsafeRawBufferPointer, _ shape: Layout) -> UnsafeRawBufferPointer? {
+        let word = start(index, raw, shape)
+        guard word & keptKey != 0 else { return nil }
+        let at = shape.names + Int(word & ~keptKey) + Int(raw[shape.lengths + index])
         let count = Int(raw[at]) | Int(raw[at + 1]) << 8
         return UnsafeRawBufferPointer(rebasing: raw[at + 2 ..< at + 2 + count])
     }
@@ -176,10 +250,14 @@ struct SpellingTable: Sendable {
 
     /// The same for the key of entry `index`.
     private func withKey<T>(ofEntry index: Int, _ body: (UnsafeRawBufferPointer, Bool) -> T) -> T {
-        bytes.withUnsafeBytes { raw in
-            if let key = keptKey(index, raw) { return body(key, false) }
-            return body(spelling(index, raw), true)
-        }
+        let shape = layout
+        return storage.withUnsafeBytes { SpellingTable.withKey(ofEntry: index, $0, shape, body) }
+    }
+
+    private static func withKey<T>(ofEntry index: Int, _ raw: UnsafeRawBufferPointer, _ shape: Layout,
+                                   _ body: (UnsafeRawBufferPointer, Bool) -> T) -> T {
+        if let key = keptKey(index, raw, shape) { return body(key, false) }
+        return body(spelling(index, raw, shape), true)
     }
 
     private func firstEntry(_ key: UnsafeRawBufferPointer, _ lowered: Bool,
@@ -199,26 +277,30 @@ struct SpellingTable: Sendable {
     /// Calls `body` with the number of each entry whose key is `key` (to be lowered first
     /// where `lowered`).
     private func forEachEntry(_ key: UnsafeRawBufferPointer, _ lowered: Bool, _ body: (Int) -> Void) {
-        guard slotCount > 0 else { return }
+        let shape = layout
+        guard shape.count > 0 else { return }
         let hash = NameHash.hash(key, lowering: lowered)
-        let mask = slotCount - 1
+        let mask = shape.slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
-        bytes.withUnsafeBytes { raw in
-            while self[slot] != 0 {
-                let index = self[slot] - 1
-                if matches(index, raw, key, lowered) { body(index) }
+        storage.withUnsafeBytes { raw in
+            var number = SpellingTable.slot(slot, raw, shape)
+            while number != 0 {
+                if SpellingTable.matches(number - 1, raw, shape, key, lowered) { body(number - 1) }
                 slot = (slot + 1) & mask
+                number = SpellingTable.slot(slot, raw, shape)
             }
         }
     }
 
     /// Whether entry `index`'s key is `key`: an entry whose key is its spelling lowered is
     /// passed over by its length alone unless that is the key's.
-    private func matches(_ index: Int, _ raw: UnsafeRawBufferPointer, _ key: UnsafeRawBufferPointer, _ lowered: Bool) -> Bool {
-        if starts[index] & SpellingTable.keptKey == 0 {
-            return Int(lengths[index]) == key.count && FoldedKey.equal(stored: spelling(index, raw), lowered: true, key: key, lowered: lowered)
+    private static func matches(_ index: Int, _ raw: UnsafeRawBufferPointer, _ shape: Layout,
+                                _ key: UnsafeRawBufferPointer, _ lowered: Bool) -> Bool {
+        if start(index, raw, shape) & keptKey == 0 {
+            return Int(raw[shape.lengths + index]) == key.count
+                && FoldedKey.equal(stored: spelling(index, raw, shape), lowered: true, key: key, lowered: lowered)
         }
-        return keptKey(index, raw).map { FoldedKey.equal(stored: $0, lowered: false, key: key, lowered: lowered) } ?? false
+        return keptKey(index, raw, shape).map { FoldedKey.equal(stored: $0, lowered: false, key: key, lowered: lowered) } ?? false
     }
 
     // MARK: index
@@ -230,28 +312,21 @@ struct SpellingTable: Sendable {
         return size
     }
 
-    private mutating func sizeSlots(for count: Int) {
-        let size = SpellingTable.slotCount(for: count)
-        let isWide = Swift.max(count, self.count) >= SpellingTable.narrowLimit
-        guard size != slotCount || isWide == wide.isEmpty else { return }
-        narrow = isWide ? [] : Array(repeating: 0, count: size)
-        wide = isWide ? Array(repeating: 0, count: size) : []
-        for index in starts.indices {
-            let hash = withKey(ofEntry: index) { key, lowered in NameHash.hash(key, lowering: lowered) }
-            place(index + 1, hash)
-        }
-    }
-
     /// The entry number plus one in slot `slot`, 0 when it is empty.
-    private subscript(slot: Int) -> Int {
-        wide.isEmpty ? Int(narrow[slot]) : Int(wide[slot])
+    private static func slot(_ slot: Int, _ raw: UnsafeRawBufferPointer, _ shape: Layout) -> Int {
+        shape.wide ? Int(raw.load(fromByteOffset: shape.slots + 4 * slot, as: UInt32.self))
+            : Int(raw.load(fromByteOffset: shape.slots + 2 * slot, as: UInt16.self))
     }
 
-    private mutating func place(_ number: Int, _ hash: UInt64) {
-        let mask = slotCount - 1
+    private static func place(_ number: Int, _ hash: UInt64, _ raw: UnsafeMutableRawBufferPointer, _ shape: Layout) {
+        let mask = shape.slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
-        while self[slot] != 0 { slot = (slot + 1) & mask }
-        if wide.isEmpty { narrow[slot] = UInt16(number) } else { wide[slot] = UInt32(number) }
+        while self.slot(slot, UnsafeRawBufferPointer(raw), shape) != 0 { slot = (slot + 1) & mask }
+        if shape.wide {
+            raw.storeBytes(of: UInt32(number), toByteOffset: shape.slots + 4 * slot, as: UInt32.self)
+        } else {
+            raw.storeBytes(of: UInt16(number), toByteOffset: shape.slots + 2 * slot, as: UInt16.self)
+        }
     }
 }
 
