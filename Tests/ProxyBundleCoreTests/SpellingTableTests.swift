@@ -10,6 +10,34 @@ final class SpellingTableTests: XCTestCase {
         return table
     }
 
+    /// A table knows once two of its names share a key; until then each entry is the first
+    /// spelling of its own key without a probe (a merged listing asks that of every name), and
+    /// after it the probe finds the first in byte order, through growth and compaction.
+    func testATableKnowsWhetherTwoNamesShareAKey() {
+        var t = SpellingTable()
+        for i in 0 ..< 100 { t.add(bytes("name\(i)")) }
+        XCTAssertFalse(t.sharesKeys)
+        XCTAssertEqual(t.firstEntry(keyOf: 7), 7)
+        XCTAssertNil(t.firstEntry(keyOf: 7, skipping: { $0 == 7 }))
+        t.add(bytes("NAME7"))
+        XCTAssertTrue(t.sharesKeys)
+        XCTAssertEqual(t.firstEntry(keyOf: 7), 100)
+        XCTAssertEqual(t.firstEntry(keyOf: 100), 100)
+        XCTAssertEqual(t.firstEntry(keyOf: 7, skipping: { $0 == 100 }), 7)
+        XCTAssertEqual(t.firstEntry(keyOf: 8), 8)
+        for i in 0 ..< 1_000 { t.add(bytes("more\(i)")) }
+        XCTAssertTrue(t.sharesKeys)
+        XCTAssertEqual(t.compacted().firstEntry(keyOf: 7), 100)
+        var folded = SpellingTable(capacity: 4, nameBytes: 16, sparse: true)
+        folded.add(bytes("caf\u{E9}"))
+        folded.add(bytes("cafe"))
+        XCTAssertFalse(folded.sharesKeys)
+        folded.add(bytes("CAF\u{C9}"))
+        XCTAssertTrue(folded.sharesKeys)
+        XCTAssertEqual(folded.firstEntry(keyOf: 0), 2)
+        XCTAssertEqual(folded.firstEntry(keyOf: 1), 1)
+    }
+
     /// `FoldedKey.equal` compares eight bytes at a time: it agrees with lowering A-Z byte by
     /// byte on names of every length up to 40, drawn from bytes at the edges of A-Z and a-z
     /// and above ASCII (so that most pairs share a length and many are one key), with either
