@@ -10,6 +10,69 @@ final class SpellingTableTests: XCTestCase {
         return table
     }
 
+    /// A table knows once two of its names share a key; until then each entry is the first
+    /// spelling of its own key without a probe (a merged listing asks that of every name), and
+    /// after it the probe finds the first in byte order, through growth and compaction.
+    func testATableKnowsWhetherTwoNamesShareAKey() {
+        var t = SpellingTable()
+        for i in 0 ..< 100 { t.add(bytes("name\(i)")) }
+        XCTAssertFalse(t.sharesKeys)
+        XCTAssertEqual(t.firstEntry(keyOf: 7), 7)
+        XCTAssertNil(t.firstEntry(keyOf: 7, skipping: { $0 == 7 }))
+        t.add(bytes("NAME7"))
+        XCTAssertTrue(t.sharesKeys)
+        XCTAssertEqual(t.firstEntry(keyOf: 7), 100)
+        XCTAssertEqual(t.firstEntry(keyOf: 100), 100)
+        XCTAssertEqual(t.firstEntry(keyOf: 7, skipping: { $0 == 100 }), 7)
+        XCTAssertEqual(t.firstEntry(keyOf: 8), 8)
+        for i in 0 ..< 1_000 { t.add(bytes("more\(i)")) }
+        XCTAssertTrue(t.sharesKeys)
+        XCTAssertEqual(t.compacted().firstEntry(keyOf: 7), 100)
+        var folded = SpellingTable(capacity: 4, nameBytes: 16, sparse: true)
+        folded.add(bytes("caf\u{E9}"))
+        folded.add(bytes("cafe"))
+        XCTAssertFalse(folded.sharesKeys)
+        folded.add(bytes("CAF\u{C9}"))
+        XCTAssertTrue(folded.sharesKeys)
+        XCTAssertEqual(folded.firstEntry(keyOf: 0), 2)
+        XCTAssertEqual(folded.firstEntry(keyOf: 1), 1)
+    }
+
+    /// `FoldedKey.equal` compares eight bytes at a time: it agrees with lowering A-Z byte by
+    /// byte on names of every length up to 40, drawn from bytes at the edges of A-Z and a-z
+    /// and above ASCII (so that most pairs share a length and many are one key), with either
+    /// side lowered or taken as it is.
+    func testKeysCompareAsTheirBytesLowered() {
+        let alphabet: [UInt8] = [0x40, 0x41, 0x5A, 0x5B, 0x60, 0x61, 0x7A, 0x7B, 0x80, 0xC1, 0xE1, 0xFA]
+        let lower = { (byte: UInt8) -> UInt8 in (0x41 ... 0x5A).contains(byte) ? byte | 0x20 : byte }
+        var generator = SystemRandomNumberGenerator()
+        var equalSeen = 0
+        for _ in 0 ..< 20_000 {
+            let count = Int.random(in: 0 ... 40, using: &generator)
+            let a = (0 ..< count).map { _ in alphabet.randomElement(using: &generator)! }
+            // b: a with a few bytes re-cased or changed, sometimes a length off by one
+            var b = a.map { byte -> UInt8 in
+                switch Int.random(in: 0 ..< 20, using: &generator) {
+                case 0: return alphabet.randomElement(using: &generator)!
+                case 1, 2: return (0x41 ... 0x5A).contains(byte) ? byte | 0x20 : (0x61 ... 0x7A).contains(byte) ? byte & ~0x20 : byte
+                default: return byte
+                }
+            }
+            if Int.random(in: 0 ..< 10, using: &generator) == 0 { b.append(0x61) }
+            for (loweredA, loweredB) in [(true, true), (true, false), (false, true), (false, false)] {
+                let x = loweredA ? a.map(lower) : a
+                let y = loweredB ? b.map(lower) : b
+                let expected = x == y
+                if expected { equalSeen += 1 }
+                let got = a.withUnsafeBytes { sa in
+                    b.withUnsafeBytes { sb in FoldedKey.equal(stored: sa, lowered: loweredA, key: sb, lowered: loweredB) }
+                }
+                XCTAssertEqual(got, expected, "\(a) lowered \(loweredA) against \(b) lowered \(loweredB)")
+            }
+        }
+        XCTAssertGreaterThan(equalSeen, 1_000)
+    }
+
     /// Of several spellings of one key, the first in byte order; every one of them in byte
     /// order; nothing for a name of another key.
     func testFirstSpellingInByteOrder() {

@@ -141,7 +141,7 @@ extension Lister {
         // the keys the layers merged so far show or hide
         let above = read.dropLast()
         var taken = SpellingTable(capacity: above.reduce(0) { $0 + $1.list.entries.count },
-                                  nameBytes: above.reduce(0) { $0 + $1.list.nameBytes })
+                                  nameBytes: above.reduce(0) { $0 + $1.list.nameBytes }, sparse: true)
         for (offset, (layer, layerList)) in read.enumerated() {
             let device = stack[layer].device
             let table = tables[offset]

@@ -26,7 +26,8 @@ enum NameHash {
 
     /// `word`, eight bytes, with A-Z lowered: a byte from 0x41 to 0x5A gains 0x20, any other
     /// stays (the sums below never carry from one byte into the next).
-    private static func lower(_ word: UInt64) -> UInt64 {
+    @inline(__always)
+    static func lower(_ word: UInt64) -> UInt64 {
         let high: UInt64 = 0x8080_8080_8080_8080
         let low7 = word & ~high
         let atLeastA = low7 &+ 0x3F3F_3F3F_3F3F_3F3F

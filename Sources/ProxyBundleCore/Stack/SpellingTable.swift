@@ -34,7 +34,9 @@ struct SpellingTable: Sendable {
     /// The header's words, in order.
     private enum Header: Int {
         case count, nameBytes, capacity, nameCapacity, slotCount, wide
-        static let words = 6
+        /// 1 once two entries share a key (`Data` beside `data`), else 0.
+        case sharesKeys
+        static let words = 7
     }
 
     /// Where each region starts, in bytes, for a table of this shape.
@@ -61,11 +63,18 @@ struct SpellingTable: Sendable {
 
     var count: Int { storage.isEmpty ? 0 : Int(storage[Header.count.rawValue]) }
 
+    /// Whether two entries share a key: until then each entry is the only spelling of its key,
+    /// and a merged listing asks no probe of the table to know that it serves.
+    var sharesKeys: Bool { !storage.isEmpty && storage[Header.sharesKeys.rawValue] != 0 }
+
     init() {}
 
-    /// An empty table with room for `count` names of `nameBytes` bytes in all.
-    init(capacity count: Int, nameBytes: Int) {
-        resize(capacity: count, nameCapacity: nameBytes)
+    /// An empty table with room for `count` names of `nameBytes` bytes in all; where `sparse`,
+    /// its index is sized for twice as many, at most three eighths full, so that a probe for a
+    /// key it lacks passes over about 2 slots rather than about 10 (for a table made, probed
+    /// and dropped while one listing is merged).
+    init(capacity count: Int, nameBytes: Int, sparse: Bool = false) {
+        resize(capacity: count, nameCapacity: nameBytes, slotsFor: sparse ? 2 * count : count)
     }
 
     /// The names of `list`, in its order (entry `i` is the list's entry `i`).
@@ -114,7 +123,10 @@ struct SpellingTable: Sendable {
         }
         storage[Header.count.rawValue] = UInt32(index + 1)
         storage[Header.nameBytes.rawValue] = UInt32(shape.nameBytes + needed)
-        storage.withUnsafeMutableBytes { raw in SpellingTable.place(index + 1, hash, raw, shape) }
+        let checking = storage[Header.sharesKeys.rawValue] == 0
+        if storage.withUnsafeMutableBytes({ raw in SpellingTable.place(index + 1, hash, raw, shape, checking: checking) }) {
+            storage[Header.sharesKeys.rawValue] = 1
+        }
     }
 
     mutating func add(_ name: [UInt8]) {
@@ -134,10 +146,10 @@ struct SpellingTable: Sendable {
 
     /// Gives the table room for `capacity` entries and `nameCapacity` bytes of names, its
     /// index sized for them.
-    private mutating func resize(capacity: Int, nameCapacity: Int) {
+    private mutating func resize(capacity: Int, nameCapacity: Int, slotsFor: Int = 0) {
         let old = layout
         guard capacity > 0 || old.count > 0 else { return storage = [] }
-        let slotCount = SpellingTable.slotCount(for: capacity)
+        let slotCount = SpellingTable.slotCount(for: Swift.max(capacity, slotsFor))
         let shape = Layout(count: old.count, nameBytes: old.nameBytes, capacity: capacity, nameCapacity: (nameCapacity + 3) & ~3,
                            slotCount: slotCount, wide: capacity >= SpellingTable.narrowLimit)
         var made = [UInt32](repeating: 0, count: shape.words)
@@ -147,6 +159,7 @@ struct SpellingTable: Sendable {
         made[Header.nameCapacity.rawValue] = UInt32(shape.nameCapacity)
         made[Header.slotCount.rawValue] = UInt32(shape.slotCount)
         made[Header.wide.rawValue] = shape.wide ? 1 : 0
+        made[Header.sharesKeys.rawValue] = sharesKeys ? 1 : 0
         storage.withUnsafeBytes { from in
             made.withUnsafeMutableBytes { to in
                 guard old.count > 0 else { return }
@@ -219,7 +232,8 @@ struct SpellingTable: Sendable {
     /// in byte order, of two equal spellings the first added (`index` itself when it is the
     /// only one).
     func firstEntry(keyOf index: Int, skipping skip: (Int) -> Bool = { _ in false }) -> Int? {
-        withKey(ofEntry: index) { key, lowered in firstEntry(key, lowered, skipping: skip) }
+        guard sharesKeys else { return skip(index) ? nil : index }
+        return withKey(ofEntry: index) { key, lowered in firstEntry(key, lowered, skipping: skip) }
     }
 
     /// Whether the table has a spelling of the key of entry `index` of `other`.
@@ -318,15 +332,30 @@ struct SpellingTable: Sendable {
             : Int(raw.load(fromByteOffset: shape.slots + 2 * slot, as: UInt16.self))
     }
 
-    private static func place(_ number: Int, _ hash: UInt64, _ raw: UnsafeMutableRawBufferPointer, _ shape: Layout) {
+    /// Puts entry number `number` (its index plus one) in the first free slot from `hash`;
+    /// where `checking`, tells whether an entry placed before has its key (every entry of
+    /// one key lies on the run of full slots that its hash starts).
+    @discardableResult
+    private static func place(_ number: Int, _ hash: UInt64, _ raw: UnsafeMutableRawBufferPointer, _ shape: Layout,
+                              checking: Bool = false) -> Bool {
         let mask = shape.slotCount - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
-        while self.slot(slot, UnsafeRawBufferPointer(raw), shape) != 0 { slot = (slot + 1) & mask }
+        let read = UnsafeRawBufferPointer(raw)
+        var shared = false
+        while true {
+            let other = self.slot(slot, read, shape)
+            if other == 0 { break }
+            if checking && !shared {
+                shared = withKey(ofEntry: number - 1, read, shape) { key, lowered in matches(other - 1, read, shape, key, lowered) }
+            }
+            slot = (slot + 1) & mask
+        }
         if shape.wide {
             raw.storeBytes(of: UInt32(number), toByteOffset: shape.slots + 4 * slot, as: UInt32.self)
         } else {
             raw.storeBytes(of: UInt16(number), toByteOffset: shape.slots + 2 * slot, as: UInt16.self)
         }
+        return shared
     }
 }
 
@@ -351,14 +380,31 @@ enum FoldedKey {
         (byte &- 0x41) < 26 ? byte | 0x20 : byte
     }
 
-    /// Whether `stored` and `key` are one key, each lowered first where told.
+    /// Whether `stored` and `key` are one key, each lowered first where told: eight bytes at a
+    /// time (names of one directory often share their length and a long prefix, so a probe
+    /// of a table compares most of a name).
     static func equal(stored: UnsafeRawBufferPointer, lowered a: Bool, key: UnsafeRawBufferPointer, lowered b: Bool) -> Bool {
-        guard stored.count == key.count else { return false }
-        for index in 0 ..< stored.count {
-            let x = a ? lower(stored[index]) : stored[index]
-            let y = b ? lower(key[index]) : key[index]
-            if x != y { return false }
+        let count = stored.count
+        guard count == key.count else { return false }
+        guard count >= 8 else {
+            for index in 0 ..< count {
+                let x = a ? lower(stored[index]) : stored[index]
+                let y = b ? lower(key[index]) : key[index]
+                if x != y { return false }
+            }
+            return true
         }
-        return true
+        @inline(__always) func same(at offset: Int) -> Bool {
+            let x = stored.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            let y = key.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            return (a ? NameHash.lower(x) : x) == (b ? NameHash.lower(y) : y)
+        }
+        var offset = 0
+        while offset + 8 <= count {
+            if !same(at: offset) { return false }
+            offset += 8
+        }
+        // the last eight bytes, overlapping the words compared where the count is not a multiple
+        return offset == count || same(at: count - 8)
     }
 }
