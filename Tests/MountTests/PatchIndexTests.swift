@@ -167,6 +167,26 @@ final class PatchIndexTests: XCTestCase {
         try checkChangesInAMappedDirectory(invalidating: "a\n")
     }
 
+    /// `a`, which all twelve patches hold, is opaque in the sixth: its map (`NameMap`) holds
+    /// every patch's names, and tells the lookup of `a` where it stops merging; the lookups in
+    /// `a` then see only the patches above the opaque one through the same map. On a fresh
+    /// mount, names first, no listing before: the names of the patches below it and of the
+    /// main bundle are missing, as in kernel overlayfs.
+    func testAMappedDirectoryOpaqueInOnePatchHidesThoseBelow() throws {
+        try build()
+        try Disk.opaque(patches[5] + "/a")
+        try fx.start(patches: patches)
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/p6.txt")), ENOENT)
+        XCTAssertEqual(try Disk.read(fx.inMount("a/p5.txt")), "p5")
+        XCTAssertEqual(try Disk.read(fx.inMount("a/p0.txt")), "p0")
+        for name in ["p11.txt", "x.txt", "b"] { XCTAssertEqual(Disk.lstatError(fx.inMount("a/" + name)), ENOENT, name) }
+        XCTAssertEqual(Set(try Disk.list(fx.inMount("a"))), Set((0...5).map { "p\($0).txt" }))
+        let kernel = fx.root + "/kernel"
+        try KernelOverlay.mountStack([fx.substitution] + patches + [fx.main], at: kernel, scratch: fx.root + "/converted")
+        defer { Unmounter.force(kernel) }
+        try OverlayTree.assertSame(fx.mountpoint, kernel)
+    }
+
     /// A lookup asks no patch about a directory the patch lacks, nor about a name its record
     /// of the directory lacks: on a fresh mount, looking up a file in `c/d/e` (which 3 of the 12
     /// patches have as far as `c/d`, none further) and names missing there makes no system

@@ -92,26 +92,41 @@ final class DirectoryCache: Sendable {
            let known = parent.known?.holding(Array(name))?.entries {
             return known
         }
-        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }) else { return nil }
-        let unindexed = layers.layers.indices.filter { layers[$0].index == nil }.map(UInt16.init)
-        return unindexed + (try patches(holding: location.path, layers: layers, located: located))
+        guard indexes(layers) else { return nil }
+        return layers.unindexed + (try patches(holding: location.path, layers: layers, located: located))
+    }
+
+    /// Whether patches' indexes tell which of them hold a directory (not where names fold).
+    private func indexes(_ layers: LayerStack) -> Bool {
+        knowsNames && !layers.foldsNames && layers.hasIndexedPatches
     }
 
     /// The view's map of the directory at `path` merged by `placement` (see `NameMap`), where
     /// patches are indexed and many of them have it. `located`: the node table's version
     /// before `path` was found.
     func mapped(_ path: LayerPath, _ placement: Placement, layers: LayerStack, located: UInt64) throws(Errno) -> NameMap.Directory? {
-        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }) else { return nil }
+        guard indexes(layers) else { return nil }
         return try names.directory(path, placement, layers: layers, watch: watch) { () throws(Errno) -> [UInt16] in
             try patches(holding: path, layers: layers, located: located)
         }
     }
 
+    /// Whether patch `number`'s directory at `path` (which its index says it has) is opaque:
+    /// from the view's map of the directory, built now if many patches have it, so that the
+    /// lookup that finds the directory reads its patches' records once, for itself and for
+    /// the lookups in it; else from the patch's record. `located`: as for `mapped`.
+    func isOpaque(_ path: LayerPath, in number: Int, layers: LayerStack, located: UInt64) throws(Errno) -> Bool {
+        let layer = layers[number]
+        guard let index = layer.index else { return false }
+        let all = Placement(top: 0, bottom: layers.mainIndex, isDirectory: true)
+        if let map = try mapped(path, all, layers: layers, located: located), map.maps(number) { return map.isOpaque(number) }
+        return try index.directory(path, of: layer, watch: watch)?.isOpaque ?? false
+    }
+
     /// The patches whose index says they have a directory at `path` (see `patches(holding:)`);
     /// nil where patches are not indexed.
     func indexedPatches(holding path: LayerPath, layers: LayerStack) -> Set<Int>? {
-        guard knowsNames, !layers.foldsNames, layers.patches.contains(where: { $0.index != nil }),
-              let patches = try? patches(holding: path, layers: layers, located: nodes.version) else { return nil }
+        guard indexes(layers), let patches = try? patches(holding: path, layers: layers, located: nodes.version) else { return nil }
         return Set(patches.map(Int.init))
     }
 
@@ -125,7 +140,7 @@ final class DirectoryCache: Sendable {
         if let known = entries.withLock({ $0.patchHolders[path] }) { return known }
         let found: [UInt16]
         if path.isRoot {
-            found = layers.layers.indices.filter { layers[$0].index != nil }.map(UInt16.init)
+            found = layers.indexed
         } else {
             let name = path.lastName
             let parentPath = path.parent
@@ -133,9 +148,10 @@ final class DirectoryCache: Sendable {
             var holders: [UInt16] = []
             let parents = try patches(holding: parentPath, layers: layers, located: located)
             if let map = names.kept(parentPath), map.patches.count == parents.count {
-                // the parent's map, of all these patches, names those with an entry of the name
-                let named = name.withUnsafeBytes { map.holding(KnownNames.hash($0)) }.entries
-                holders = named.filter { map.records[Int($0)]?.subdirectory(name) != nil }
+                // the parent's map, of all these patches, names those with a directory of the
+                // name (a rare collision of hashes only costs a look at a patch's index)
+                let whole = NameMap.Directory(all: map, layers: layers.layers.indices)
+                holders = name.withUnsafeBytes { whole.holding(KnownNames.hash($0), directories: true) }.entries
             } else {
                 for number in parents {
                     let layer = layers[Int(number)]

@@ -14,8 +14,14 @@ final class DirectoryDescriptors: Sendable {
     private let descriptors: [Int32]
     private static let recordOnly: Int32 = -2
     /// The records of the patches that have the directory, by layer, where the indexes served
-    /// (see `LayerIndex`).
+    /// (see `LayerIndex`) and the directory is not mapped.
     private let records: [Int: LayerIndex.Directory]
+    /// The view's map of the directory, where many patches have it (see `NameMap`): the
+    /// records of the patches it maps are asked of their indexes where needed, not kept here.
+    private let mapped: NameMap.Directory?
+    /// The watch and its epoch the indexes were asked in.
+    private let watch: LayerWatch?
+    private let epoch: UInt64
     /// Whether the patches' indexes were asked (not where names fold or nothing is cached).
     private let indexing: Bool
     /// The placement the directory had when opened: a change (a copy-up) makes them outdated.
@@ -47,8 +53,8 @@ final class DirectoryDescriptors: Sendable {
     /// with `index`, the mount's watch) is asked its record instead, which says whether the patch
     /// has the directory without a system call once its parent was read. `forReading`: opened
     /// for reading (not O_PATH), for a listing about to read them (see `takeUnread`). `mapped`:
-    /// the view's map of the directory (see `NameMap`), whose records serve for the patches it
-    /// maps, without asking their indexes.
+    /// the view's map of the directory (see `NameMap`), which says which patches it maps have
+    /// the directory, without asking their indexes.
     init(_ path: LayerPath, _ placement: Placement, layers: LayerStack, index watch: LayerWatch? = nil,
          knowsNames: Bool = false, holding: [UInt16]? = nil, forReading: Bool = false,
          mapped: NameMap.Directory? = nil) throws(Errno) {
@@ -68,6 +74,10 @@ final class DirectoryDescriptors: Sendable {
         var records: [Int: LayerIndex.Directory] = [:]
         var recorded: [Int] = []
         let epoch = indexing ? watch?.epoch ?? 0 : 0
+        let mapped = indexing ? mapped : nil
+        self.mapped = mapped
+        self.watch = watch
+        self.epoch = epoch
         do throws(Errno) {
             for index in tried ?? Array(range) {
                 let layer = layers[index]
@@ -94,9 +104,8 @@ final class DirectoryDescriptors: Sendable {
                     try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
                 } ?? -1
             }
-            if let mapped, indexing {
-                records = mapped.records
-                recorded = mapped.patches
+            if let mapped {
+                recorded = mapped.patches.map(Int.init)
                 for index in recorded { opened[index] = DirectoryDescriptors.recordOnly }
             }
             if recorded.count <= DirectoryDescriptors.openedPatches {
@@ -124,25 +133,21 @@ final class DirectoryDescriptors: Sendable {
 
     /// Whether layer `index` is looked at through its index record here.
     func isIndexed(_ index: Int) -> Bool {
-        !records.isEmpty && records[index] != nil
+        (!records.isEmpty && records[index] != nil) || mapped?.maps(index) == true
     }
 
-    /// Layer `index`'s record of the directory, where its index serves.
+    /// Layer `index`'s record of the directory, where its index serves: the one read when
+    /// the descriptors were opened, or for a patch the map has, asked of its index now (nil
+    /// if it cannot be read: the layer is then looked at through a descriptor).
     func record(in index: Int) -> LayerIndex.Directory? {
-        records.isEmpty ? nil : records[index]
-    }
-
-    /// The layers that may have a subdirectory `name` here: each that has this directory, a
-    /// patch only where its record names such a subdirectory; nil where names fold (a layer
-    /// may spell it otherwise).
-    func layersHolding(directory name: [UInt8]) -> [UInt16]? {
-        guard !foldsNames, indexing else { return nil }
-        return present.filter { record(in: $0).map { $0.subdirectory(name) != nil } ?? true }.map { UInt16($0) }
+        if !records.isEmpty, let record = records[index] { return record }
+        guard let mapped, mapped.maps(index), let watch, let layerIndex = layers[index].index else { return nil }
+        return try? layerIndex.directory(path, of: layers[index], watch: watch, epoch: epoch)
     }
 
     /// Whether layer `index` is a patch whose index says it lacks the directory.
     func lacks(_ index: Int) -> Bool {
-        indexing && records[index] == nil && layers[index].index != nil
+        indexing && !isIndexed(index) && layers[index].index != nil
     }
 
     /// Whether layer `index` has the directory.

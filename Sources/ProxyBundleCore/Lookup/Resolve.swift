@@ -154,9 +154,9 @@ extension Resolver {
     /// Whether the directory `name` (also as `p`) of layer `layer` of `dirs` hides the layers below it.
     private func isOpaqueDirectory(_ request: Request, _ name: [UInt8], _ p: UnsafePointer<CChar>, in dirs: DirectoryDescriptors,
                                    _ layer: Int) throws(Errno) -> Bool {
-        if dirs.isIndexed(layer), let watch = indexWatch, let index = request.layers[layer].index {
-            // a directory whose lookup merges it is opened next: its record is read now
-            return try index.directory(dirs.path.appending(name), of: request.layers[layer], watch: watch)?.isOpaque ?? false
+        if dirs.isIndexed(layer), indexWatch != nil {
+            // from the map its lookups then use, or its record (see `DirectoryCache.isOpaque`)
+            return try request.directories.isOpaque(dirs.path.appending(name), in: layer, layers: request.layers, located: nodes.version)
         }
         let dirfd = dirs[layer]
         guard dirs.foldsNames else { return try isOpaqueDirectory(request, p, in: dirfd) }

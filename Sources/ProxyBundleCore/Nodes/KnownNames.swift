@@ -115,7 +115,7 @@ final class KnownNames: Sendable {
     func learn(_ read: [Layer.Entries], present: Int) {
         guard present >= KnownNames.manyLayers, state.withLock({ $0.presence == nil }) else { return }
         var presence = Presence(foldsNames: foldsNames)
-        for (number, list) in read where mapped?.records[number] == nil {
+        for (number, list) in read where mapped?.maps(number) != true {
             let layer = UInt16(number)
             list.withNames { names in
                 for entry in list.entries {
@@ -151,7 +151,7 @@ final class KnownNames: Sendable {
     /// record), but for the patches `mapped` has; nil when one cannot be read.
     private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool, mapped: NameMap.Directory?) -> Presence? {
         var presence = Presence(foldsNames: foldsNames)
-        for layer in dirs.present where mapped?.records[layer] == nil {
+        for layer in dirs.present where mapped?.maps(layer) != true {
             let lists: [EntryList]?
             do { lists = try dirs.entries(in: layer) } catch { return nil }
             for list in lists ?? [] {

@@ -29,37 +29,35 @@ final class LayerIndex: Sendable {
     struct Directory: Sendable {
         /// Its entries, "." and ".." left out, whiteout devices marked (see `Layer.entries`).
         let entries: EntryList
-        /// For each entry, the hash of the name it is about: its own, or for a `.wh.` file,
-        /// the name it hides.
-        let keys: [UInt32]
-        /// An opaque marker or attribute: the layers below show nothing here.
-        let isOpaque: Bool
         let inode: UInt64
         /// The change time when read: a directory whose inode and change time are the same
         /// has the same entries (see `verify`).
         let changed: timespec
+        /// The watch epoch it was read or checked in; it serves only in the current one.
+        var checkedIn: UInt64
+        // the flags last, packed together: 56 bytes a record
+        /// An opaque marker or attribute: the layers below show nothing here.
+        let isOpaque: Bool
         /// Changed within a clock tick of being read: a change right after it may have kept
         /// the same change time, so it is read again rather than checked (see `verify`).
         let isRacy: Bool
-        /// The watch epoch it was read or checked in; it serves only in the current one.
-        var checkedIn: UInt64
         /// Marked by a change seen in it: read again before it serves, kept meanwhile for the
         /// records beneath it it names.
         var isStale = false
 
         /// What the directory holds under `name`: the `d_type` of its entry, if any, and
         /// whether it has a whiteout file for it.
+        /// Entries are told apart by their lengths first: a name's, or a `.wh.` file's for it.
         func holding(_ name: [UInt8]) -> (type: UInt8?, whiteout: Bool) {
-            let key = LayerIndex.hash(name)
             var type: UInt8? = nil
             var whiteout = false
+            let whiteoutLength = name.count + Whiteout.prefix.count
             entries.withNames { names in
-                for (index, entry) in entries.entries.enumerated() where keys[index] == key {
-                    let entryName = names.name(entry)
-                    if entryName.elementsEqual(name) {
-                        type = entry.isWhiteoutDevice ? LayerIndex.whiteoutType : entry.type
-                    } else if entryName.count == name.count + Whiteout.prefix.count,
-                              let hidden = Whiteout.hiddenName(entryName), hidden.elementsEqual(name) {
+                for entry in entries.entries {
+                    if Int(entry.length) == name.count {
+                        if names.name(entry).elementsEqual(name) { type = entry.isWhiteoutDevice ? LayerIndex.whiteoutType : entry.type }
+                    } else if Int(entry.length) == whiteoutLength, let hidden = Whiteout.hiddenName(names.name(entry)),
+                              hidden.elementsEqual(name) {
                         whiteout = true
                     }
                 }
@@ -69,10 +67,9 @@ final class LayerIndex: Sendable {
 
         /// The inode of subdirectory `name`, nil where the entry is not a directory.
         func subdirectory(_ name: [UInt8]) -> UInt64? {
-            let key = LayerIndex.hash(name)
-            return entries.withNames { names -> UInt64? in
-                for (index, entry) in entries.entries.enumerated()
-                where keys[index] == key && entry.type == UInt8(DT_DIR) && names.name(entry).elementsEqual(name) {
+            entries.withNames { names -> UInt64? in
+                for entry in entries.entries
+                where entry.type == UInt8(DT_DIR) && Int(entry.length) == name.count && names.name(entry).elementsEqual(name) {
                     return entry.inode
                 }
                 return nil
@@ -152,8 +149,8 @@ final class LayerIndex: Sendable {
         let read: Directory
         if let known, !known.isStale, !known.isRacy, UInt64(st.st_ino) == known.inode,
            st.st_ctim.tv_sec == known.changed.tv_sec, st.st_ctim.tv_nsec == known.changed.tv_nsec {
-            read = Directory(entries: known.entries, keys: known.keys, isOpaque: known.isOpaque, inode: known.inode,
-                             changed: known.changed, isRacy: false, checkedIn: epoch)
+            read = Directory(entries: known.entries, inode: known.inode, changed: known.changed, checkedIn: epoch,
+                             isOpaque: known.isOpaque, isRacy: false)
         } else {
             read = try LayerIndex.read(fd, st, epoch: epoch)
         }
@@ -209,21 +206,14 @@ final class LayerIndex: Sendable {
     /// Reads the directory open for reading as `fd`, whose attributes are `st`.
     private static func read(_ fd: Int32, _ st: stat, epoch: UInt64) throws(Errno) -> Directory {
         let entries = try Layer.entries(of: fd)
-        var opaque = false
-        let keys = entries.withNames { names in
-            entries.entries.map { entry -> UInt32 in
-                let name = names.name(entry)
-                if name.elementsEqual(Whiteout.opaqueMarker) { opaque = true }
-                return hash(Whiteout.hiddenName(name) ?? name)
-            }
-        }
+        var opaque = entries.withNames { names in entries.entries.contains { names.name($0).elementsEqual(Whiteout.opaqueMarker) } }
         if !opaque { opaque = hasOpaqueAttribute(fd) }
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         // the kernel stamps changes with a clock that lags by up to a tick (10 ms at most)
         let age = (now.tv_sec - st.st_ctim.tv_sec) * 1_000_000_000 + (now.tv_nsec - st.st_ctim.tv_nsec)
-        return Directory(entries: entries, keys: keys, isOpaque: opaque, inode: UInt64(st.st_ino), changed: st.st_ctim,
-                         isRacy: age < 20_000_000, checkedIn: epoch)
+        return Directory(entries: entries, inode: UInt64(st.st_ino), changed: st.st_ctim, checkedIn: epoch,
+                         isOpaque: opaque, isRacy: age < 20_000_000)
     }
 
     /// Whether the directory open as `fd` has an overlay opaque attribute set to "y".
@@ -293,11 +283,4 @@ final class LayerIndex: Sendable {
 
     /// The number of directories recorded (for `.stats` and tests).
     var count: Int { state.withLock { $0.records.count } }
-
-    /// FNV-1a over the bytes: names within one directory, where a collision costs a comparison.
-    static func hash<C: Collection>(_ bytes: C) -> UInt32 where C.Element == UInt8 {
-        var h: UInt32 = 2_166_136_261
-        for byte in bytes { h = (h ^ UInt32(byte)) &* 16_777_619 }
-        return h
-    }
 }

@@ -20,6 +20,12 @@ public final class LayerStack: Sendable {
     public let layers: [Layer]
     /// The writable top, if the stack has one (its layer is `layers[0]`).
     public let substitution: Substitution?
+    /// The layers with an index (see `LayerIndex`), top first: the patches, unless names fold.
+    let indexed: [UInt16]
+    /// The others, top first: the substitution, the main bundle, patches where names fold.
+    let unindexed: [UInt16]
+    /// Whether any patch has an index.
+    var hasIndexedPatches: Bool { !indexed.isEmpty }
 
     /// The most layers a mount can have: `LayerList.patchLimit` patches, the substitution and
     /// the main bundle (a layer is numbered by two bytes in nodes and listings).
@@ -30,7 +36,10 @@ public final class LayerStack: Sendable {
     public init(substitution: Substitution?, patches: [Layer] = [], main: Layer) throws(Errno) {
         guard patches.count <= LayerList.patchLimit else { throw Errno(E2BIG) }
         self.substitution = substitution
-        layers = (substitution.map { [$0.layer] } ?? []) + patches + [main]
+        let layers = (substitution.map { [$0.layer] } ?? []) + patches + [main]
+        self.layers = layers
+        indexed = layers.indices.filter { layers[$0].index != nil }.map(UInt16.init)
+        unindexed = layers.indices.filter { layers[$0].index == nil }.map(UInt16.init)
         try LayerStack.checkApart(layers)
     }
 
