@@ -66,7 +66,7 @@ struct PatchSwap {
         return true
     }
 
-    /// How a name resolves among the patches (see `Overlay.resolve`): the patch serving it,
+    /// How a name resolves among the patches (see `Resolver.resolve`): the patch serving it,
     /// the patches a directory merges (in order), and whether what lies below the patches (the
     /// main bundle) is hidden.
     /// Patches are named by their numbers in the old stack.
@@ -217,7 +217,7 @@ struct PatchSwap {
     }
 
     /// How a name resolves among the patches that hold anything of it, `order` (top
-    /// first): as `Overlay.resolve` does, from their records.
+    /// first): as `Resolver.resolve` does, from their records.
     private func resolve(_ order: [Holder]) -> Resolution {
         var found = Resolution()
         // the patch whose directory merged last
