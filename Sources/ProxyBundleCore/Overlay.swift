@@ -138,3 +138,20 @@ public final class Overlay: Sendable {
         control.attributes(changed: views.changedAt)
     }
 }
+
+/// Freshness: what the daemon has cached may be outdated by changes made on disk behind its
+/// back. `invalidate` marks it stale; stale nodes are resolved again when next used.
+extension Overlay {
+    /// What an invalidation touched, for flushing the kernel's caches too.
+    public struct Invalidation: Sendable {
+        /// Names (positive and negative) the kernel may have cached.
+        public var entries: [(parent: NodeID, name: [UInt8])]
+        /// Nodes whose attributes and pages the kernel may have cached.
+        public var nodes: [NodeID]
+        /// Whether the substitution's path named another directory, now in use.
+        public var swappedSubstitution: Bool
+        /// Whether `entries` are exactly the names that changed (LayerWatch saw every change):
+        /// every other name stays cached, so they must be dropped one by one.
+        public var exact = false
+    }
+}
