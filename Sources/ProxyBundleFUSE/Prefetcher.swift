@@ -204,7 +204,7 @@ final class Prefetcher: @unchecked Sendable {
     private func readAhead(_ items: [DirectoryListing.Item], of current: FileOrder) -> Int {
         var read = 0
         for item in items {
-            switch overlay.readAhead(item, of: current.listing, limit: Self.fileBytes) {
+            switch current.listing.readAhead(item, limit: Self.fileBytes) {
             case .started:
                 read += 1
             case .cached, .skipped:

@@ -70,9 +70,9 @@ final class PrefetchTests: OverlayTestCase {
         let overlay = try makeOverlay()
         let d = try lookup(overlay, "d").node
         let listing = try overlay.listDirectory(Request(overlay), d)
-        var outcomes: [String: Overlay.ReadAhead] = [:]
+        var outcomes: [String: DirectoryListing.ReadAhead] = [:]
         for (name, item) in listing.named {
-            outcomes[String(decoding: name, as: UTF8.self)] = overlay.readAhead(item, of: listing, limit: 1 << 20)
+            outcomes[String(decoding: name, as: UTF8.self)] = listing.readAhead(item, limit: 1 << 20)
         }
         XCTAssertEqual(outcomes.keys.sorted(), [".", "..", "dir", "fifo", "link", "main-file", "patch-file", "shadowed"])
         XCTAssertEqual(outcomes["main-file"], .started)
@@ -83,6 +83,6 @@ final class PrefetchTests: OverlayTestCase {
         // read once through the overlay: in the page cache now, nothing more to ask
         XCTAssertEqual(try readContent(overlay, try lookup(overlay, "d/main-file").node).count, 100_000)
         guard let item = item(listing, "main-file") else { return XCTFail("main-file not listed") }
-        XCTAssertEqual(overlay.readAhead(item, of: listing, limit: 1 << 20), .cached)
+        XCTAssertEqual(listing.readAhead(item, limit: 1 << 20), .cached)
     }
 }

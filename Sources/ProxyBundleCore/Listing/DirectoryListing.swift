@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CSyscalls
 
 /// A merged directory listing, taken once when the directory is opened so that offsets stay
 /// valid across readdir calls (telldir/seekdir). Entry `i` has offset `i + 1`.
@@ -32,41 +33,36 @@ public final class DirectoryListing: Sendable {
     public var named: [(name: [UInt8], item: Item)] { items.map { (name($0), $0) } }
 }
 
-extension Overlay {
-    /// Checks that `node` is a directory that can be listed (opendir), without listing it.
-    public func checkDirectory(_ request: Request, _ node: NodeID) throws(Errno) {
-        if ControlFile(node: node) != nil { throw Errno.notDirectory }
-        guard try resolver.locate(request, node).placement.isDirectory else { throw Errno.notDirectory }
+extension DirectoryListing {
+    /// What `readAhead` did with an entry.
+    public enum ReadAhead {
+        /// Its first `limit` bytes are on their way into the page cache.
+        case started
+        /// Some of them were in the page cache already: nothing asked.
+        case cached
+        /// Not a regular file, or it could not be opened.
+        case skipped
     }
 
-    /// The visible entries of directory `node`: "." and "..", then each layer's entries that no
-    /// layer above shadows or whites out, top layer first. Each name once.
-    public func listDirectory(_ request: Request, _ node: NodeID) throws(Errno) -> DirectoryListing {
-        if ControlFile(node: node) != nil { throw Errno.notDirectory }
-        let version = nodes.version
-        let location = try resolver.locate(request, node)
-        guard location.placement.isDirectory else { throw Errno.notDirectory }
-        let directories = try request.directories.descriptors(node, location, located: version, layers: request.layers,
-                                                           forReading: true)
-        let own = try request.attributes(at: location.path, location.placement)
-        let parentInode = node == rootNodeID ? own.st_ino : try attributes(request, of: location.parent).st_ino
-        var list = EntryList()
-        list.append([0x2E], type: UInt8(DT_DIR), inode: UInt64(own.st_ino))
-        list.append([0x2E, 0x2E], type: UInt8(DT_DIR), inode: UInt64(parentInode))
-        try lister.mergeEntries(request, location.path, directories, into: &list)
-        if let absent = nodes.absentNames(in: node) {
-            // a name remembered as missing (the kernel may remember it too) is not listed until
-            // an invalidation, though a layer gained it behind the daemon's back: a listing
-            // never shows a name a lookup denies
-            list.filter { _, name in !absent.contains(Array(name)) }
+    /// Starts reading the first `limit` bytes of `item` into the page cache unless
+    /// some already are, and returns without waiting for the disk. Only an item listed as a
+    /// regular file is opened, relative to the directory descriptors the listing was taken from
+    /// (a hint for the page cache, so it may follow a directory moved since), without following
+    /// a symlink, without waiting for a FIFO's writer and without changing an access time where
+    /// the daemon may avoid it; nothing is read into the daemon.
+    public func readAhead(_ item: Item, limit: Int) -> ReadAhead {
+        let dirs = directories
+        let layer = Int(item.layer)
+        guard item.type == UInt8(DT_REG), dirs.has(layer) else { return .skipped }
+        let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
+        let entryName = name(item)
+        let opened = try? Layer.open(flags: flags, preservingAccessTime: true) { (flags: Int32) throws(Errno) -> Int32 in
+            try dirs.open(entryName, in: layer, flags: flags)
         }
-        if node == rootNodeID {
-            // the control files hide any entry of their name in the layers, and are not listed
-            // themselves: a listing shows exactly the bundle (backups, manifests and signature
-            // checks count its files); they are reached by name
-            let controls = ControlFile.allCases
-            list.filter { _, name in !controls.contains { $0.name.elementsEqual(name) } }
-        }
-        return DirectoryListing(node: node, list: list, directories: directories, version: version)
+        guard let fd = opened else { return .skipped }
+        defer { Sys.close(fd) }
+        if pb_cached_pages(fd, UInt64(limit)) > 0 { return .cached }
+        // fails on anything but a regular file (one replaced since it was listed)
+        return posix_fadvise(fd, 0, off_t(limit), POSIX_FADV_WILLNEED) == 0 ? .started : .skipped
     }
 }

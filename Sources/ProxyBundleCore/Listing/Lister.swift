@@ -8,8 +8,10 @@ import CSyscalls
 /// patch's entries come from its index where it has one (see `LayerIndex`). It keeps no state
 /// of its own.
 ///
-/// The folder `Listing/` owns readdir: this type, the listing an open directory keeps
-/// (`DirectoryListing`), and the attributes and file data read ahead for it (Prefetch.swift).
+/// The folder `Listing/` owns readdir: this type, and the listing an open directory keeps
+/// (`DirectoryListing`, which also reads its files' data ahead). The front's operations that
+/// list a directory or warm a subdirectory are in Operations/ (ListDirectory.swift,
+/// Prefetch.swift).
 final class Lister: Sendable {
     /// The watch that patches' indexes are read with, nil where nothing is cached
     /// (`-o nocache`): see `LayerIndex`.

@@ -3,6 +3,8 @@ import Glibc
 #endif
 import CSyscalls
 
+/// What the FUSE server's read-ahead (its Prefetcher) asks of the front: where a node is, and
+/// the warming of a subdirectory a walk is about to list.
 extension Overlay {
     /// The directory `node` is in and its name there (nil for the root, or a node no longer
     /// known).
@@ -53,39 +55,5 @@ extension Overlay {
                 _ = fstatat(fd, entry.name, &st, AT_SYMLINK_NOFOLLOW)
             }
         }
-    }
-}
-
-extension Overlay {
-    /// What `readAhead` did with an entry.
-    public enum ReadAhead {
-        /// Its first `limit` bytes are on their way into the page cache.
-        case started
-        /// Some of them were in the page cache already: nothing asked.
-        case cached
-        /// Not a regular file, or it could not be opened.
-        case skipped
-    }
-
-    /// Starts reading the first `limit` bytes of `item` of `listing` into the page cache unless
-    /// some already are, and returns without waiting for the disk. Only an item listed as a
-    /// regular file is opened, relative to the directory descriptors the listing was taken from
-    /// (a hint for the page cache, so it may follow a directory moved since), without following
-    /// a symlink, without waiting for a FIFO's writer and without changing an access time where
-    /// the daemon may avoid it; nothing is read into the daemon.
-    public func readAhead(_ item: DirectoryListing.Item, of listing: DirectoryListing, limit: Int) -> ReadAhead {
-        let dirs = listing.directories
-        let layer = Int(item.layer)
-        guard item.type == UInt8(DT_REG), dirs.has(layer) else { return .skipped }
-        let flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | pb_O_NOFOLLOW | pb_O_CLOEXEC
-        let name = listing.name(item)
-        let opened = try? Layer.open(flags: flags, preservingAccessTime: true) { (flags: Int32) throws(Errno) -> Int32 in
-            try dirs.open(name, in: layer, flags: flags)
-        }
-        guard let fd = opened else { return .skipped }
-        defer { Sys.close(fd) }
-        if pb_cached_pages(fd, UInt64(limit)) > 0 { return .cached }
-        // fails on anything but a regular file (one replaced since it was listed)
-        return posix_fadvise(fd, 0, off_t(limit), POSIX_FADV_WILLNEED) == 0 ? .started : .skipped
     }
 }
