@@ -60,7 +60,11 @@ int pb_directory_next(struct pb_directory *dir, struct pb_directory_entry *entry
             entry->length = size;
             return 1;
         }
-        long count = syscall(SYS_getdents64, dir->fd, dir->buffer, sizeof dir->buffer);
+        long count;
+        // a layer on FUSE or NFS may answer a read interrupted by a signal with EINTR: nothing
+        // was read, and the position is where it was
+        do count = syscall(SYS_getdents64, dir->fd, dir->buffer, sizeof dir->buffer);
+        while (count < 0 && errno == EINTR);
         if (count < 0) return -1;
         if (count == 0) return 0;
         if (dir->reads++ == 0) dir->large = (size_t)count > sizeof dir->buffer / 2;

@@ -67,7 +67,7 @@ public final class Request {
     }
 
     /// What this request's changes left for the kernel to forget, now taken away; nil when
-    /// nothing (always without folded names).
+    /// nothing.
     public func takeKernelForgets() -> KernelForgets? {
         defer { forgets = nil }
         return forgets

@@ -14,6 +14,11 @@ enum Daemon {
     static let readyVariable = "PROXYBUNDLE_READY_FD"
     /// When set to 1, the daemon ends (SIGTERM) when the process that started it exits.
     static let exitWithParentVariable = "PROXYBUNDLE_EXIT_WITH_PARENT"
+    /// For tests: how many seconds a detached mount waits for its daemon's readiness (by
+    /// default `readySeconds`), so that a daemon that misses it is seen without the wait.
+    static let readyTimeoutVariable = "PROXYBUNDLE_READY_TIMEOUT"
+    /// How long a detached mount waits for its daemon to report that it has mounted.
+    static let readySeconds = 30
 
     /// Opens the layers, mounts, reports readiness and serves until unmounted.
     static func serve(_ plan: MountPlan, logger: Logger) throws(Failure) -> Int32 {
@@ -135,12 +140,13 @@ enum Daemon {
 }
 
 extension Daemon {
-    /// Starts `arguments` (the daemon image's, see `DaemonImage`) as a detached copy of this
-    /// program in its own session, and returns once it reports that it has mounted and the
-    /// mount answers.
     /// The descriptor a detached daemon image reads its patches from (see `DaemonImage.PatchList`).
     static let childPatchesFD: Int32 = 4
 
+    /// Starts `arguments` (the daemon image's, see `DaemonImage`) as a detached copy of this
+    /// program in its own session, and returns once it reports that it has mounted and the
+    /// mount answers. Otherwise the daemon is stopped and any mount it made taken away
+    /// (see `stop`), and the failure says why.
     static func startDetached(_ arguments: [String], patches: DaemonImage.PatchList?, mountpoint: RawPath) throws(Failure) {
         var pipeEnds: [Int32] = [0, 0]
         guard pipe(&pipeEnds) == 0 else { throw Failure("cannot create a pipe: \(Errno(errno).description)") }
@@ -152,6 +158,8 @@ extension Daemon {
         if errors >= 0 { template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) } }
         defer { if errors >= 0 { close(errors) } }
         let childReadyFD: Int32 = 3
+        // mounts already there are not the daemon's to take away if it fails
+        let mountsBefore = Set(MountTable.current().mounts.map(\.id))
         let pid: pid_t
         do throws(Failure) {
             pid = try spawn(arguments, readyWriteEnd: pipeEnds[1], as: childReadyFD, stderr: errors, patches: patches?.fd)
@@ -162,17 +170,24 @@ extension Daemon {
         }
         close(pipeEnds[1])
         if let patches { close(patches.fd) }
-        let message = readLine(pipeEnds[0], timeoutSeconds: 30)
-        if message == Array("ready".utf8) {
+        let seconds = readyTimeout
+        let message = readLine(pipeEnds[0], timeoutSeconds: seconds)
+        if message == .line(Array("ready".utf8)) {
             if Daemon.answers(mountpoint) { return }
-            kill(pid, SIGTERM)
-            throw Failure("the daemon mounted \(mountpoint) but the mount does not answer")
+            stop(pid, mountpoint: mountpoint, before: mountsBefore)
+            throw Failure("the daemon mounted \(mountpoint) but the mount does not answer; it was stopped")
         }
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        // a failed start leaves nothing behind: no daemon, and no mount it made
+        let stoppedAlive = stop(pid, mountpoint: mountpoint, before: mountsBefore)
         let reason = errors >= 0 ? lastLine(of: errors) : nil
-        if let message, message.starts(with: "error: ".utf8) {
+        if message == .timedOut {
+            // as systemd does with a mount that takes too long: stopped, not left to finish
+            // behind the back of a command that failed
+            let what = stoppedAlive ? "was stopped" : "then exited"
+            throw Failure("cannot mount on \(mountpoint): the daemon (PID \(pid)) did not report ready within \(seconds) s and \(what)"
+                          + (reason.map { ": \($0)" } ?? ""))
+        }
+        if case .line(let message) = message, message.starts(with: "error: ".utf8) {
             let failure = Array(message.dropFirst(7))
             // the real reason fusermount3 gave, in place of the guess
             if let reason, failure.starts(with: "cannot mount on".utf8) {
@@ -181,6 +196,43 @@ extension Daemon {
             throw Failure(ByteText(bytes: failure))
         }
         throw Failure("the daemon exited before mounting \(mountpoint)" + (reason.map { ": \($0)" } ?? ""))
+    }
+
+    /// Stops daemon `pid` that has not mounted as it should (SIGTERM, then SIGKILL after
+    /// `stopSeconds`), waits for it, and takes away a proxybundle mount it left on
+    /// `mountpoint` (one not among the mount IDs `before`): a daemon killed between its mount
+    /// and its readiness leaves a mount whose connection is gone. Returns whether the daemon
+    /// was still running when told to stop.
+    @discardableResult
+    private static func stop(_ pid: pid_t, mountpoint: RawPath, before: Set<Int>) -> Bool {
+        var status: Int32 = 0
+        let running = waitpid(pid, &status, WNOHANG) == 0
+        if running {
+            kill(pid, SIGTERM)
+            var waits = stopSeconds * 100
+            while waitpid(pid, &status, WNOHANG) == 0 {
+                if waits == 0 {
+                    kill(pid, SIGKILL)
+                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                    break
+                }
+                waits -= 1
+                usleep(10_000)
+            }
+        }
+        for mount in MountTable.current().mounts.reversed()
+        where mount.mountpoint == mountpoint && mount.type == "fuse.proxybundle" && !before.contains(mount.id) {
+            _ = mountpoint.withCString { umount2($0, Int32(MNT_DETACH)) }
+        }
+        return running
+    }
+
+    /// How long a stopped daemon has to exit before it is killed.
+    private static let stopSeconds = 5
+
+    /// The seconds to wait for readiness: `readySeconds`, or the test's in `readyTimeoutVariable`.
+    private static var readyTimeout: Int {
+        getenv(readyTimeoutVariable).flatMap { Int(String(cString: $0)) }.map { max(1, $0) } ?? readySeconds
     }
 
     /// The last line written to the file open as `fd` by anyone but this program (which
@@ -241,21 +293,39 @@ extension Daemon {
         return pid
     }
 
-    /// One line (bytes) from `fd`, waiting at most `timeoutSeconds`; nil on timeout or end of file.
-    private static func readLine(_ fd: Int32, timeoutSeconds: Int32) -> [UInt8]? {
+    /// What the daemon said on its readiness pipe.
+    private enum Said: Equatable {
+        case line([UInt8])
+        /// The pipe closed with nothing said: the daemon exited.
+        case ended
+        /// Nothing by the deadline: the daemon is still at it.
+        case timedOut
+    }
+
+    /// One line (bytes) from `fd`, waiting at most `timeoutSeconds` in all.
+    private static func readLine(_ fd: Int32, timeoutSeconds: Int) -> Said {
         var bytes: [UInt8] = []
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         var byte: UInt8 = 0
+        let deadline = monotonicMilliseconds() + timeoutSeconds * 1000
         while true {
-            let ready = poll(&poller, 1, timeoutSeconds * 1000)
+            let left = deadline - monotonicMilliseconds()
+            guard left > 0 else { return .timedOut }
+            let ready = poll(&poller, 1, Int32(clamping: left))
             if ready < 0 && errno == EINTR { continue }
-            guard ready > 0 else { return nil }
+            guard ready > 0 else { return ready == 0 ? .timedOut : .ended }
             let count = read(fd, &byte, 1)
             if count < 0 && errno == EINTR { continue }
             if count <= 0 || byte == UInt8(ascii: "\n") { break }
             bytes.append(byte)
         }
-        return bytes.isEmpty ? nil : bytes
+        return bytes.isEmpty ? .ended : .line(bytes)
+    }
+
+    private static func monotonicMilliseconds() -> Int {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        return now.tv_sec * 1000 + now.tv_nsec / 1_000_000
     }
 }
 

@@ -232,6 +232,56 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertTrue(waitUntil { hasExited(pid) }, "the daemon exits once it runs again")
     }
 
+    /// A daemon that has mounted but cannot report ready in time (its log is a FIFO the test
+    /// has filled, so its "mounted" line blocks) is stopped, its mount taken away, and the
+    /// command says so. Before the fix the command said "the daemon exited before mounting"
+    /// or waited for it for good. The deadline is the test's (`PROXYBUNDLE_READY_TIMEOUT`).
+    func testADaemonThatMissesTheReadyDeadlineIsStoppedAndItsMountTakenAway() throws {
+        let fifo = fx.root + "/log.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        let junk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
+        while write(writer, junk, junk.count) > 0 {}
+        close(writer)
+        defer { for pid in daemons(of: fx.mountpoint) { kill(pid, SIGKILL) } }
+
+        let errors = fx.root + "/mount.err"
+        let mount = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
+                                                          "--log-file", fifo],
+                                    stderrPath: errors, environment: ["PROXYBUNDLE_READY_TIMEOUT=10"])
+        try eventually("the daemon mounts, then blocks on its log", within: 10) { fx.isMounted }
+        let daemon = daemons(of: fx.mountpoint)
+        XCTAssertEqual(daemon.count, 1, "one daemon")
+        guard let status = Spawn.wait(mount, seconds: 40) else {
+            kill(mount, SIGKILL)
+            _ = Spawn.wait(mount, seconds: 5)
+            return XCTFail("mount did not return")
+        }
+        let error = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        XCTAssertEqual(status, 1, error)
+        XCTAssertTrue(error.contains("did not report ready within 10 s and was stopped"), error)
+        XCTAssertTrue(error.contains("PID \(daemon.first ?? 0)"), error)
+        XCTAssertFalse(error.contains("exited before mounting"), error)
+        XCTAssertEqual(error.split(separator: "\n").count, 1, error)
+        XCTAssertFalse(fx.isMounted, "the daemon's mount is left behind")
+        XCTAssertEqual(daemons(of: fx.mountpoint), [], "the daemon is left running")
+        for pid in daemon { XCTAssertTrue(hasExited(pid)) }
+    }
+
+    /// The processes serving `mountpoint` (the daemon image's command line names it).
+    private func daemons(of mountpoint: String) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(pid_t.init).filter { pid in
+            guard let line = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
+            let words = line.split(separator: "\0")
+            return !hasExited(pid) && words.contains("--serve-checked-mount") && words.contains { $0 == mountpoint }
+        }
+    }
+
     func testAutoUnmountLeavesNoMountAfterSIGKILL() throws {
         try mountDetached(["-o", "auto_unmount"])
         let pid = try daemonPID()

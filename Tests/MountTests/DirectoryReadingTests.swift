@@ -112,4 +112,32 @@ final class DirectoryReadingTests: XCTestCase {
         }
         XCTAssertGreaterThan(try fx.figure("listings_taken"), taken, "listings taken again")
     }
+
+    /// A directory read that the layer's file system interrupts (getdents64 fails with EINTR,
+    /// as a FUSE or network file system under a layer may answer it) is read again, not
+    /// failed: each thread's first getdents64 of every two fails so, injected by strace
+    /// into the daemon's every thread. Before the fix the listing failed.
+    func testADirectoryReadInterruptedInALayerIsReadAgain() throws {
+        let names = try makeDirectory("dir", count: 300)
+        try fx.start()
+        let tracer = try Spawn.start("/usr/bin/strace", ["-f", "-qq", "-p", "\(fx.daemon)", "-o", "/dev/null",
+                                                         "-e", "trace=getdents64", "-e", "inject=getdents64:error=EINTR:when=1+2"])
+        defer { kill(tracer, SIGKILL); _ = Spawn.wait(tracer, seconds: 10) }
+        let tasks = "/proc/\(fx.daemon)/task"
+        // every thread of the daemon traced
+        try eventually("strace attached", within: 20) {
+            try FileManager.default.contentsOfDirectory(atPath: tasks).allSatisfy { task in
+                let status = (try? String(contentsOfFile: "\(tasks)/\(task)/status", encoding: .utf8)) ?? ""
+                return status.split(separator: "\n").contains { $0.hasPrefix("TracerPid:") && !$0.hasSuffix("\t0") }
+            }
+        }
+        let listed = Set(try Disk.list(fx.inMount("dir")))
+        XCTAssertTrue(listed == names, "\(listed.count) of \(names.count) names listed")
+        try Disk.write(fx.inMount("dir/new"), "new")
+        let again = Set(try Disk.list(fx.inMount("dir")))
+        XCTAssertTrue(again == names.union(["new"]), "\(again.count) of \(names.count + 1) names listed after a change")
+        kill(tracer, SIGINT)
+        XCTAssertNotNil(Spawn.wait(tracer, seconds: 10), "strace ended")
+        XCTAssertFalse(fx.log.contains("EINTR"), fx.log)
+    }
 }

@@ -71,4 +71,28 @@ final class NodeSpellingTests: XCTestCase {
         XCTAssertEqual(table.otherSpellings(of: other), [directory])
         XCTAssertEqual(Set(table.otherSpellings(of: directory)), [other])
     }
+
+    /// The spellings of a directory are found from its standing node alone (not by a scan of
+    /// every spelled directory), and stay right as spellings go: another spelling forgotten
+    /// leaves the others; the standing node forgotten still groups those left.
+    func testSpellingsOfADirectoryStayRightAsTheyGo() {
+        let table = NodeTable(root: root, foldsNames: true)
+        var groups: [[NodeID]] = []
+        for index in 0 ..< 200 {
+            groups.append(["Dir\(index)", "dir\(index)", "DIR\(index)"].map { remember(table, rootNodeID, $0, directory: true) })
+        }
+        for group in groups { XCTAssertEqual(Set(table.otherSpellings(of: group[0])), Set(group[1...])) }
+        let group = groups[7]
+        table.detach(parent: rootNodeID, name: Array("dir7".utf8))
+        table.forget(group[1], count: 1)
+        XCTAssertEqual(table.otherSpellings(of: group[0]), [group[2]])
+        table.detach(parent: rootNodeID, name: Array("Dir7".utf8))
+        table.forget(group[0], count: 1)
+        XCTAssertEqual(table.otherSpellings(of: group[2]), [], "the standing node is gone")
+        let file = remember(table, group[2], "File")
+        let again = remember(table, rootNodeID, "dir7", directory: true)
+        XCTAssertEqual(Set(table.otherSpellings(of: again)), [group[2]])
+        XCTAssertEqual(remember(table, again, "FILE"), file, "one file through both spellings left")
+        XCTAssertEqual(table.locked { $0.spellings.values.map(\.count).reduce(0, +) }, 199 * 2 + 2)
+    }
 }

@@ -49,20 +49,25 @@ extension NodeTable {
     /// Calls `body` with directory node `standing` and each other spelling of it.
     private static func forEachSpelling(of standing: NodeID, in s: State, _ body: (NodeID) -> Void) {
         body(standing)
-        guard !s.canonical.isEmpty else { return }
-        for (node, stands) in s.canonical where stands == standing && node != standing { body(node) }
+        guard !s.spellings.isEmpty else { return }
+        for node in s.spellings[standing] ?? [] { body(node) }
     }
 
     /// A new directory node `id`, another spelling of the directory `standing` stands for:
     /// it records which node that is (a node without one stands for itself, being the newest).
     static func recordSpelling(_ id: NodeID, standing: NodeID?, in s: inout State) {
-        if let standing { s.canonical[id] = s.canonical[standing] ?? standing }
+        guard let standing else { return }
+        let stands = s.canonical[standing] ?? standing
+        s.canonical[id] = stands
+        s.spellings[stands, default: []].append(id)
     }
 
-    /// Node `id` leaves the table.
+    /// Node `id` leaves the table. A node that stood for others stays their group's name,
+    /// gone or not: they keep its ID in `canonical`, and it keeps them in `spellings`.
     static func forgetSpelling(_ id: NodeID, in s: inout State) {
-        guard !s.canonical.isEmpty else { return }
-        s.canonical[id] = nil
+        guard !s.canonical.isEmpty, let stands = s.canonical.removeValue(forKey: id) else { return }
+        s.spellings[stands]?.removeAll { $0 == id }
+        if s.spellings[stands]?.isEmpty == true { s.spellings[stands] = nil }
     }
 
     /// The other spellings of directory node `id` that the kernel holds: their cached
@@ -71,7 +76,7 @@ extension NodeTable {
         guard foldsNames else { return [] }
         return locked { s in
             let standing = s.canonical[id] ?? id
-            var others = s.canonical.compactMap { $0.value == standing && $0.key != id ? $0.key : nil }
+            var others = (s.spellings[standing] ?? []).filter { $0 != id }
             if standing != id && s.nodes[standing] != nil { others.append(standing) }
             return others
         }
@@ -123,7 +128,7 @@ extension NodeTable {
     static func spellings(of name: [UInt8], in directory: NodeID, in s: State) -> [ChildKey] {
         let standing = s.canonical[directory] ?? directory
         var directories: Set<NodeID> = [directory, standing]
-        for (node, stands) in s.canonical where stands == standing { directories.insert(node) }
+        directories.formUnion(s.spellings[standing] ?? [])
         let key = CaseFold.key(name)
         var found = s.childKeys(in: directories.contains).filter { CaseFold.key($0.name) == key }
         for parent in directories {

@@ -100,6 +100,9 @@ final class NodeTable: Sendable {
         /// Where names fold: for another spelling of a directory, the node that stands for it
         /// (see NodeTable+Spellings.swift).
         var canonical: [NodeID: NodeID] = [:]
+        /// The other way: for a directory node that stands for others, those others, so that a
+        /// lookup visits a name's own spellings and not every spelled directory's.
+        var spellings: [NodeID: [NodeID]] = [:]
         /// Names resolved as missing (the negative lookup cache).
         var absent = AbsentNames()
         var nextID: NodeID = firstNodeID

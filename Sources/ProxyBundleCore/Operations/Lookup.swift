@@ -65,8 +65,10 @@ extension Overlay {
             return .found(Entry(node: id, attributes: found.attributes))
         } catch let error where error.code == ENOENT {
             nodes.dropForgotten(parent: parent, name: name, resolvedAt: resolvedAt)
-            let remembered = cachesLookups && nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
-                                                                          in: request.view.generation)
+            guard cachesLookups else { return .absent(remembered: false) }
+            let (remembered, dropped) = nodes.rememberAbsent(parent: parent, name: name, resolvedAt: resolvedAt,
+                                                             in: request.view.generation)
+            if let dropped { request.keep(forgetting: [], names: dropped.map { ($0.parent, $0.name) }) }
             return .absent(remembered: remembered)
         }
     }
