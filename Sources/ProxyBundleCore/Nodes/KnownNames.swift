@@ -151,7 +151,7 @@ final class KnownNames: Sendable {
     /// record), but for the patches `mapped` has; nil when one cannot be read.
     private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool, mapped: NameMap.Directory?) -> Presence? {
         var presence = Presence(foldsNames: foldsNames)
-        for layer in dirs.present where mapped?.maps(layer) != true {
+        for layer in dirs.unmapped {
             let lists: [EntryList]?
             do { lists = try dirs.entries(in: layer) } catch { return nil }
             for list in lists ?? [] {
