@@ -65,7 +65,6 @@ final class DirectoryDescriptors: Sendable {
         // where names fold, each layer's real directories are opened for their spellings
         unread = Locked(forReading && !path.isRoot && !layers.foldsNames, rank: .directoryDescriptors)
         self.layers = layers
-        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames, mapped: mapped) : nil
         isRoot = path.isRoot
         isFiltered = holding != nil
         var spelled = [SpelledDirectories?](repeating: nil, count: layers.foldsNames ? layers.count : 0)
@@ -139,6 +138,7 @@ final class DirectoryDescriptors: Sendable {
         present = opened.map(\.layer)
         self.records = records
         self.indexing = indexing
+        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames, mapped: self.mapped, unmapped: unmapped) : nil
         spelledDirectories = spelled
         openCount = path.isRoot ? 0 : opened.lazy.filter { $0.fd >= 0 }.count
             + (recorded.isEmpty ? 0 : min(recorded.count, DirectoryDescriptors.lazilyOpened))
