@@ -64,7 +64,7 @@ extension Lister {
         let opened = directories.takeUnread()
         // only the layers that have the directory: with thousands of patches, most lack it
         var read: [Layer.Entries] = []
-        for index in stack.indices(of: directories.placement) {
+        for index in directories.listedLayers() {
             if let record = directories.record(in: index) {
                 read.append((index, record.entries))
                 continue

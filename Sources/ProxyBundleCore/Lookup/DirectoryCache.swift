@@ -96,6 +96,14 @@ final class DirectoryCache: Sendable {
         return layers.unindexed + (try patches(holding: location.path, layers: layers, located: located))
     }
 
+    /// The layers that may have the directory at `path`: those without an index and the
+    /// patches whose index says they have it (see `patches(holding:)`); nil where patches are
+    /// not indexed. `located`: as for `mapped`.
+    func holders(_ path: LayerPath, layers: LayerStack, located: UInt64) throws(Errno) -> [UInt16]? {
+        guard indexes(layers) else { return nil }
+        return layers.unindexed + (try patches(holding: path, layers: layers, located: located))
+    }
+
     /// Whether patches' indexes tell which of them hold a directory (not where names fold).
     private func indexes(_ layers: LayerStack) -> Bool {
         knowsNames && !layers.foldsNames && layers.hasIndexedPatches
@@ -123,11 +131,11 @@ final class DirectoryCache: Sendable {
         return try index.directory(path, of: layer, watch: watch)?.isOpaque ?? false
     }
 
-    /// The patches whose index says they have a directory at `path` (see `patches(holding:)`);
-    /// nil where patches are not indexed.
-    func indexedPatches(holding path: LayerPath, layers: LayerStack) -> Set<Int>? {
+    /// The patches whose index says they have a directory at `path`, top first (see
+    /// `patches(holding:)`); nil where patches are not indexed.
+    func indexedPatches(holding path: LayerPath, layers: LayerStack) -> [Int]? {
         guard indexes(layers), let patches = try? patches(holding: path, layers: layers, located: nodes.version) else { return nil }
-        return Set(patches.map(Int.init))
+        return patches.map(Int.init)
     }
 
     /// The patches with an index whose index says they have a directory at `path`, top

@@ -9,8 +9,10 @@ import CSyscalls
 /// layer's root, and (the name being a single component, never followed) no way out of the
 /// layer; in a patch, only where its record holds the name. Closed when the last user lets go.
 final class DirectoryDescriptors: Sendable {
-    /// One per layer of the stack, -1 where the layer has no such directory or is not merged,
-    /// `recordOnly` for a patch whose record serves without one (see `init`).
+    /// The layers that have the directory, top first (see `present`), and each one's
+    /// descriptor, `recordOnly` for a patch whose record serves without one (see `init`):
+    /// as many as the layers that have it, not as the stack has (10,002 under 10,000 thin
+    /// patches, of which a directory deep in the tree is in a handful).
     private let descriptors: [Int32]
     private static let recordOnly: Int32 = -2
     /// The records of the patches that have the directory, by layer, where the indexes served
@@ -63,68 +65,82 @@ final class DirectoryDescriptors: Sendable {
         // where names fold, each layer's real directories are opened for their spellings
         unread = Locked(forReading && !path.isRoot && !layers.foldsNames, rank: .directoryDescriptors)
         self.layers = layers
-        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames, mapped: mapped) : nil
         isRoot = path.isRoot
         isFiltered = holding != nil
-        var opened = [Int32](repeating: -1, count: layers.count)
         var spelled = [SpelledDirectories?](repeating: nil, count: layers.foldsNames ? layers.count : 0)
         let range = layers.indices(of: placement)
-        let tried = holding.map { held in (range.contains(0) ? [0] : []) + held.map(Int.init).filter { $0 > 0 && range.contains($0) } }
         let indexing = watch != nil && !layers.foldsNames
+        let mapped = indexing ? mapped : nil
+        // the layers to look in, top first: those the parent's names say hold it and the
+        // substitution; else, where the view's map has the directory, the layers without an
+        // index and the patches it maps; else every layer of the placement
+        let tried: [Int]
+        if let holding {
+            tried = (range.contains(0) ? [0] : []) + holding.lazy.map(Int.init).filter { $0 > 0 && range.contains($0) }
+        } else if mapped != nil {
+            tried = layers.unindexed.lazy.map(Int.init).filter { range.contains($0) }
+        } else {
+            tried = Array(range)
+        }
+        var opened: [(layer: Int, fd: Int32)] = []
         var records: [Int: LayerIndex.Directory] = [:]
         var recorded: [Int] = []
         let epoch = indexing ? watch?.epoch ?? 0 : 0
-        let mapped = indexing ? mapped : nil
         self.mapped = mapped
         self.watch = watch
         self.epoch = epoch
         do throws(Errno) {
-            for index in tried ?? Array(range) {
+            for index in tried {
                 let layer = layers[index]
-                if mapped != nil, indexing, layer.index != nil { continue }  // see below
+                if mapped != nil, layer.index != nil { continue }  // see below
                 if let watch, indexing, let layerIndex = layer.index {
                     if let record = try layerIndex.directory(path, of: layer, watch: watch, epoch: epoch) {
                         records[index] = record
                         recorded.append(index)
-                        opened[index] = DirectoryDescriptors.recordOnly
+                        opened.append((index, DirectoryDescriptors.recordOnly))
                     }
                     continue
                 }
+                let fd: Int32
                 if !spelled.isEmpty {
                     // the real directories own their descriptors
                     spelled[index] = try layer.spelledDirectories(path).found
-                    opened[index] = spelled[index]?.descriptors[0] ?? -1
-                    continue
+                    fd = spelled[index]?.descriptors[0] ?? -1
+                } else if path.isRoot {
+                    fd = layer.rootFD
+                } else {
+                    fd = try absentAsNil { () throws(Errno) -> Int32 in
+                        try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
+                    } ?? -1
                 }
-                if path.isRoot {
-                    opened[index] = layer.rootFD
-                    continue
-                }
-                opened[index] = try absentAsNil { () throws(Errno) -> Int32 in
-                    try layer.open(path, flags: (forReading ? O_RDONLY : pb_O_PATH) | pb_O_DIRECTORY)
-                } ?? -1
+                if fd != -1 { opened.append((index, fd)) }
             }
+            unmapped = opened.map(\.layer).sorted()
             if let mapped {
                 recorded = mapped.patches.map(Int.init)
-                for index in recorded { opened[index] = DirectoryDescriptors.recordOnly }
+                opened += recorded.map { ($0, DirectoryDescriptors.recordOnly) }
             }
+            opened.sort { $0.layer < $1.layer }
             if recorded.count <= DirectoryDescriptors.openedPatches {
-                for index in recorded where (records[index]?.entries.entries.count ?? 0) >= DirectoryDescriptors.openedEntries {
-                    opened[index] = path.isRoot ? layers[index].rootFD : try absentAsNil { () throws(Errno) -> Int32 in
-                        try layers[index].open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
+                for (slot, item) in opened.enumerated()
+                where item.fd == DirectoryDescriptors.recordOnly
+                    && (records[item.layer]?.entries.entries.count ?? 0) >= DirectoryDescriptors.openedEntries {
+                    opened[slot].fd = path.isRoot ? layers[item.layer].rootFD : try absentAsNil { () throws(Errno) -> Int32 in
+                        try layers[item.layer].open(path, flags: pb_O_PATH | pb_O_DIRECTORY)
                     } ?? DirectoryDescriptors.recordOnly
                 }
             }
         } catch {
-            if !path.isRoot && spelled.isEmpty { for fd in opened where fd >= 0 { Sys.close(fd) } }
+            if !path.isRoot && spelled.isEmpty { for item in opened where item.fd >= 0 { Sys.close(item.fd) } }
             throw error
         }
-        descriptors = opened
+        descriptors = opened.map(\.fd)
+        present = opened.map(\.layer)
         self.records = records
         self.indexing = indexing
+        known = knowsNames ? KnownNames(foldsNames: layers.foldsNames, mapped: self.mapped, unmapped: unmapped) : nil
         spelledDirectories = spelled
-        present = opened.indices.filter { opened[$0] != -1 }
-        openCount = path.isRoot ? 0 : opened.lazy.filter { $0 >= 0 }.count
+        openCount = path.isRoot ? 0 : opened.lazy.filter { $0.fd >= 0 }.count
             + (recorded.isEmpty ? 0 : min(recorded.count, DirectoryDescriptors.lazilyOpened))
     }
 
@@ -145,6 +161,32 @@ final class DirectoryDescriptors: Sendable {
         return try? layerIndex.directory(path, of: layers[index], watch: watch, epoch: epoch)
     }
 
+    /// The layers a listing looks in, top first: where the parent's names told which layers
+    /// hold the directory, those that have it; where patches' indexes tell, those that have
+    /// it and the layers without an index (read by path: the directory may have come since);
+    /// else every layer of the placement. Never a walk over every layer of the stack where
+    /// the indexes or names tell.
+    func listedLayers() -> [Int] {
+        let range = layers.indices(of: placement)
+        if isFiltered { return present }
+        guard indexing else { return Array(range) }
+        var merged: [Int] = []
+        var others = layers.unindexed.lazy.map(Int.init).filter { range.contains($0) }.makeIterator()
+        var other = others.next()
+        for index in present {
+            while let next = other, next <= index {
+                if next < index { merged.append(next) }
+                other = others.next()
+            }
+            merged.append(index)
+        }
+        while let next = other {
+            merged.append(next)
+            other = others.next()
+        }
+        return merged
+    }
+
     /// Whether layer `index` is a patch whose index says it lacks the directory.
     func lacks(_ index: Int) -> Bool {
         indexing && !isIndexed(index) && layers[index].index != nil
@@ -152,7 +194,17 @@ final class DirectoryDescriptors: Sendable {
 
     /// Whether layer `index` has the directory.
     func has(_ index: Int) -> Bool {
-        index < descriptors.count && descriptors[index] != -1
+        slot(of: index) != nil
+    }
+
+    /// Where layer `index` is in `present` (and `descriptors`), nil where it lacks the directory.
+    private func slot(of index: Int) -> Int? {
+        var (low, high) = (0, present.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if present[middle] < index { low = middle + 1 } else { high = middle }
+        }
+        return low < present.count && present[low] == index ? low : nil
     }
 
     /// The attributes of entry `name` (also as the C string `p`) of the directory in layer
@@ -168,8 +220,8 @@ final class DirectoryDescriptors: Sendable {
     /// one system call, the directory's attributes and an entry's extended attributes as its
     /// attributes); -1 where there is none, or no more may be opened.
     func descriptor(in index: Int) -> Int32 {
-        guard index < descriptors.count else { return -1 }
-        let kept = descriptors[index]
+        guard let slot = slot(of: index) else { return -1 }
+        let kept = descriptors[slot]
         guard kept == DirectoryDescriptors.recordOnly else { return kept }
         if isRoot { return layers[index].rootFD }
         let (known, room) = lazy.withLock { ($0[index], $0.count < DirectoryDescriptors.lazilyOpened) }
@@ -278,11 +330,15 @@ final class DirectoryDescriptors: Sendable {
 
     /// The directory's descriptor in layer `index`, -1 when it has none.
     subscript(index: Int) -> Int32 {
-        index < descriptors.count ? max(-1, descriptors[index]) : -1
+        slot(of: index).map { max(-1, descriptors[$0]) } ?? -1
     }
 
     /// The layers that have the directory, top first.
     let present: [Int]
+
+    /// Those of `present` looked at through a descriptor or their own record rather than the
+    /// view's map (see `NameMap`): the substitution and the main bundle where a map serves.
+    let unmapped: [Int]
 
     /// Whether the top and bottom layers of the placement had the directory when it was opened
     /// (a concurrent change or one behind the daemon's back may have taken it away).

@@ -66,10 +66,15 @@ final class KnownNames: Sendable {
     /// The view's map of the directory (see `NameMap`): the names of the patches it maps,
     /// which are therefore not read here.
     let mapped: NameMap.Directory?
+    /// Where a map serves, the other layers that have the directory (the substitution and the
+    /// main bundle), top first: until their names are read (a listing, or enough misses),
+    /// each lookup looks in them, as on two layers, rather than reading them at the first.
+    let unmapped: [UInt16]
 
-    init(foldsNames: Bool = false, mapped: NameMap.Directory? = nil) {
+    init(foldsNames: Bool = false, mapped: NameMap.Directory? = nil, unmapped: [Int] = []) {
         self.foldsNames = foldsNames
         self.mapped = foldsNames ? nil : mapped
+        self.unmapped = unmapped.map(UInt16.init)
     }
 
     /// Where `name` is, top first; nil when the names were not read. With `dirs` (a lookup
@@ -78,11 +83,16 @@ final class KnownNames: Sendable {
     func holding(_ name: [UInt8], readingIn dirs: DirectoryDescriptors? = nil) -> Holding? {
         let hash = hash(name)
         return state.withLock { s in
-            if let dirs, s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers {
+            if let dirs, mapped == nil, s.presence == nil, s.misses == 0, dirs.present.count >= KnownNames.manyLayers {
                 s.misses = 1
                 s.presence = KnownNames.read(dirs, foldsNames: foldsNames, mapped: mapped)
             }
-            guard let presence = s.presence else { return nil }
+            guard let presence = s.presence else {
+                // the patches' names from the map, the other layers looked in
+                guard let mapped else { return nil }
+                let patches = mapped.holding(hash)
+                return Holding(entries: KnownNames.merge(unmapped, patches.entries), whiteouts: patches.whiteouts)
+            }
             let own = Holding(entries: presence.entries[hash] ?? [], whiteouts: presence.whiteouts[hash] ?? [])
             guard let mapped else { return own }
             let patches = mapped.holding(hash)
@@ -151,7 +161,7 @@ final class KnownNames: Sendable {
     /// record), but for the patches `mapped` has; nil when one cannot be read.
     private static func read(_ dirs: DirectoryDescriptors, foldsNames: Bool, mapped: NameMap.Directory?) -> Presence? {
         var presence = Presence(foldsNames: foldsNames)
-        for layer in dirs.present where mapped?.maps(layer) != true {
+        for layer in dirs.unmapped {
             let lists: [EntryList]?
             do { lists = try dirs.entries(in: layer) } catch { return nil }
             for list in lists ?? [] {

@@ -28,11 +28,14 @@ extension Overlay {
         let path = location.path.appending(name)
         let stack = request.layers
         let watch = stack.foldsNames ? nil : resolver.indexWatch
-        let holding = request.directories.indexedPatches(holding: path, layers: stack)
-        for index in stack.indices(of: location.placement) {
+        let range = stack.indices(of: location.placement)
+        // where the indexes tell, only the patches that have the directory: not every layer
+        let tried = watch == nil ? nil : request.directories.indexedPatches(holding: path, layers: stack).map { holding in
+            (stack.unindexed.map(Int.init) + holding).filter { range.contains($0) }.sorted()
+        }
+        for index in tried ?? Array(range) {
             let layer = stack[index]
             if let watch, let layerIndex = layer.index {
-                if let holding, !holding.contains(index) { continue }
                 // a patch's index has read the directory: its entries' attributes are read,
                 // where it has it (thousands of thin patches lack it)
                 guard let record = try? layerIndex.directory(path, of: layer, watch: watch), !record.entries.isEmpty,
