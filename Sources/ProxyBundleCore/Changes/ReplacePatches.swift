@@ -80,6 +80,7 @@ extension Views {
     func keptPatches(_ paths: [RawPath]) -> [Layer?] {
         let recent = recentPatches
         var directories: [ArraySlice<UInt8>: Int32] = [:]
+        var last: (parent: ArraySlice<UInt8>, fd: Int32)?
         defer { for fd in directories.values where fd >= 0 { Sys.close(fd) } }
         return paths.map { path -> Layer? in
             guard let kept = recent[path] else { return nil }
@@ -92,10 +93,17 @@ extension Views {
                 found = path.withCString { stat($0, &st) } == 0
             } else {
                 let parent = bytes[..<slash]
-                let fd = directories[parent] ?? RawPath(bytes: Array(parent)).withCString {
-                    open($0, pb_O_PATH | O_DIRECTORY | O_CLOEXEC)
+                // the list's paths come directory by directory: the last one, compared, not hashed
+                let fd: Int32
+                if let last, last.parent.elementsEqual(parent) {
+                    fd = last.fd
+                } else {
+                    fd = directories[parent] ?? RawPath(bytes: Array(parent)).withCString {
+                        open($0, pb_O_PATH | O_DIRECTORY | O_CLOEXEC)
+                    }
+                    directories[parent] = fd
+                    last = (parent, fd)
                 }
-                directories[parent] = fd
                 found = fd >= 0 && name.withCStringCopy { fstatat(fd, $0, &st, 0) } == 0
             }
             return found && UInt64(st.st_dev) == kept.device && UInt64(st.st_ino) == kept.inode ? kept : nil
