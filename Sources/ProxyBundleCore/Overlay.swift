@@ -54,6 +54,9 @@ public final class Overlay: Sendable {
     /// opened at: a swap back to a patch of a few swaps ago takes it as it is, its index with it.
     public var recentPatches: [RawPath: Layer] { views.recentPatches }
 
+    /// See `Views.keptPatches`.
+    public func keptPatches(_ paths: [RawPath]) -> [Layer?] { views.keptPatches(paths) }
+
     /// Told of what goes wrong outside any one request (a substitution removed behind the
     /// daemon's back), once each time.
     let warn: @Sendable (String) -> Void

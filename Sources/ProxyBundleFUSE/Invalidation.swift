@@ -86,18 +86,17 @@ extension FuseServer {
     /// opened again.
     func replacePatches(_ text: [UInt8]) throws(Errno) {
         var patches: [Layer] = []
-        let mountDevice = MountTable.current().mount(at: mountpoint)?.device
-        let current = overlay.recentPatches
-        for path in try ControlInput.patchPaths(text, mountpoint: mountpoint) {
-            var st = stat()
-            if let kept = current[path], path.withCString({ stat($0, &st) }) == 0,
-               UInt64(st.st_dev) == kept.device, UInt64(st.st_ino) == kept.inode {
+        var mountDevice: String?? = nil  // read once a path is opened anew
+        let paths = try ControlInput.patchPaths(text, mountpoint: mountpoint)
+        for (path, kept) in zip(paths, overlay.keptPatches(paths)) {
+            if let kept {
                 patches.append(kept)
                 continue
             }
             let layer = try Layer(path: path, preservesAccessTimes: true, foldsNames: overlay.currentLayers.foldsNames, indexed: true)
             // a symlink may still have led into the mount
-            if let mountDevice, FuseServer.deviceName(layer.device) == mountDevice { throw Errno.invalid }
+            if mountDevice == nil { mountDevice = .some(MountTable.current().mount(at: mountpoint)?.device) }
+            if let device = mountDevice ?? nil, FuseServer.deviceName(layer.device) == device { throw Errno.invalid }
             patches.append(layer)
         }
         try invalidations.withLock { (record: inout InvalidationRecord) throws(Errno) in

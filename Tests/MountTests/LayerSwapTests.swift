@@ -154,4 +154,33 @@ final class LayerSwapReadTests: XCTestCase {
         XCTAssertEqual(try fx.figure("layers"), 27, "25 patches, the substitution and the main bundle")
         XCTAssertEqual(try fx.figure("layers_open"), 52, "the 25 patches left out stay open for the views kept")
     }
+
+    /// A patch is kept across a swap only while its path names the directory it was opened
+    /// at: a directory put in its place on disk (the old one renamed away) is opened anew,
+    /// also in a list of the same paths in another order, which is otherwise taken as it is.
+    /// The patches lie side by side, as the daemon looks at them from one descriptor of
+    /// their directory.
+    func testAPatchReplacedAtItsPathIsOpenedAnew() throws {
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let one = fx.root + "/one", two = fx.root + "/two"
+        for (dir, text) in [(one, "one"), (two, "two")] {
+            try Disk.mkdir(dir)
+            try Disk.write(dir + "/a.txt", text)
+        }
+        try fx.start(["--patch", one, "--patch", two])
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "one")
+        try Disk.write(fx.inMount(".layers"), "\(two)\n\(one)\n")
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "two")
+        XCTAssertEqual(rename(one, fx.root + "/one-before"), 0)
+        try Disk.mkdir(one)
+        try Disk.write(one + "/a.txt", "one, replaced")
+        try Disk.write(fx.inMount(".layers"), "\(one)\n\(two)\n")
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "one, replaced")
+        XCTAssertEqual(try fx.figure("layers"), 4, "two patches, the substitution and the main bundle")
+        try Disk.write(fx.inMount(".layers"), "\(two)\n\(one)\n")
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "two")
+        try Disk.write(fx.inMount(".layers"), "\(one)\n\(two)\n")
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "one, replaced", "the new directory, kept")
+    }
 }

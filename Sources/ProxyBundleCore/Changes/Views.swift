@@ -114,6 +114,12 @@ final class Views: Sendable {
         inodes.register(layers)
         let next = StackView(layers: layers, inodes: inodes, generation: nodes.generation,
                              directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
+        let before = current
+        if let renumbered = Views.renumbering(from: before.layers, to: layers) {
+            // the same layers in another order: what the view knew of which patches hold
+            // what stays true (the records are the same), renumbered where next used
+            next.directories.carry(before.directories, renumbered: renumbered)
+        }
         let old = currentView.withLock { current -> StackView in
             defer { current = next }
             return current
@@ -124,6 +130,7 @@ final class Views: Sendable {
         // its layers open; the layers only recent views hold are a few hundred at most
         guard old.layers !== layers else { return }
         let current = Set(layers.layers.map(ObjectIdentifier.init))
+        let reorders = old.layers.count == layers.count && old.layers.layers.allSatisfy { current.contains(ObjectIdentifier($0)) }
         let dropped = recentViews.withLock { views -> [StackView] in
             views.insert(old, at: 0)
             var kept = 0
@@ -136,7 +143,29 @@ final class Views: Sendable {
             defer { views.removeLast(views.count - kept) }
             return Array(views[kept...])
         }
+        // the same layers in another order, and none but them let go: the patches by path
+        // stay as they were (a swap between orders of 1,000 patches makes no map of them)
+        if reorders && dropped.allSatisfy({ $0.layers.layers.allSatisfy { current.contains(ObjectIdentifier($0)) } }) {
+            recentPatchesByPath.withLock { known in
+                if let patches = known?.patches, known?.view === old { known = (next, patches) }
+            }
+        }
         _ = dropped  // let go outside the lock
+    }
+
+    /// Each layer's number in `new` by its number in `old`, where `new` is another stack of
+    /// the same layers (nil otherwise, and for the same stack: an invalidation).
+    static func renumbering(from old: LayerStack, to new: LayerStack) -> [UInt16]? {
+        guard old !== new, old.count == new.count else { return nil }
+        let numbers = Dictionary(new.layers.indices.map { (ObjectIdentifier(new[$0]), UInt16($0)) }, uniquingKeysWith: { a, _ in a })
+        guard numbers.count == new.count else { return nil }
+        var renumbered: [UInt16] = []
+        renumbered.reserveCapacity(old.count)
+        for layer in old.layers {
+            guard let number = numbers[ObjectIdentifier(layer)] else { return nil }
+            renumbered.append(number)
+        }
+        return renumbered
     }
 
     func touchControlTime() {

@@ -22,6 +22,20 @@ final class DirectoryCache: Sendable {
         var uses: UInt64 = 0
         /// By path, the patches that have a directory there (see `patches(holding:)`).
         var patchHolders: [LayerPath: [UInt16]] = [:]
+        /// Those of the view this one replaced, and each layer's number here by its number
+        /// there (see `carry`).
+        var carriedHolders: [LayerPath: [UInt16]] = [:]
+        var renumbered: [UInt16] = []
+
+        /// The patches that have a directory at `path`, known or carried (renumbered now).
+        mutating func holders(_ path: LayerPath) -> [UInt16]? {
+            if let known = patchHolders[path] { return known }
+            guard let other = carriedHolders.removeValue(forKey: path) else { return nil }
+            let numbers = renumbered
+            let found = other.map { numbers[Int($0)] }.sorted()
+            patchHolders[path] = found
+            return found
+        }
 
         /// The entry of `id`, now its most recently used.
         mutating func use(_ id: NodeID) -> DirectoryDescriptors? {
@@ -145,7 +159,7 @@ final class DirectoryCache: Sendable {
     /// for each directory of the view a patch has), so that finding a directory's patches
     /// costs one look at each patch of its parent, once, whatever the directories kept.
     private func patches(holding path: LayerPath, layers: LayerStack, located: UInt64) throws(Errno) -> [UInt16] {
-        if let known = entries.withLock({ $0.patchHolders[path] }) { return known }
+        if let known = entries.withLock({ $0.holders(path) }) { return known }
         let found: [UInt16]
         if path.isRoot {
             found = layers.indexed
@@ -217,6 +231,19 @@ final class DirectoryCache: Sendable {
     /// `name` was made in directory node `id` through the mount.
     func added(_ name: [UInt8], in id: NodeID) {
         entries.withLock { $0.kept[id]?.dirs }?.known?.added(name)
+    }
+
+    /// Takes what `other` learned of which patches hold what (a view of the same patches in
+    /// another order, replaced by this one's: see `NameMap.carry`), renumbered with
+    /// `renumbered` (a layer's number here by its number there) where used. Called before
+    /// this cache is used.
+    func carry(_ other: DirectoryCache, renumbered: [UInt16]) {
+        names.carry(other.names, renumbered: renumbered)
+        let holders = other.entries.withLock { $0.patchHolders }
+        entries.withLock { entries in
+            entries.carriedHolders = holders
+            entries.renumbered = renumbered
+        }
     }
 
     func removeAll() {

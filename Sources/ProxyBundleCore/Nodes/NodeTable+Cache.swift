@@ -202,14 +202,17 @@ extension NodeTable {
     }
 
     /// Makes every node beneath `tops` (not the tops themselves) stale. Returns those whose
-    /// kernel inode may outlive its entry, and the tops with every node beneath them.
+    /// kernel inode may outlive its entry, and the tops with every directory beneath them.
     static func markStale(beneath tops: Set<NodeID>, in s: inout State,
                           forgettingIdentities: Bool = false) -> (outliving: [NodeID], inside: Set<NodeID>) {
         var inside = tops
+        var outside = Set<NodeID>()
         var outliving: [NodeID] = []
         var beneath: [NodeID] = []
         s.nodes.forEach { id, node in
-            guard !tops.contains(id), NodeTable.isInside(id, s, &inside) else { return }
+            // a node lies beneath the tops where its directory does (memoized by directory)
+            guard !tops.contains(id), NodeTable.isInside(node.parent, s, &inside, &outside) else { return }
+            if node.placement.isDirectory { inside.insert(id) }
             beneath.append(id)
             if NodeTable.outlivesEntry(id, node, in: s) { outliving.append(id) }
         }
@@ -220,8 +223,9 @@ extension NodeTable {
         return (outliving, inside)
     }
 
-    /// Whether `id` lies beneath a node of `inside`, which memoizes the nodes known to.
-    private static func isInside(_ id: NodeID, _ s: State, _ inside: inout Set<NodeID>) -> Bool {
+    /// Whether `id` is or lies beneath a node of `inside`, which memoizes the nodes known to,
+    /// as `outside` those known not to.
+    private static func isInside(_ id: NodeID, _ s: State, _ inside: inout Set<NodeID>, _ outside: inout Set<NodeID>) -> Bool {
         var chain: [NodeID] = []
         var current = id
         while true {
@@ -229,7 +233,11 @@ extension NodeTable {
                 inside.formUnion(chain)
                 return true
             }
-            guard current != rootNodeID, current != NodeTable.detachedParent, let node = s.nodes[current] else { return false }
+            guard current != rootNodeID, current != NodeTable.detachedParent, !outside.contains(current),
+                  let node = s.nodes[current] else {
+                outside.formUnion(chain)
+                return false
+            }
             chain.append(current)
             current = node.parent
         }

@@ -3,11 +3,10 @@
 /// now lead elsewhere, and every other node is renumbered into the new stack's layers and stays
 /// fresh.
 extension NodeTable {
-    /// What the table cached when a swap began: each directory node's named children and its
-    /// names remembered missing.
+    /// What the table cached when a swap began: which directory nodes have names cached, and
+    /// where they were placed (their names are asked as the swap gets to them, see
+    /// `swapChildren`).
     struct SwapSnapshot {
-        var children: [ChildKey: NodeID] = [:]
-        var absent = Set<ChildKey>()
         /// The directory nodes with named children or names remembered missing.
         var directories = Set<NodeID>()
         /// The first node ID not cached: nodes from it on were made while the swap ran.
@@ -36,22 +35,31 @@ extension NodeTable {
             cached.before = s.generation
             s.generation = s.generation == UInt32.max ? 1 : s.generation + 1
             cached.after = s.generation
+            var parent: NodeID = 0
             s.nodes.forEach { id, node in
                 guard id != rootNodeID, node.parent != NodeTable.detachedParent else { return }
-                cached.children[ChildKey(parent: node.parent, name: node.name.bytes)] = id
-                cached.directories.insert(node.parent)
+                // a directory's nodes are mostly made one after the other
+                if node.parent != parent {
+                    parent = node.parent
+                    cached.directories.insert(parent)
+                }
                 if node.placement.isDirectory { cached.placements[id] = node.placement }
             }
             cached.firstNew = s.nextID
-            for (key, id) in s.aliasNames {
-                cached.children[key] = id
-                cached.directories.insert(key.parent)
-            }
-            for key in s.absent {
-                cached.absent.insert(key)
-                cached.directories.insert(key.parent)
-            }
+            for key in s.aliasNames.keys { cached.directories.insert(key.parent) }
+            for key in s.absent { cached.directories.insert(key.parent) }
             return cached
+        }
+    }
+
+    /// For each of `names` in directory node `dir`: the node it leads to if that was made
+    /// before `firstNew` (cached when the swap began), and whether it is remembered missing.
+    func swapChildren(of dir: NodeID, _ names: [[UInt8]], before firstNew: NodeID) -> [(child: NodeID?, absent: Bool)] {
+        locked { s in
+            names.map { name in
+                let key = ChildKey(parent: dir, name: name)
+                return (s.child(key).flatMap { $0 < firstNew ? $0 : nil }, s.absent.contains(key))
+            }
         }
     }
 

@@ -33,14 +33,21 @@ public final class LayerStack: Sendable {
 
     /// E2BIG past `limit` layers; EINVAL when a directory is given twice, or one layer lies
     /// inside another (a change in one would change the other behind the daemon's back).
-    public init(substitution: Substitution?, patches: [Layer] = [], main: Layer) throws(Errno) {
+    public convenience init(substitution: Substitution?, patches: [Layer] = [], main: Layer) throws(Errno) {
+        try self.init(substitution: substitution, patches: patches, main: main, checked: [])
+    }
+
+    /// `checked`: layers already known to lie apart (those of a stack): a list of them, each
+    /// once, needs no check of its paths.
+    private init(substitution: Substitution?, patches: [Layer], main: Layer, checked: Set<ObjectIdentifier>) throws(Errno) {
         guard patches.count <= LayerList.patchLimit else { throw Errno(E2BIG) }
         self.substitution = substitution
         let layers = (substitution.map { [$0.layer] } ?? []) + patches + [main]
         self.layers = layers
         indexed = layers.indices.filter { layers[$0].index != nil }.map(UInt16.init)
         unindexed = layers.indices.filter { layers[$0].index == nil }.map(UInt16.init)
-        try LayerStack.checkApart(layers)
+        let distinct = Set(layers.map(ObjectIdentifier.init))
+        if distinct.count != layers.count || !distinct.isSubset(of: checked) { try LayerStack.checkApart(layers) }
     }
 
     /// The same directory is one file system's inode, whatever path it was reached by; a
@@ -88,8 +95,10 @@ public final class LayerStack: Sendable {
     }
 
     /// The same layers with other patches.
+    /// A list of this stack's own patches (another order, or some of them) is not checked
+    /// again: a swap between orders of 1,000 patches sorts no paths.
     func replacingPatches(_ patches: [Layer]) throws(Errno) -> LayerStack {
-        try LayerStack(substitution: substitution, patches: patches, main: main)
+        try LayerStack(substitution: substitution, patches: patches, main: main, checked: Set(layers.map(ObjectIdentifier.init)))
     }
 
     /// The same layers with another substitution.

@@ -7,7 +7,8 @@ import Glibc
 /// directory is looked in or looked up, and kept with the view's directory descriptors
 /// (`DirectoryCache`) until the records may have changed: every invalidation (exact, of a
 /// path, of everything, `-o watch`'s) and every copy-up empties it with them, and a swap makes
-/// a new view with an empty one. Unlike the descriptors, which the cache drops when full, a
+/// a new view with an empty one, or, between orders of the same patches, with the maps of the
+/// view it replaces, renumbered where used (see `carry`). Unlike the descriptors, which the cache drops when full, a
 /// directory's map stays: under thousands of thin patches (about 1,700 of 10,000 hold each top
 /// directory), asking each patch for its record again at every look would cost as much as a
 /// walk over the patches.
@@ -118,6 +119,24 @@ final class NameMap: Sendable {
         var kept: [LayerPath: Names] = [:]
         /// Bumped by each `removeAll`: a map built from records read before is not kept.
         var cleared: UInt64 = 0
+        /// The maps of the view this one replaced, of the same patches in another order (see
+        /// `carry`), and each layer's number here by its number there.
+        var carried: [LayerPath: Names] = [:]
+        var renumbered: [UInt16] = []
+
+        /// The map of `path`, kept or carried (renumbered now, and kept).
+        mutating func map(_ path: LayerPath) -> Names? {
+            if let known = kept[path] { return known }
+            guard let other = carried.removeValue(forKey: path) else { return nil }
+            let numbers = renumbered
+            func number(_ layer: UInt16) -> UInt16 { numbers[Int(layer)] }
+            let names = other.names.map { Held(hash: $0.hash, layer: number($0.layer), isWhiteoutFile: $0.isWhiteoutFile,
+                                               isDirectory: $0.isDirectory) }
+            let map = Names(patches: other.patches.map(number).sorted(), opaque: other.opaque.map(number).sorted(),
+                            names: names.sorted { $0.hash < $1.hash || ($0.hash == $1.hash && $0.layer < $1.layer) })
+            kept[path] = map
+            return map
+        }
     }
     private let state = Locked(State(), rank: .nameMap)
 
@@ -130,7 +149,7 @@ final class NameMap: Sendable {
     func directory(_ path: LayerPath, _ placement: Placement, layers: LayerStack, watch: LayerWatch,
                    patches: () throws(Errno) -> [UInt16]) throws(Errno) -> Directory? {
         let range = layers.indices(of: placement)
-        let (known, cleared) = state.withLock { ($0.kept[path], $0.cleared) }
+        let (known, cleared) = state.withLock { ($0.map(path), $0.cleared) }
         if let known { return Directory(all: known, layers: range) }
         let held = try patches()
         guard held.count >= KnownNames.manyLayers else { return nil }
@@ -168,19 +187,33 @@ final class NameMap: Sendable {
 
     /// The map kept of the directory at `path`, of every patch that has it.
     func kept(_ path: LayerPath) -> Names? {
-        state.withLock { $0.kept[path] }
+        state.withLock { $0.map(path) }
+    }
+
+    /// Takes the maps `other` built (a view of the same patches in another order, just
+    /// replaced by this one's: the records they were built from are the same), each used
+    /// here once renumbered with `renumbered` (a layer's number here by its number there),
+    /// the first time it is asked for: a swap between orders of 1,000 patches builds no map
+    /// again, and renumbers only those used after it.
+    func carry(_ other: NameMap, renumbered: [UInt16]) {
+        let maps = other.state.withLock { $0.kept }
+        state.withLock { s in
+            s.carried = maps
+            s.renumbered = renumbered
+        }
     }
 
     /// Drops every map (the records they were built from may have changed).
     func removeAll() {
         let dropped = state.withLock { s -> [LayerPath: Names] in
             s.cleared &+= 1
+            s.carried = [:]
             defer { s.kept = [:] }
             return s.kept
         }
         _ = dropped  // freed here, outside the lock
     }
 
-    /// The number of directories mapped (for `.stats` and tests).
-    var count: Int { state.withLock { $0.kept.count } }
+    /// The number of directories mapped (for `.stats` and tests), carried ones included.
+    var count: Int { state.withLock { $0.kept.count + $0.carried.count } }
 }
