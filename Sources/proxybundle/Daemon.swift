@@ -200,9 +200,9 @@ extension Daemon {
 
     /// Stops daemon `pid` that has not mounted as it should (SIGTERM, then SIGKILL after
     /// `stopSeconds`), waits for it, and takes away a proxybundle mount it left on
-    /// `mountpoint` (one not among the mount IDs `before`): a daemon killed between its mount
-    /// and its readiness leaves a mount whose connection is gone. Returns whether the daemon
-    /// was still running when told to stop.
+    /// `mountpoint` (the one mount not among the mount IDs `before`, if nothing covers it): a
+    /// daemon killed between its mount and its readiness leaves a mount whose connection is
+    /// gone. Returns whether the daemon was still running when told to stop.
     @discardableResult
     private static func stop(_ pid: pid_t, mountpoint: RawPath, before: Set<Int>) -> Bool {
         var status: Int32 = 0
@@ -220,9 +220,16 @@ extension Daemon {
                 usleep(10_000)
             }
         }
-        for mount in MountTable.current().mounts.reversed()
-        where mount.mountpoint == mountpoint && mount.type == "fuse.proxybundle" && !before.contains(mount.id) {
-            _ = mountpoint.withCString { umount2($0, Int32(MNT_DETACH)) }
+        // a detach takes away the topmost mount there: only when that is the one new
+        // proxybundle mount (not another command's, nor one mounted over it since)
+        let there = MountTable.current().mounts.filter { $0.mountpoint == mountpoint }
+        let new = there.filter { $0.type == "fuse.proxybundle" && !before.contains($0.id) }
+        if new.count == 1, there.last?.id == new.first?.id {
+            if getuid() == 0 {
+                _ = mountpoint.withCString { umount2($0, Int32(MNT_DETACH)) }
+            } else {
+                try? Unprivileged.fusermount([Array("-u".utf8), Array("-z".utf8), mountpoint.bytes])
+            }
         }
         return running
     }

@@ -272,6 +272,45 @@ final class DaemonLifeTests: XCTestCase {
         for pid in daemon { XCTAssertTrue(hasExited(pid)) }
     }
 
+    /// The same failed start with another mount made over the daemon's since: a detach would
+    /// take that one away (it takes the topmost), so the command leaves the mounts as they
+    /// are. Before the fix it detached whatever was on top.
+    func testAFailedStartTakesAwayNoMountButItsOwn() throws {
+        let fifo = fx.root + "/log.fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(reader, 0)
+        defer { close(reader) }
+        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+        XCTAssertGreaterThanOrEqual(writer, 0)
+        let junk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
+        while write(writer, junk, junk.count) > 0 {}
+        close(writer)
+        defer { for pid in daemons(of: fx.mountpoint) { kill(pid, SIGKILL) } }
+
+        let errors = fx.root + "/mount.err"
+        let mount = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
+                                                          "--log-file", fifo],
+                                    stderrPath: errors, environment: ["PROXYBUNDLE_READY_TIMEOUT=10"])
+        try eventually("the daemon mounts, then blocks on its log", within: 10) { fx.isMounted }
+        XCTAssertEqual(Glibc.mount("cover", fx.mountpoint, "tmpfs", 0, nil), 0, "tmpfs over the mount")
+        defer {
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+        }
+        guard let status = Spawn.wait(mount, seconds: 40) else {
+            kill(mount, SIGKILL)
+            _ = Spawn.wait(mount, seconds: 5)
+            return XCTFail("mount did not return")
+        }
+        let error = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        XCTAssertEqual(status, 1, error)
+        XCTAssertTrue(error.contains("did not report ready within 10 s"), error)
+        let there = MountTable.current().mounts.filter { $0.mountpoint == RawPath(fx.mountpoint) }
+        XCTAssertEqual(there.last?.type, "tmpfs", "the mount made over the daemon's is left where it was: \(there.map(\.type))")
+        XCTAssertEqual(daemons(of: fx.mountpoint), [], "the daemon is left running")
+    }
+
     /// The processes serving `mountpoint` (the daemon image's command line names it).
     private func daemons(of mountpoint: String) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
