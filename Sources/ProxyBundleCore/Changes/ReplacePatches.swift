@@ -79,9 +79,9 @@ extension Views {
     /// path and 1,000 `fstatat` of a name, not 1,000 walks of the whole path.
     func keptPatches(_ paths: [RawPath]) -> [Layer?] {
         let recent = recentPatches
-        var directories: [ArraySlice<UInt8>: Int32] = [:]
+        // one directory open at a time: 10,000 patches in 10,000 directories hold no more
         var last: (parent: ArraySlice<UInt8>, fd: Int32)?
-        defer { for fd in directories.values where fd >= 0 { Sys.close(fd) } }
+        defer { if let last, last.fd >= 0 { Sys.close(last.fd) } }
         return paths.map { path -> Layer? in
             guard let kept = recent[path] else { return nil }
             var st = stat()
@@ -98,10 +98,8 @@ extension Views {
                 if let last, last.parent.elementsEqual(parent) {
                     fd = last.fd
                 } else {
-                    fd = directories[parent] ?? RawPath(bytes: Array(parent)).withCString {
-                        open($0, pb_O_PATH | O_DIRECTORY | O_CLOEXEC)
-                    }
-                    directories[parent] = fd
+                    if let last, last.fd >= 0 { Sys.close(last.fd) }
+                    fd = RawPath(bytes: Array(parent)).withCString { open($0, pb_O_PATH | O_DIRECTORY | O_CLOEXEC) }
                     last = (parent, fd)
                 }
                 found = fd >= 0 && name.withCStringCopy { fstatat(fd, $0, &st, 0) } == 0
