@@ -237,31 +237,12 @@ final class DaemonLifeTests: XCTestCase {
     /// command says so. Before the fix the command said "the daemon exited before mounting"
     /// or waited for it for good. The deadline is the test's (`PROXYBUNDLE_READY_TIMEOUT`).
     func testADaemonThatMissesTheReadyDeadlineIsStoppedAndItsMountTakenAway() throws {
-        let fifo = fx.root + "/log.fifo"
-        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
-        XCTAssertGreaterThanOrEqual(reader, 0)
+        let (mount, errors, reader) = try mountBlockedOnItsLog()
         defer { close(reader) }
-        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
-        XCTAssertGreaterThanOrEqual(writer, 0)
-        let junk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
-        while write(writer, junk, junk.count) > 0 {}
-        close(writer)
         defer { for pid in daemons(of: fx.mountpoint) { kill(pid, SIGKILL) } }
-
-        let errors = fx.root + "/mount.err"
-        let mount = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
-                                                          "--log-file", fifo],
-                                    stderrPath: errors, environment: ["PROXYBUNDLE_READY_TIMEOUT=10"])
-        try eventually("the daemon mounts, then blocks on its log", within: 10) { fx.isMounted }
         let daemon = daemons(of: fx.mountpoint)
         XCTAssertEqual(daemon.count, 1, "one daemon")
-        guard let status = Spawn.wait(mount, seconds: 40) else {
-            kill(mount, SIGKILL)
-            _ = Spawn.wait(mount, seconds: 5)
-            return XCTFail("mount did not return")
-        }
-        let error = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        guard let (status, error) = waitForMount(mount, errors: errors) else { return XCTFail("mount did not return") }
         XCTAssertEqual(status, 1, error)
         XCTAssertTrue(error.contains("did not report ready within 10 s and was stopped"), error)
         XCTAssertTrue(error.contains("PID \(daemon.first ?? 0)"), error)
@@ -276,39 +257,58 @@ final class DaemonLifeTests: XCTestCase {
     /// take that one away (it takes the topmost), so the command leaves the mounts as they
     /// are. Before the fix it detached whatever was on top.
     func testAFailedStartTakesAwayNoMountButItsOwn() throws {
-        let fifo = fx.root + "/log.fifo"
-        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
-        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
-        XCTAssertGreaterThanOrEqual(reader, 0)
+        let (mount, errors, reader) = try mountBlockedOnItsLog()
         defer { close(reader) }
-        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
-        XCTAssertGreaterThanOrEqual(writer, 0)
-        let junk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
-        while write(writer, junk, junk.count) > 0 {}
-        close(writer)
         defer { for pid in daemons(of: fx.mountpoint) { kill(pid, SIGKILL) } }
-
-        let errors = fx.root + "/mount.err"
-        let mount = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
-                                                          "--log-file", fifo],
-                                    stderrPath: errors, environment: ["PROXYBUNDLE_READY_TIMEOUT=10"])
-        try eventually("the daemon mounts, then blocks on its log", within: 10) { fx.isMounted }
         XCTAssertEqual(Glibc.mount("cover", fx.mountpoint, "tmpfs", 0, nil), 0, "tmpfs over the mount")
         defer {
             _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
             _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
         }
-        guard let status = Spawn.wait(mount, seconds: 40) else {
-            kill(mount, SIGKILL)
-            _ = Spawn.wait(mount, seconds: 5)
-            return XCTFail("mount did not return")
-        }
-        let error = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
+        guard let (status, error) = waitForMount(mount, errors: errors) else { return XCTFail("mount did not return") }
         XCTAssertEqual(status, 1, error)
         XCTAssertTrue(error.contains("did not report ready within 10 s"), error)
         let there = MountTable.current().mounts.filter { $0.mountpoint == RawPath(fx.mountpoint) }
         XCTAssertEqual(there.last?.type, "tmpfs", "the mount made over the daemon's is left where it was: \(there.map(\.type))")
         XCTAssertEqual(daemons(of: fx.mountpoint), [], "the daemon is left running")
+    }
+
+    /// Starts `mount` (its deadline 10 s) with its log going to a FIFO the test has filled,
+    /// and returns once the daemon has mounted: its "mounted" line then blocks, so it never
+    /// reports ready. Returns the command's pid, the file of its errors, and the FIFO's
+    /// reader end that keeps the FIFO open (the caller closes it).
+    private func mountBlockedOnItsLog() throws -> (pid_t, errors: String, reader: Int32) {
+        let fifo = fx.root + "/log.fifo"
+        guard mkfifo(fifo, 0o600) == 0 else { throw TestFailure("mkfifo: \(String(cString: strerror(errno)))") }
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+        guard reader >= 0, writer >= 0 else { throw TestFailure("cannot open the FIFO") }
+        let junk = [UInt8](repeating: UInt8(ascii: "x"), count: 4096)
+        while write(writer, junk, junk.count) > 0 {}
+        close(writer)
+        let errors = fx.root + "/mount.err"
+        let mount = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
+                                                          "--log-file", fifo],
+                                    stderrPath: errors, environment: ["PROXYBUNDLE_READY_TIMEOUT=10"])
+        do {
+            try eventually("the daemon mounts, then blocks on its log", within: 10) { fx.isMounted }
+        } catch {
+            close(reader)  // a daemon blocked on the FIFO gets EPIPE
+            for pid in daemons(of: fx.mountpoint) + [mount] { kill(pid, SIGKILL) }
+            throw error
+        }
+        return (mount, errors, reader)
+    }
+
+    /// The exit status of the `mount` command `pid` and what it wrote to `errors`; nil (the
+    /// command killed) when it has not returned within 40 s.
+    private func waitForMount(_ pid: pid_t, errors: String) -> (Int32, String)? {
+        guard let status = Spawn.wait(pid, seconds: 40) else {
+            kill(pid, SIGKILL)
+            _ = Spawn.wait(pid, seconds: 5)
+            return nil
+        }
+        return (status, (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")
     }
 
     /// The processes serving `mountpoint` (the daemon image's command line names it).
