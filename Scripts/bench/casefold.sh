@@ -26,30 +26,15 @@ mnt=$work/mnt up=$work/up list=$work/lookup.list
 mkdir -p "$mnt"
 cp -a "$data/sub" "$up"
 pid=""
-cleanup() {
-  mountpoint -q "$mnt" && { umount "$mnt" 2>/dev/null || umount -l "$mnt"; }
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null
-  rm -rf --one-file-system "$work"
-}
-trap cleanup EXIT
+# shellcheck source=daemon.sh
+. "$(dirname "$0")/daemon.sh"
 
 mount_pb() { # BINARY OPTIONS
   "$1" mount "$data/main" "$mnt" --substitution "$up" -o "$2" --foreground >>"$work/daemon.log" 2>&1 &
   pid=$!
-  local deadline=$((SECONDS + 20))
-  until mountpoint -q "$mnt" && stat "$mnt/." >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] && kill -0 "$pid" 2>/dev/null || { echo "casefold.sh: mount failed" >&2; exit 1; }
-    sleep 0.01
-  done
+  wait_mounted
 }
-unmount_pb() {
-  "$1" unmount "$mnt" >>"$work/daemon.log" 2>&1 || umount -l "$mnt"
-  wait "$pid" 2>/dev/null
-  pid=""
-}
-cpu() { awk '{ printf "%d", $14 + $15 }' "/proc/$pid/stat"; }  # clock ticks, every thread's
 peak() { awk '/^VmHWM/ { print $2 }' "/proc/$pid/status"; }
-ticks=$(getconf CLK_TCK)
 
 run() { # WORKLOAD COMMAND...
   local w=$1; shift

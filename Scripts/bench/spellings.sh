@@ -17,12 +17,8 @@ work=$(mktemp -d /var/tmp/spellings-bench.XXXXXX)
 mnt=$work/mnt list=$work/paths
 mkdir -p "$mnt" "$work/main" "$work/upper" "$work/lower"
 pid=""
-cleanup() {
-  mountpoint -q "$mnt" && { umount "$mnt" 2>/dev/null || umount -l "$mnt"; }
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null
-  rm -rf --one-file-system "$work"
-}
-trap cleanup EXIT
+# shellcheck source=daemon.sh
+. "$(dirname "$0")/daemon.sh"
 
 for ((d = 0; d < count; d++)); do
   printf -v n '%04d' "$d"
@@ -37,19 +33,8 @@ mount_pb() { # BINARY
   "$1" mount "$work/main" "$mnt" --no-substitution --patch "$work/upper" --patch "$work/lower" \
     -o transport=device,casefold --foreground >>"$work/daemon.log" 2>&1 &
   pid=$!
-  local deadline=$((SECONDS + 20))
-  until mountpoint -q "$mnt" && stat "$mnt/." >/dev/null 2>&1; do
-    [ $SECONDS -lt $deadline ] && kill -0 "$pid" 2>/dev/null || { echo "spellings.sh: mount failed" >&2; exit 1; }
-    sleep 0.01
-  done
+  wait_mounted
 }
-unmount_pb() {
-  "$1" unmount "$mnt" >>"$work/daemon.log" 2>&1 || umount -l "$mnt"
-  wait "$pid" 2>/dev/null
-  pid=""
-}
-cpu() { awk '{ printf "%d", $14 + $15 }' "/proc/$pid/stat"; }  # clock ticks, every thread's
-ticks=$(getconf CLK_TCK)
 lookups() { (cd "$mnt" && python3 -c 'import os, sys
 for line in open(sys.argv[1]): os.lstat(line.rstrip("\n"))' "$list"); }
 
