@@ -237,9 +237,10 @@ extension Daemon {
     /// How long a stopped daemon has to exit before it is killed.
     private static let stopSeconds = 5
 
-    /// The seconds to wait for readiness: `readySeconds`, or the test's in `readyTimeoutVariable`.
+    /// The seconds to wait for readiness: `readySeconds`, or the test's in `readyTimeoutVariable`
+    /// (at most 2^31, some 68 years, so that it counts in milliseconds without overflow).
     private static var readyTimeout: Int {
-        getenv(readyTimeoutVariable).flatMap { Int(String(cString: $0)) }.map { max(1, $0) } ?? readySeconds
+        getenv(readyTimeoutVariable).flatMap { Int(String(cString: $0)) }.map { min(max(1, $0), 1 << 31) } ?? readySeconds
     }
 
     /// The last line written to the file open as `fd` by anyone but this program (which

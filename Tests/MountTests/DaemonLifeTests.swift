@@ -253,6 +253,17 @@ final class DaemonLifeTests: XCTestCase {
         for pid in daemon { XCTAssertTrue(hasExited(pid)) }
     }
 
+    /// A readiness deadline too large to count in milliseconds waits as long as it can, and
+    /// the mount succeeds. Before the fix the command trapped on the overflow.
+    func testAHugeReadyDeadlineMountsAsUsual() throws {
+        let errors = fx.root + "/mount.err"
+        let mount = try Spawn.start(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution],
+                                    stderrPath: errors, environment: ["PROXYBUNDLE_READY_TIMEOUT=\(Int.max)"])
+        guard let (status, error) = waitForMount(mount, errors: errors) else { return XCTFail("mount did not return") }
+        XCTAssertEqual(status, 0, error)
+        XCTAssertTrue(fx.isMounted)
+    }
+
     /// The same failed start with another mount made over the daemon's since: a detach would
     /// take that one away (it takes the topmost), so the command leaves the mounts as they
     /// are. Before the fix it detached whatever was on top.
