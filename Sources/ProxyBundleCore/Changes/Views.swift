@@ -119,15 +119,18 @@ final class Views: Sendable {
 
     /// Makes a view of `layers` in the node table's current generation the one new requests
     /// pin (with no directory descriptors yet; its file systems' inode tags those of the view
-    /// before, plus any new ones). Called with `installs` held.
-    func publishView(of layers: LayerStack) {
+    /// before, plus any new ones). `carryingNames`: a swap between orders of the same patches
+    /// that kept what stays, whose view takes the name maps of the one before (every other
+    /// change maps its directories again, from records checked anew). Called with `installs`
+    /// held.
+    func publishView(of layers: LayerStack, carryingNames: Bool = false) {
         var inodes = current.inodes
         inodes.register(layers)
         let next = StackView(layers: layers, inodes: inodes, generation: nodes.generation,
                              directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
         let before = current
         let renumbered = Views.renumbering(from: before.layers, to: layers)
-        if let renumbered {
+        if carryingNames, let renumbered {
             // the same layers in another order: what the view knew of which patches hold
             // what stays true (the records are the same), renumbered where next used
             next.directories.carry(before.directories, renumbered: renumbered)
