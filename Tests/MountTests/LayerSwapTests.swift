@@ -120,16 +120,7 @@ final class LayerSwapReadTests: XCTestCase {
             // a lookup of the name after the swap gives it to a new node first
             let (before, after) = next == one ? ("two-two", "one") : ("one", "two-two")
             if lookedUpAgain { XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), after) }
-            // the attributes asked of the daemon (attr_timeout=0), not taken from the kernel's cache
-            var st = stat()
-            XCTAssertEqual(fstat(held, &st), 0, "attributes after the swap: errno \(errno)")
-            XCTAssertEqual(Int(st.st_size), before.utf8.count, "the file it was")
-            let reopened = open("/proc/self/fd/\(held)", O_RDONLY)
-            XCTAssertGreaterThanOrEqual(reopened, 0, "reopened after the swap: errno \(errno)")
-            if reopened >= 0 {
-                XCTAssertEqual(try Disk.readAll(reopened), before, "the file it was")
-                close(reopened)
-            }
+            try assertHeld(held, isStill: before, "after the swap")
             XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), after, "the new patch's")
         }
     }
@@ -163,15 +154,7 @@ final class LayerSwapReadTests: XCTestCase {
                 }
                 let now = try Disk.read(fx.inMount(name))
                 XCTAssertEqual(now, swaps % 2 == 0 ? before : (before == "one" ? "two-two" : "one"), "\(name) after \(swaps) swaps")
-                var st = stat()
-                XCTAssertEqual(fstat(held, &st), 0, "attributes of \(name) after \(swaps) swaps: errno \(errno)")
-                XCTAssertEqual(Int(st.st_size), before.utf8.count, "\(name) after \(swaps) swaps: the file it was")
-                let reopened = open("/proc/self/fd/\(held)", O_RDONLY)
-                XCTAssertGreaterThanOrEqual(reopened, 0, "\(name) reopened after \(swaps) swaps: errno \(errno)")
-                if reopened >= 0 {
-                    XCTAssertEqual(try Disk.readAll(reopened), before, "\(name) after \(swaps) swaps: the file it was")
-                    close(reopened)
-                }
+                try assertHeld(held, isStill: before, "\(name) after \(swaps) swaps")
             }
         }
     }
@@ -194,13 +177,19 @@ final class LayerSwapReadTests: XCTestCase {
             try Disk.write(fx.inMount(".layers"), order.map { $0 + "\n" }.joined())
         }
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "two-two")
+        try assertHeld(held, isStill: "one", "after 9 swaps")
+    }
+
+    /// `held` (an `O_PATH` descriptor) stats, asking the daemon (the tests mount with
+    /// attr_timeout=0, so not from the kernel's cache), and reopens as the file holding `text`.
+    private func assertHeld(_ held: Int32, isStill text: String, _ when: String) throws {
         var st = stat()
-        XCTAssertEqual(fstat(held, &st), 0, "attributes after 9 swaps: errno \(errno)")
-        XCTAssertEqual(Int(st.st_size), 3, "the file it was")
+        XCTAssertEqual(fstat(held, &st), 0, "attributes \(when): errno \(errno)")
+        XCTAssertEqual(Int(st.st_size), text.utf8.count, "\(when): the file it was")
         let reopened = open("/proc/self/fd/\(held)", O_RDONLY)
-        XCTAssertGreaterThanOrEqual(reopened, 0, "reopened after 9 swaps: errno \(errno)")
+        XCTAssertGreaterThanOrEqual(reopened, 0, "reopened \(when): errno \(errno)")
         if reopened >= 0 {
-            XCTAssertEqual(try Disk.readAll(reopened), "one", "the file it was")
+            XCTAssertEqual(try Disk.readAll(reopened), text, "\(when): the file it was")
             close(reopened)
         }
     }
