@@ -167,6 +167,30 @@ final class PatchIndexTests: XCTestCase {
         try checkChangesInAMappedDirectory(invalidating: "a\n")
     }
 
+    /// A swap between orders of the same patches that falls back to forgetting everything
+    /// (here the root merges other patches in the new order: one patch's root is opaque)
+    /// shows the layers as on disk, as `/` written to `.invalidate` does: the map of `a`
+    /// (`NameMap`) is made again from the patches' records, checked anew, not carried from the
+    /// view before, which knew nothing of a file made behind the daemon's back.
+    func testASwapThatForgetsEverythingMapsDirectoriesAgain() throws {
+        try build()
+        let opaque = fx.root + "/opaque"
+        try Disk.write(opaque + "/top.txt", "opaque root")
+        try Disk.opaque(opaque)
+        try fx.start(patches: patches + [opaque])
+        defer { try? fx.acceptLayersAsTheyAre() }
+        XCTAssertEqual(try Disk.read(fx.inMount("a/p7.txt")), "p7")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/late.txt")), ENOENT)
+        try Disk.write(patches[2] + "/a/late.txt", "p2, made behind the daemon's back")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/late.txt")), ENOENT, "the cached view holds until invalidation")
+        let order = Array(patches.prefix(6)) + [opaque] + Array(patches.dropFirst(6))
+        try Disk.write(fx.inMount(".layers"), order.map { $0 + "\n" }.joined())
+        XCTAssertEqual(try Disk.read(fx.inMount("a/late.txt")), "p2, made behind the daemon's back")
+        XCTAssertEqual(try Disk.read(fx.inMount("a/p5.txt")), "p5")
+        XCTAssertEqual(Disk.lstatError(fx.inMount("a/p7.txt")), ENOENT, "below the opaque root now")
+        XCTAssertEqual(try Disk.read(fx.inMount("top.txt")), "opaque root")
+    }
+
     /// `a`, which all twelve patches hold, is opaque in the sixth: its map (`NameMap`) holds
     /// every patch's names, and tells the lookup of `a` where it stops merging; the lookups in
     /// `a` then see only the patches above the opaque one through the same map. On a fresh

@@ -63,7 +63,7 @@ extension Views {
                       case let bottom = renumbered[Int(placement.bottom)], top >= 0, bottom >= 0 else { return nil }
                 return Placement(top: top, bottom: bottom, isDirectory: placement.isDirectory)
             }
-            publishView(of: next)
+            publishView(of: next, carryingNames: true)
             watch.keepWatching(placements: nodes.freshPlacements(of: watch.watchedPlacements.keys))
             touchControlTime()
             return Overlay.Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)

@@ -29,6 +29,17 @@ final class Views: Sendable {
     static let keptViews = 4
     /// The most layers recent views may hold open beyond the current view's.
     static let keptLayers = 256
+    /// How the layers of each of the last views published are numbered in the next one (nil:
+    /// the same stack), oldest first, while the views are orders of the same layers: a file
+    /// the kernel holds through a node resolved in a view no longer kept is still found, in the
+    /// same layer (see `layer(numbered:in:)`). Two bytes a layer a view.
+    private let numberings = Locked<[Numbering]>([], rank: .recentViews)
+    struct Numbering {
+        var generation: UInt32
+        var next: UInt32
+        var renumbered: [UInt16]?
+    }
+    static let keptNumberings = 64
     /// `recentPatches` as last made, and the view it was made in.
     private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil, rank: .recentViews)
     /// Serializes the making of new views (see `LockRank.installs`).
@@ -108,17 +119,27 @@ final class Views: Sendable {
 
     /// Makes a view of `layers` in the node table's current generation the one new requests
     /// pin (with no directory descriptors yet; its file systems' inode tags those of the view
-    /// before, plus any new ones). Called with `installs` held.
-    func publishView(of layers: LayerStack) {
+    /// before, plus any new ones). `carryingNames`: a swap between orders of the same patches
+    /// that kept what stays, whose view takes the name maps of the one before (every other
+    /// change maps its directories again, from records checked anew). Called with `installs`
+    /// held.
+    func publishView(of layers: LayerStack, carryingNames: Bool = false) {
         var inodes = current.inodes
         inodes.register(layers)
         let next = StackView(layers: layers, inodes: inodes, generation: nodes.generation,
                              directories: DirectoryCache(watch: watch, nodes: nodes, knowsNames: cachesLookups))
         let before = current
-        if let renumbered = Views.renumbering(from: before.layers, to: layers) {
+        let renumbered = Views.renumbering(from: before.layers, to: layers)
+        if carryingNames, let renumbered {
             // the same layers in another order: what the view knew of which patches hold
             // what stays true (the records are the same), renumbered where next used
             next.directories.carry(before.directories, renumbered: renumbered)
+        }
+        numberings.withLock { chain in
+            guard before.layers === layers || renumbered != nil else { return chain.removeAll() }
+            if chain.count == Views.keptNumberings { chain.removeFirst() }
+            chain.append(Numbering(generation: before.generation.number, next: next.generation.number,
+                                   renumbered: before.layers === layers ? nil : renumbered))
         }
         let old = currentView.withLock { current -> StackView in
             defer { current = next }
@@ -166,6 +187,26 @@ final class Views: Sendable {
             renumbered.append(number)
         }
         return renumbered
+    }
+
+    /// The layer numbered `top` in the view of generation `generation`: in that view if it is
+    /// still kept, else the same layer in the current view where every view since was an order
+    /// of the same layers (see `numberings`). Nil when it is known nowhere.
+    func layer(numbered top: UInt16, in generation: UInt32) -> Layer? {
+        let kept = [current] + recent
+        var number = Int(top), at = generation
+        if kept.first(where: { $0.generation.number == at }) == nil {
+            for step in numberings.withLock({ $0 }) {
+                guard step.generation == at else { continue }
+                if let renumbered = step.renumbered {
+                    guard number < renumbered.count else { return nil }
+                    number = Int(renumbered[number])
+                }
+                at = step.next
+            }
+        }
+        guard let view = kept.first(where: { $0.generation.number == at }), number < view.layers.count else { return nil }
+        return view.layers[number]
     }
 
     func touchControlTime() {

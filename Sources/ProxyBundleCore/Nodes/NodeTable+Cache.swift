@@ -203,8 +203,10 @@ extension NodeTable {
 
     /// Makes every node beneath `tops` (not the tops themselves) stale. Returns those whose
     /// kernel inode may outlive its entry, and the tops with every directory beneath them.
-    static func markStale(beneath tops: Set<NodeID>, in s: inout State,
-                          forgettingIdentities: Bool = false) -> (outliving: [NodeID], inside: Set<NodeID>) {
+    /// `inNewGeneration`: a swap made them stale by starting a new generation, and they keep
+    /// the one they were resolved in (see `finishSwap`).
+    static func markStale(beneath tops: Set<NodeID>, in s: inout State, forgettingIdentities: Bool = false,
+                          inNewGeneration: Bool = false) -> (outliving: [NodeID], inside: Set<NodeID>) {
         var inside = tops
         var outside = Set<NodeID>()
         var outliving: [NodeID] = []
@@ -216,7 +218,7 @@ extension NodeTable {
             beneath.append(id)
             if NodeTable.outlivesEntry(id, node, in: s) { outliving.append(id) }
         }
-        for id in beneath {
+        for id in beneath where !inNewGeneration {
             s.nodes[id]?.freshIn = 0
             if forgettingIdentities { s.nodes[id]?.identity = 0 }
         }

@@ -80,13 +80,17 @@ extension NodeTable {
             for key in changedNames { s.absent.remove(key) }
             // one pass: a node cached and fresh before is renumbered (or placed as decided, or
             // resolved again); everything else is stale (it was, or was resolved while the
-            // swap ran: the kernel looks that one up again)
+            // swap ran: the kernel looks that one up again). A stale node keeps the generation
+            // it was resolved in, which its placement is numbered in: where its name now leads
+            // to another file, the file the kernel holds is found there (`Overlay.openWhereItWas`);
+            // so do the nodes beneath the trees that changed
+            let beneath = changedTrees.isEmpty ? (outliving: [], inside: [])
+                : NodeTable.markStale(beneath: changedTrees, in: &s, inNewGeneration: true)
             var made: [ChildKey] = []
             var changed: [NodeID] = []
             s.nodes.updateWithIDs(except: rootNodeID) { id, node in
-                let wasFresh = node.freshIn == cached.before && node.parent != NodeTable.detachedParent
-                node.freshIn = 0
-                guard wasFresh else { return }
+                guard node.freshIn == cached.before, node.parent != NodeTable.detachedParent,
+                      !beneath.inside.contains(node.parent) else { return }
                 guard id < cached.firstNew else {
                     made.append(ChildKey(parent: node.parent, name: node.name.bytes))
                     return
@@ -108,10 +112,9 @@ extension NodeTable {
                 if let node = s.nodes[id], NodeTable.outlivesEntry(id, node, in: s) { nodes.insert(id) }
             }
             if !changedTrees.isEmpty {
-                let (outliving, inside) = NodeTable.markStale(beneath: changedTrees, in: &s)
-                nodes.formUnion(outliving)
-                for key in s.absent.removeAll(inDirectories: inside.contains) { entries.insert(key) }
-                for key in s.childKeys(in: inside.contains) { entries.insert(key) }
+                nodes.formUnion(beneath.outliving)
+                for key in s.absent.removeAll(inDirectories: beneath.inside.contains) { entries.insert(key) }
+                for key in s.childKeys(in: beneath.inside.contains) { entries.insert(key) }
             }
             var result = Invalidation()
             result.entries = entries.map { ($0.parent, $0.name) }

@@ -50,30 +50,21 @@ extension Overlay {
     }
 
     /// Opens `node`'s file with `flags` where it still is after the layers were swapped (only
-    /// then): at
-    /// its path in the layer that served it, in the view it was last resolved in if that is
-    /// among the recent ones, else in this request's view and the recent ones at the same
-    /// layer number (a patch is never changed through the mount). Only the very file the node
-    /// is (its identity) is found. Nil when it is found nowhere.
+    /// then): at its path in the layer that served it, found by the view it was last resolved
+    /// in (`Views.layer(numbered:in:)`: a patch is never changed through the mount). Only the
+    /// very file the node is (its identity) is found. Nil when it is found nowhere.
     func openWhereItWas(_ request: Request, _ location: NodeTable.Location, flags: Int32) -> (fd: Int32, attributes: stat)? {
         guard !location.placement.isDirectory, location.identity != 0, location.resolvedIn != 0 else { return nil }
-        let recent = views.recent
         // only across a swap of the layers since the node was resolved: a name hidden or
         // removed in the same layers leads nowhere, as on any file system
-        guard recent.contains(where: { $0.generation.number >= location.resolvedIn }) else { return nil }
-        let views = recent.filter { $0.generation.number == location.resolvedIn } + [request.view] + recent
-        var tried = Set<ObjectIdentifier>()
-        for candidate in views where Int(location.placement.top) < candidate.layers.count {
-            let layer = candidate.layers[Int(location.placement.top)]
-            guard tried.insert(ObjectIdentifier(layer)).inserted, let fd = try? layer.open(location.path, flags: flags) else {
-                continue
-            }
-            if let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
-               UInt64(request.shown(st).st_ino) == location.identity {
-                return (fd, st)
-            }
-            Sys.close(fd)
+        guard views.recent.contains(where: { $0.generation.number >= location.resolvedIn }),
+              let layer = views.layer(numbered: location.placement.top, in: location.resolvedIn),
+              let fd = try? layer.open(location.path, flags: flags) else { return nil }
+        if let st = try? Sys.fstat(fd), NodeTable.kind(of: st.st_mode) == location.kind,
+           UInt64(request.shown(st).st_ino) == location.identity {
+            return (fd, st)
         }
+        Sys.close(fd)
         return nil
     }
 

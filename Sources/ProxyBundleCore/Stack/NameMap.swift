@@ -7,7 +7,8 @@ import Glibc
 /// directory is looked in or looked up, and kept with the view's directory descriptors
 /// (`DirectoryCache`) until the records may have changed: every invalidation (exact, of a
 /// path, of everything, `-o watch`'s) and every copy-up empties it with them, and a swap makes
-/// a new view with an empty one, or, between orders of the same patches, with the maps of the
+/// a new view with an empty one, or, between orders of the same patches where it keeps what
+/// stays (`PatchSwap`; not where it falls back to forgetting everything), with the maps of the
 /// view it replaces, renumbered where used (see `carry`). Unlike the descriptors, which the cache drops when full, a
 /// directory's map stays: under thousands of thin patches (about 1,700 of 10,000 hold each top
 /// directory), asking each patch for its record again at every look would cost as much as a
