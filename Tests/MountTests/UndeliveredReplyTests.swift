@@ -3,10 +3,11 @@ import ProxyBundleCore
 import XCTest
 
 /// A reply to an open or a create that never reaches the kernel leaves nothing open in the
-/// daemon, as libfuse's high-level layer releases the file then. On this kernel a signal does
-/// not make such a reply fail (the caller waits for a request the daemon has read, even when
-/// killed); the connection ending does: an abort (fusectl, or a request that outlived the
-/// kernel's request timeout) while the daemon serves the request.
+/// daemon (no descriptor, no passthrough backing), as libfuse's high-level layer releases the
+/// file then. On this kernel a signal does not make such a reply fail (the caller waits for a
+/// request the daemon has read, even when killed); the connection ending does: an abort
+/// (fusectl, or a request that outlived the kernel's request timeout) while the daemon serves
+/// the request.
 final class UndeliveredReplyTests: XCTestCase {
     var fx: MountFixture!
 
@@ -18,8 +19,11 @@ final class UndeliveredReplyTests: XCTestCase {
     /// held by a lease); the connection is aborted, then both go on and their replies fail. A
     /// third open, still held, keeps the daemon alive meanwhile (its loop waits for every
     /// request in hand before it ends), so that its descriptors can be counted: the layers'
-    /// files it holds are those it held before. Over /dev/fuse: over io_uring the reply is
-    /// given to the ring once the handler has returned (see Uring.c).
+    /// files it holds are those it held before. A passthrough backing keeps the daemon's open
+    /// file in the kernel once the descriptor is closed: that the layer's file can be leased
+    /// again (a write lease wants no other open) shows its backing is gone too. Over
+    /// /dev/fuse: over io_uring the reply is given to the ring once the handler has returned
+    /// (see Uring.c).
     func testRepliesThatNeverReachTheKernelLeaveNoDescriptor() throws {
         try Disk.write(fx.inMain("opened"), "opened")
         try Disk.write(fx.inMain("kept"), "kept")
@@ -48,10 +52,12 @@ final class UndeliveredReplyTests: XCTestCase {
         opened.release()
         try eventually("the open's reply failed") { fx.log.contains("open: reply not delivered") }
         try eventually("the open's descriptor is closed") { try regularFiles() == before }
+        try eventually("the open's backing is closed") { opened.isSoleOpen }
         copied.release()
         try eventually("the create's reply failed") { fx.log.contains("create: reply not delivered") }
         XCTAssertNotNil(Disk.lstat(fx.inSubstitution("other/new")), "the create was served")
         try eventually("the create's descriptor is closed") { try regularFiles() == before }
+        try eventually("the create's backing is closed") { (try? Lease(fx.inSubstitution("other/new"))) != nil }
 
         kept.release()
         for pid in [reader, mover, creator, keeper] { XCTAssertNotNil(Spawn.wait(pid, seconds: 20)) }
