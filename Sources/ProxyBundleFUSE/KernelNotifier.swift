@@ -10,10 +10,10 @@ import ProxyBundleCore
 ///
 /// No lock is held while the kernel is notified (a notification may wait for a lock of the
 /// kernel's that a request in flight holds): each notification counts itself as using the
-/// session, and `attach(nil)`, which the session calls before it is destroyed, waits until
-/// none does. Notifications that must wait until a reply lets go of the kernel's locks go to
-/// one worker thread (`invalidateNamesLater`), started at the first such work and ended by
-/// `attach(nil)`, which waits for it. Its queue holds `queueLimit` names at most: past that,
+/// session, and `detach`, which the session calls once its loop has ended, waits until none
+/// does. Notifications that must wait until a reply lets go of the kernel's locks go to one
+/// worker thread (`invalidateNamesLater`), started at the first such work and ended by
+/// `detach`, which waits for it. Its queue holds `queueLimit` names at most: past that,
 /// the names queued give way to one invalidation of everything (`whenOverflowing`).
 final class KernelNotifier: Sendable {
     /// The most names queued for the worker.
@@ -50,15 +50,26 @@ final class KernelNotifier: Sendable {
         state.withLock(body)
     }
 
-    /// Gives the notifier its session, or (nil) takes it away, waiting until no notification
-    /// uses it any more: the session may be destroyed when this returns.
-    func attach(_ session: OpaquePointer?) {
+    /// Gives the notifier its session.
+    func attach(_ session: OpaquePointer) {
         locked { s in
             s.session = session
-            if session != nil, s.worker == .ended { s.worker = .none }
+            if s.worker == .ended { s.worker = .none }
         }
-        guard session == nil else { return }
+    }
+
+    /// Takes the session away and waits until no notification uses it and the worker has
+    /// ended: the session may be closed and destroyed when this returns. A notification still
+    /// in the kernel may wait there for a directory's lock that a request holds, which no
+    /// thread of the daemon will read any more once its loop has ended: `unblock` (run only
+    /// when one is) must end the connection, which ends that request.
+    func detach(unblocking unblock: () -> Void = {}) {
+        let inKernel = locked { s -> Bool in
+            s.session = nil
+            return s.users > 0
+        }
         wake.broadcast()
+        if inKernel { unblock() }
         state.withLock(when: { $0.users == 0 && $0.worker != .running }, on: idle) { _ in }
     }
 
