@@ -78,6 +78,8 @@ public final class Session {
         if handlers == 0 { fuse_remove_signal_handlers(session) }
         pb_uring_stop()
         let server = userdata.takeUnretainedValue()
+        // what the kernel was never told to forget (its connection ended first)
+        server.logger.debug("at the end, the kernel held \(server.overlay.cacheStatistics.nodes) nodes")
         // no notification once the device may be closed (its number may be another file's)
         server.notifier.detach(unblocking: abortConnection)
         if mounted {
