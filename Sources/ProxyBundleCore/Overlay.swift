@@ -27,10 +27,11 @@ public final class Overlay: Sendable {
     /// without one); changed by a remount. A request asks its own view (`Request.isWritable`).
     public var isWritable: Bool { current.layers.substitution?.isWritable ?? false }
     /// Held shared by every change of the substitution made through the mount, and alone by
-    /// a rename that materializes a directory (Materialize.swift): the kernel locks only the
-    /// rename's parents, and a change beneath the directory made while its tree is copied
-    /// would be lost with the tree the copy replaces (a removed directory came back on disk
-    /// while the mount remembered it missing; StressTests found it).
+    /// a rename that materializes a directory (Materialize.swift), both taken by the request
+    /// (`Request.changing`, whose `Change` every function that changes the substitution
+    /// takes): the kernel locks only the rename's parents, and a change beneath the directory
+    /// made while its tree is copied would be lost with the tree the copy replaces (a removed
+    /// directory came back on disk while the mount remembered it missing; StressTests found it).
     let changes = ReadWriteLock(rank: .changes)
     /// The merged entries of directories (Listing/).
     let lister: Lister
@@ -41,11 +42,6 @@ public final class Overlay: Sendable {
 
     /// The view new requests pin now; for what is not a request (`.stats`, an invalidation).
     var current: StackView { views.current }
-
-    /// Holds `changes` shared until the matching `endChange`: every public operation that
-    /// changes the substitution runs wholly between the two.
-    func beginChange() { changes.lockShared() }
-    func endChange() { changes.unlockShared() }
 
     /// The layers as they are now, top first (a request reads its own: `Request.layers`).
     public var currentLayers: LayerStack { current.layers }

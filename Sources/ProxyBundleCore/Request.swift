@@ -8,10 +8,14 @@ import Glibc
 /// server makes one per kernel request; everything else that calls the overlay (the control
 /// files, the read-ahead, tools, tests) makes its own with `Request(overlay)`. Nothing about a
 /// request travels on the thread: a swap of the layers waits for no request, and an operation
-/// reads only the view its request holds (see `StackView`). Used by one thread at a time.
+/// reads only the view its request holds (see `StackView`). A change of the substitution runs
+/// in `changing`, whose `Change` every function that changes it takes. Used by one thread at a
+/// time.
 public final class Request {
     /// The view this request reads placements in.
     let view: StackView
+    /// `Overlay.changes`, which `changing` holds.
+    private let changes: ReadWriteLock
     /// Who asks, without supplementary groups: the owner of what it makes, and its umask.
     public let owner: Requester
     /// What only the request's source can tell (nil: a request of the daemon's own).
@@ -28,6 +32,7 @@ public final class Request {
     public init(_ overlay: Overlay, owner: Requester = Requester(uid: 0, gid: 0, groups: []),
                 origin: (any RequestOrigin)? = nil) {
         view = overlay.views.current
+        changes = overlay.changes
         self.owner = owner
         self.origin = origin
         groups = origin == nil ? owner.groups : nil
@@ -49,6 +54,23 @@ public final class Request {
         interruptible = true
         defer { interruptible = before }
         return try body()
+    }
+
+    /// Runs `body`, which changes the substitution, holding `Overlay.changes` shared: the one
+    /// place that takes it so. Every function that changes the substitution takes the `Change`
+    /// (copy-up, make, remove, rename, setattr, xattrs), so none runs outside.
+    func changing<T>(file: StaticString = #fileID, line: UInt = #line,
+                     _ body: (borrowing Change) throws(Errno) -> T) throws(Errno) -> T {
+        changes.lockShared(file: file, line: line)
+        defer { changes.unlockShared() }
+        return try body(Change(isAlone: false))
+    }
+
+    /// Runs `body` holding `Overlay.changes` alone: a rename that materializes a directory
+    /// (see Materialize.swift), which no other change may run beside.
+    func changingAlone<T>(file: StaticString = #fileID, line: UInt = #line,
+                          _ body: (borrowing Change) throws(Errno) -> T) throws(Errno) -> T {
+        try changes.withExclusive(file: file, line: line) { () throws(Errno) -> T in try body(Change(isAlone: true)) }
     }
 
     /// Whether the caller gave up waiting, while that stops this request.
@@ -116,6 +138,17 @@ extension Request {
         guard let top = layers.substitution else { throw Errno.readOnly }
         try top.checkWritable(warn: warn)
     }
+}
+
+/// A change of the substitution in progress: made only by `Request.changing` (or
+/// `changingAlone`) for the length of its body, while `Overlay.changes` is held, and taken by
+/// every function that changes the substitution. It cannot be copied or kept.
+struct Change: ~Copyable {
+    /// Whether `Overlay.changes` is held alone (no other change runs), as materializing a
+    /// directory needs.
+    let isAlone: Bool
+
+    fileprivate init(isAlone: Bool) { self.isAlone = isAlone }
 }
 
 /// Where a request came from, for what only its source can tell.

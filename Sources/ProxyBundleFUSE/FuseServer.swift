@@ -88,6 +88,7 @@ public final class FuseServer: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         started = now.tv_sec
+        notifier.whenOverflowing { [weak self] in self?.invalidateEverything() }
     }
 
     func entryParameters(_ entry: Overlay.Entry, _ request: Request) -> fuse_entry_param {

@@ -45,6 +45,14 @@ extension FuseServer {
         }
     }
 
+    /// Run by the kernel notifier's worker when more names waited for it than it keeps
+    /// (`KernelNotifier.queueLimit`): every name the kernel cached is forgotten, as by `/`
+    /// written to `.invalidate`.
+    func invalidateEverything() {
+        logger.info("more names to forget than the notifier keeps: invalidating everything")
+        do throws(Errno) { try invalidate(Array("/".utf8)) } catch { logger.warning("invalidation failed: \(error.name)") }
+    }
+
     /// What invalidations told the kernel about: nodes, names one by one (0 when the kernel
     /// expired them all at once), and whether only what changed was forgotten.
     struct Touched {

@@ -10,22 +10,34 @@ import ProxyBundleCore
 ///
 /// No lock is held while the kernel is notified (a notification may wait for a lock of the
 /// kernel's that a request in flight holds): each notification counts itself as using the
-/// session, and `attach(nil)`, which the session calls before it is destroyed, waits until
-/// none does. Notifications that must wait until a reply lets go of the kernel's locks go to
-/// one worker thread (`later`), started when there is work and ended when there is none.
+/// session, and `detach`, which the session calls once its loop has ended, waits until none
+/// does. Notifications that must wait until a reply lets go of the kernel's locks go to one
+/// worker thread (`invalidateNamesLater`), started at the first such work and ended by
+/// `detach`, which waits for it. Its queue holds `queueLimit` names at most: past that,
+/// the names queued give way to one invalidation of everything (`whenOverflowing`).
 final class KernelNotifier: Sendable {
+    /// The most names queued for the worker.
+    static let queueLimit = 1024
+
+    private enum Worker { case none, running, ended }
+
     private struct State {
         var session: OpaquePointer?
         /// Notifications using the session now.
         var users = 0
-        /// Names for the worker, in order, and whether it runs.
+        /// Names for the worker, in order; none but `overflowed` past `queueLimit`.
         var queued: [(parent: NodeID, name: [UInt8])] = []
-        var working = false
+        var overflowed = false
+        var worker = Worker.none
+        /// What the worker runs for an overflowed queue.
+        var overflowHandler: (@Sendable () -> Void)? = nil
     }
 
     private let state = Locked(State(), rank: .kernelNotifier)
-    /// Signalled when the last user of the session is done.
+    /// Signalled when the last user of the session is done, and when the worker ends.
     private let idle = Condition()
+    /// Signalled when there is work for the worker, or the session goes.
+    private let wake = Condition()
     /// Whether this kernel accepts FUSE_NOTIFY_INC_EPOCH on this connection (nil: not tried).
     let acceptsEpoch: Locked<Bool?>
 
@@ -38,11 +50,33 @@ final class KernelNotifier: Sendable {
         state.withLock(body)
     }
 
-    /// Gives the notifier its session, or (nil) takes it away, waiting until no notification
-    /// uses it any more: the session may be destroyed when this returns.
-    func attach(_ session: OpaquePointer?) {
-        locked { $0.session = session }
-        if session == nil { state.withLock(when: { $0.users == 0 }, on: idle) { _ in } }
+    /// Gives the notifier its session.
+    func attach(_ session: OpaquePointer) {
+        locked { s in
+            s.session = session
+            if s.worker == .ended { s.worker = .none }
+        }
+    }
+
+    /// Takes the session away and waits until no notification uses it and the worker has
+    /// ended: the session may be closed and destroyed when this returns. A notification still
+    /// in the kernel may wait there for a directory's lock that a request holds, which no
+    /// thread of the daemon will read any more once its loop has ended: `unblock` (run only
+    /// when one is) must end the connection, which ends that request.
+    func detach(unblocking unblock: () -> Void = {}) {
+        let inKernel = locked { s -> Bool in
+            s.session = nil
+            return s.users > 0
+        }
+        wake.broadcast()
+        if inKernel { unblock() }
+        state.withLock(when: { $0.users == 0 && $0.worker != .running }, on: idle) { _ in }
+    }
+
+    /// `body` is run by the worker in place of the names queued when they would have been
+    /// more than `queueLimit`: it must make the kernel forget every name.
+    func whenOverflowing(_ body: @escaping @Sendable () -> Void) {
+        locked { $0.overflowHandler = body }
     }
 
     /// Runs `body` with the session, counted as a user of it; false without a session.
@@ -94,30 +128,52 @@ final class KernelNotifier: Sendable {
     func invalidateNamesLater(_ names: [(parent: NodeID, name: [UInt8])]) {
         guard !names.isEmpty else { return }
         let starts = locked { s -> Bool in
-            s.queued += names
-            defer { s.working = true }
-            return !s.working
+            guard s.session != nil else { return false }
+            if s.overflowed || s.queued.count + names.count > KernelNotifier.queueLimit {
+                s.queued = []
+                s.overflowed = true
+            } else {
+                s.queued += names
+            }
+            guard s.worker == .none else { return false }
+            s.worker = .running
+            return true
         }
-        guard starts else { return }
-        if !DetachedThread.start({ self.work() }) {
+        wake.signal()
+        if starts && !DetachedThread.start({ self.work() }) {
             // no thread to be had: the names stay cached until an invalidation
             locked { s in
                 s.queued = []
-                s.working = false
+                s.overflowed = false
+                s.worker = .none
             }
+            idle.broadcast()
         }
     }
 
-    /// The worker: notifies what is queued until nothing is, then ends.
+    /// The worker: notifies what is queued, waiting for more, until the session goes.
     private func work() {
         while true {
-            let batch = locked { s -> [(parent: NodeID, name: [UInt8])] in
-                defer { s.queued = [] }
-                if s.queued.isEmpty { s.working = false }
-                return s.queued
+            let batch = state.withLock(when: { !$0.queued.isEmpty || $0.overflowed || $0.session == nil }, on: wake) {
+                s -> (names: [(parent: NodeID, name: [UInt8])], overflowed: (@Sendable () -> Void)?)? in
+                guard s.session != nil else {
+                    s.queued = []
+                    s.overflowed = false
+                    s.worker = .ended
+                    return nil
+                }
+                defer {
+                    s.queued = []
+                    s.overflowed = false
+                }
+                return (s.queued, s.overflowed ? (s.overflowHandler ?? {}) : nil)
             }
-            if batch.isEmpty { return }
-            for key in batch { invalidateName(key.name, in: key.parent) }
+            guard let batch else { return idle.broadcast() }
+            if let overflowed = batch.overflowed {
+                overflowed()
+            } else {
+                for key in batch.names { invalidateName(key.name, in: key.parent) }
+            }
         }
     }
 

@@ -153,7 +153,7 @@ enum Operations {
                     server.listings.finished(position)
                     readers.finished(node)
                 }
-                return .bytes(packed.bytes)
+                return .entries(packed.bytes, lookedUp: packed.lookedUp)
             }
         }
         ops.statfs = { req, _ in

@@ -21,6 +21,8 @@ enum Reply {
     /// file contents streamed from a descriptor (spliced when the kernel allows)
     case fileData(fd: Int32, size: Int, offset: off_t)
     case bytes([UInt8])
+    /// a readdirplus buffer, and the nodes whose lookups its entries count
+    case entries([UInt8], lookedUp: [NodeID])
     case statistics(statvfs)
     case size(Int)
 }
@@ -85,7 +87,7 @@ extension FuseServer {
             data.buf.fd = fd
             data.buf.pos = offset
             result = fuse_reply_data(req, &data, FUSE_BUF_SPLICE_MOVE)
-        case .bytes(let bytes):
+        case .bytes(let bytes), .entries(let bytes, _):
             result = bytes.withUnsafeBytes { fuse_reply_buf(req, $0.baseAddress?.assumingMemoryBound(to: CChar.self), $0.count) }
         case .statistics(var st):
             result = fuse_reply_statfs(req, &st)
@@ -101,11 +103,14 @@ extension FuseServer {
     }
 
     /// Lets go of what an undelivered reply handed the kernel, as libfuse's high-level layer
-    /// does: the lookup an entry counts, the file or listing an open holds.
+    /// does: the lookup an entry counts (or each of a readdirplus buffer's), the file or
+    /// listing an open holds.
     private func undo(_ reply: Reply) {
         switch reply {
         case .entry(let entry) where entry.ino != 0:
             overlay.forget(entry.ino, count: 1)
+        case .entries(_, let lookedUp):
+            for node in lookedUp { overlay.forget(node, count: 1) }
         case .opened(let info, let opened):
             release(opened, info.pointee)
         case .created(let entry, let info, let opened):

@@ -12,6 +12,8 @@ public final class Session {
     private let session: OpaquePointer
     private let userdata: Unmanaged<FuseServer>
     private var mounted = false
+    /// The FUSE connection's number (the minor of the mount's device), once mounted.
+    private var connection: Substring?
     private let transport: Transport
 
     public struct Failure: Error, CustomStringConvertible {
@@ -41,7 +43,7 @@ public final class Session {
     public var server: FuseServer { userdata.takeUnretainedValue() }
 
     deinit {
-        userdata.takeUnretainedValue().notifier.attach(nil)
+        userdata.takeUnretainedValue().notifier.detach()
         if mounted { fuse_session_unmount(session) }
         fuse_session_destroy(session)
         userdata.release()
@@ -52,6 +54,8 @@ public final class Session {
             throw Failure(description: "cannot mount on \(mountpoint) (is /dev/fuse accessible and the mountpoint an empty directory?)")
         }
         mounted = true
+        // read from the mount table: a stat of the mountpoint would ask this daemon, not serving yet
+        connection = MountTable.current().mount(at: mountpoint).flatMap { $0.type.hasPrefix("fuse") ? $0.device.split(separator: ":").last : nil }
         // PROXYBUNDLE_NO_PASSTHROUGH=1 keeps every open page-cached (the tests of that path use it)
         let passthrough = getenv("PROXYBUNDLE_NO_PASSTHROUGH") == nil
         if pb_session_use_io(session, passthrough ? 1 : 0) == 0, passthrough {
@@ -73,13 +77,40 @@ public final class Session {
         let result = pb_session_loop_mt(session, maxThreads, 4)
         if handlers == 0 { fuse_remove_signal_handlers(session) }
         pb_uring_stop()
+        let server = userdata.takeUnretainedValue()
+        // what the kernel was never told to forget (its connection ended first)
+        server.logger.debug("at the end, the kernel held \(server.overlay.cacheStatistics.nodes) nodes")
+        // no notification once the device may be closed (its number may be another file's)
+        server.notifier.detach(unblocking: abortConnection)
         if mounted {
             fuse_session_unmount(session)
             mounted = false
         }
         // nothing of the daemon's stays in the substitution
-        userdata.takeUnretainedValue().stopWatching()
-        userdata.takeUnretainedValue().overlay.close()
+        server.stopWatching()
+        server.overlay.close()
         return result < 0 ? 1 : 0
+    }
+
+    /// Ends the connection as closing its device would, through the kernel's fusectl file
+    /// system: a notification stuck in the kernel holds the device open, waiting for a
+    /// directory lock that an unread request holds, and the kernel fails that request only when
+    /// the connection ends.
+    private func abortConnection() {
+        guard let connection else { return }
+        let connections = "/sys/fs/fuse/connections"
+        let path = "\(connections)/\(connection)/abort"
+        let server = userdata.takeUnretainedValue()
+        var file = open(path, O_WRONLY | O_CLOEXEC)
+        if file < 0 && errno == ENOENT && Glibc.mount("fusectl", connections, "fusectl", 0, nil) == 0 {
+            file = open(path, O_WRONLY | O_CLOEXEC)
+        }
+        guard file >= 0, write(file, "1", 1) == 1 else {
+            let error = Errno(errno)
+            if file >= 0 { close(file) }
+            return server.logger.warning("a notification is stuck in the kernel and \(path) cannot be written (\(error.name)): the daemon waits for it")
+        }
+        close(file)
+        server.logger.info("a notification was stuck in the kernel at the end: connection \(connection) aborted")
     }
 }

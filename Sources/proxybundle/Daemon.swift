@@ -268,37 +268,17 @@ extension Daemon {
 
     private static func spawn(_ arguments: [String], readyWriteEnd: Int32, as childFD: Int32,
                               stderr: Int32, patches: Int32?) throws(Failure) -> pid_t {
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        if stderr >= 0 {
-            posix_spawn_file_actions_adddup2(&actions, stderr, 2)
-        } else {
-            posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        }
-        // the sources above every descriptor the child is given, so no dup2 overwrites another's source
-        let sources = ([readyWriteEnd] + (patches.map { [$0] } ?? [])).map { fcntl($0, F_DUPFD_CLOEXEC, 10) }
-        defer { sources.forEach { if $0 >= 0 { close($0) } } }
-        guard !sources.contains(where: { $0 < 0 }) else { throw Failure("cannot start the daemon: \(Errno(errno).description)") }
-        posix_spawn_file_actions_adddup2(&actions, sources[0], childFD)
-        if patches != nil { posix_spawn_file_actions_adddup2(&actions, sources[1], childPatchesFD) }
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, pb_POSIX_SPAWN_SETSID)
-        let program = "/proc/self/exe"
-        let argv = DaemonImage.argv(arguments)
-        defer { argv.forEach { free($0) } }
+        var descriptors: [Int32: Spawn.Descriptor] = [0: .null, 1: .null, 2: stderr >= 0 ? .copy(of: stderr) : .null,
+                                                      childFD: .copy(of: readyWriteEnd)]
+        if let patches { descriptors[childPatchesFD] = .copy(of: patches) }
         // the environment as its bytes (a HOME that is not UTF-8 stays what it is)
-        var envp = Environment.entries.filter { !$0.starts(with: (readyVariable + "=").utf8) }.map { $0.withCStringCopy { strdup($0) } }
-        envp += [strdup("\(readyVariable)=\(childFD)"), nil]
-        defer { envp.forEach { free($0) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, program, &actions, &attributes, argv, envp)
-        guard result == 0 else { throw Failure("cannot start the daemon: \(Errno(result).description)") }
-        return pid
+        let environment = Environment.entries.filter { !$0.starts(with: (readyVariable + "=").utf8) }
+            + [Array("\(readyVariable)=\(childFD)".utf8)]
+        let argv = DaemonImage.argumentBytes(arguments)
+        switch Spawn.start("/proc/self/exe", argv, environment: environment, descriptors: descriptors, newSession: true) {
+        case .success(let pid): return pid
+        case .failure(let error): throw Failure("cannot start the daemon: \(error.description)")
+        }
     }
 
     /// What the daemon said on its readiness pipe.

@@ -77,7 +77,12 @@ enum DaemonImage {
     /// `arguments` (lossless text) as the C strings of a new process's `argv`, after the
     /// program's name; the caller frees them.
     static func argv(_ arguments: [String]) -> [UnsafeMutablePointer<CChar>?] {
-        (["proxybundle"] + arguments).map { RawArguments.bytes(of: $0).withCStringCopy { strdup($0) } } + [nil]
+        argumentBytes(arguments).map { $0.withCStringCopy { strdup($0) } } + [nil]
+    }
+
+    /// The daemon image's argv (its name first) as the bytes the user gave.
+    static func argumentBytes(_ arguments: [String]) -> [[UInt8]] {
+        (["proxybundle"] + arguments).map(RawArguments.bytes(of:))
     }
 
     /// Replaces this process with the daemon image started with `arguments`. Returns only by

@@ -96,10 +96,7 @@ struct UnmountCommand: ParsableCommand {
 enum Unprivileged {
     /// Runs fusermount3 with `arguments` (bytes: a path need not be UTF-8).
     static func fusermount(_ arguments: [[UInt8]]) throws(Failure) {
-        let argv = ([Array("fusermount3".utf8)] + arguments).map { $0.withCStringCopy { strdup($0) } } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        guard posix_spawnp(&pid, "fusermount3", nil, nil, argv, environ) == 0 else {
+        guard case .success(let pid) = Spawn.start("fusermount3", [Array("fusermount3".utf8)] + arguments) else {
             throw Failure("cannot run fusermount3 (install the fuse3 package)")
         }
         var status: Int32 = 0

@@ -153,5 +153,38 @@ final class CaseFoldSpellingsTests: XCTestCase {
         XCTAssertEqual(Disk.lstatError(fx.inMount("Data/Gone.txt")), ENOENT)
         XCTAssertEqual(try Disk.list(fx.mountpoint).filter { $0 != "Data" }.sorted(), ["baz", "foo", "other"])
     }
-}
 
+    /// On a kernel without FUSE_NOTIFY_INC_EPOCH, the other spellings of a removed name are
+    /// forgotten one by one by the notifier's one worker, after the reply; more of them than
+    /// it queues (`KernelNotifier.queueLimit`, 1024) give way to one invalidation of
+    /// everything. Either way no spelling leads to the file after a short while.
+    func testSpellingsOfARemovedNameAreForgottenWithoutEpochEvenPastTheQueuesBound() throws {
+        fx.environment = ["PROXYBUNDLE_NO_EPOCH=1"]
+        try fx.start(["-o", "casefold"])
+        let invalidations = try fx.figure("invalidations")
+        for round in 0..<2 {
+            try Disk.write(fx.inMount("few"), "few")
+            for name in ["FEW", "Few", "fEw"] { XCTAssertNotNil(Disk.lstat(fx.inMount(name))) }
+            XCTAssertEqual(unlink(fx.inMount("few")), 0)
+            for name in ["FEW", "Few", "fEw"] {
+                try eventually("round \(round): \(name) is forgotten") { Disk.lstatError(fx.inMount(name)) == ENOENT }
+            }
+        }
+        XCTAssertEqual(try fx.figure("invalidations"), invalidations, "a few names are forgotten one by one")
+
+        // 1500 spellings of a twelve-letter name (of 4096), all cached by the kernel
+        let word = Array("spellingsxyz")
+        let spellings = (0..<1500).map { bits in
+            String(word.indices.map { bits & (1 << $0) != 0 ? Character(word[$0].uppercased()) : word[$0] })
+        }
+        try Disk.write(fx.inMount("SPELLINGSXYZ"), "many")
+        for name in spellings { XCTAssertNotNil(Disk.lstat(fx.inMount(name))) }
+        XCTAssertEqual(unlink(fx.inMount("SPELLINGSXYZ")), 0)
+        try eventually("the overflow invalidates everything") { try fx.figure("invalidations") == invalidations + 1 }
+        XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "no")
+        for name in spellings {
+            try eventually("\(name) is forgotten") { Disk.lstatError(fx.inMount(name)) == ENOENT }
+        }
+        XCTAssertEqual(try Disk.list(fx.mountpoint).filter { $0 != "Data" }, [])
+    }
+}

@@ -33,17 +33,17 @@ final class CopyUp: Sendable {
     var inProgress: [LongCopy] { longCopies.withLock { $0 } }
     /// Makes directory `node` exist in the substitution, copying up its ancestors first, and
     /// returns its path. A directory copied up stays merged with the layers' below.
-    func substitutionDirectory(_ request: Request, _ node: NodeID) throws(Errno) -> LayerPath {
+    func substitutionDirectory(_ request: Request, _ change: borrowing Change, _ node: NodeID) throws(Errno) -> LayerPath {
         let location = try resolver.locate(request, node)
         guard location.placement.isDirectory else { throw Errno.notDirectory }
         if location.placement.inSubstitution { return location.path }
-        _ = try substitutionDirectory(request, location.parent)
+        _ = try substitutionDirectory(request, change, location.parent)
         let source = request.layer(serving: location.placement)
         let st = try source.attributes(location.path)
         try source.withEntry(location.path) { (fd: Int32) throws(Errno) in
             // with its extended attributes, a default ACL among them (kernel overlayfs copies them too)
             // named as the layer it comes from spells it, where names fold
-            _ = try placeCopy(request, at: source.spelled(location.path)) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            _ = try placeCopy(request, change, at: source.spelled(location.path)) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 _ = try Sys.check { mkdirat(work, temporary, 0o700) }
                 try Sys.applyMetadata(st, to: temporary, in: work, from: fd)
             }
@@ -57,11 +57,11 @@ final class CopyUp: Sendable {
     /// Copies non-directory `node` up if a layer below the substitution serves it; returns its
     /// path. `withData: false` copies an empty file (for an open with O_TRUNC).
     @discardableResult
-    func copyUp(_ request: Request, _ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
+    func copyUp(_ request: Request, _ change: borrowing Change, _ node: NodeID, withData: Bool = true) throws(Errno) -> LayerPath {
         let location = try resolver.locate(request, node)
-        if location.placement.isDirectory { return try substitutionDirectory(request, node) }
+        if location.placement.isDirectory { return try substitutionDirectory(request, change, node) }
         if location.placement.inSubstitution { return location.path }
-        _ = try substitutionDirectory(request, location.parent)
+        _ = try substitutionDirectory(request, change, location.parent)
         let source = request.layer(serving: location.placement)
         let st = try source.attributes(location.path)
         var copy: ino_t = 0
@@ -71,7 +71,7 @@ final class CopyUp: Sendable {
         if let unnamed = try unnamedCopy(request, st, at: location.path, from: source, withData: withData) {
             // linked straight into place: no temporary name to rename
             defer { Sys.close(unnamed) }
-            placed = try placeEntry(request, at: placedAt) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+            placed = try placeEntry(request, change, at: placedAt) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
                 do throws(Errno) {
                     try Sys.link(unnamed, as: name, in: dirfd)
                     return true
@@ -81,7 +81,7 @@ final class CopyUp: Sendable {
             }
             copy = try Sys.fstat(unnamed).st_ino
         } else {
-            placed = try placeCopy(request, at: placedAt) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
+            placed = try placeCopy(request, change, at: placedAt) { (work: Int32, temporary: UnsafePointer<CChar>) throws(Errno) in
                 copy = try copyEntry(request, st, at: location.path, from: source, to: temporary, in: work, withData: withData)
             }
         }
@@ -179,14 +179,14 @@ final class CopyUp: Sendable {
     /// it to `path` in the substitution unless something is already there (a concurrent
     /// copy-up). Returns whether the entry built is the one in place.
     @discardableResult
-    private func placeCopy(_ request: Request, at path: LayerPath,
+    private func placeCopy(_ request: Request, _ change: borrowing Change, at path: LayerPath,
                            _ build: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) -> Bool {
         let work = try request.workspace(warn: warn)
         let temporary = work.temporaryName()
         return try temporary.withCStringCopy { (tmp: UnsafePointer<CChar>) throws(Errno) -> Bool in
             do throws(Errno) {
                 try build(work.fd, tmp)
-                let placed = try placeEntry(request, at: path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
+                let placed = try placeEntry(request, change, at: path) { (dirfd: Int32, name: UnsafePointer<CChar>) throws(Errno) -> Bool in
                     if pb_renameat2(work.fd, tmp, dirfd, name, pb_RENAME_NOREPLACE) == 0 { return true }
                     guard errno == EEXIST else { throw Errno.current }
                     return false
@@ -203,7 +203,7 @@ final class CopyUp: Sendable {
     /// Names a copy `path` in the substitution with `name` (given the directory and the last
     /// name; false when something is already there), keeping the directory's times: a
     /// copy-up shows no change in its directory. Returns what `name` returned.
-    private func placeEntry(_ request: Request, at path: LayerPath,
+    private func placeEntry(_ request: Request, _ change: borrowing Change, at path: LayerPath,
                             _ name: (Int32, UnsafePointer<CChar>) throws(Errno) -> Bool) throws(Errno) -> Bool {
         try request.substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) -> Bool in
             let times = try Sys.fstat(dirfd)

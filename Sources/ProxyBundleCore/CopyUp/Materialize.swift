@@ -12,11 +12,13 @@ import CSyscalls
 extension CopyUp {
     /// Materializes directory `node` (nothing to do unless it reaches below the substitution). The
     /// copy is built in the work directory and exchanged with the substitution's directory in
-    /// one step, so a crash leaves the old state or the new one.
-    func materialize(_ request: Request, _ node: NodeID) throws(Errno) {
+    /// one step, so a crash leaves the old state or the new one. Only while no other change
+    /// runs (`change.isAlone`): a change beneath it would be lost with the tree it replaces.
+    func materialize(_ request: Request, _ change: borrowing Change, _ node: NodeID) throws(Errno) {
         let location = try resolver.locate(request, node)
         guard location.placement.isDirectory, location.placement.reachesBelowSubstitution, node != rootNodeID else { return }
-        let parentPath = try substitutionDirectory(request, location.parent)
+        assert(change.isAlone, "a directory is materialized only while no other change runs")
+        let parentPath = try substitutionDirectory(request, change, location.parent)
         let shown = try request.attributes(at: location.path, location.placement).st_ino
         let work = try request.workspace(warn: warn)
         let temporary = work.temporaryName()

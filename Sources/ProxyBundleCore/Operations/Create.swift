@@ -24,12 +24,18 @@ extension Overlay {
     /// descriptor.
     public func create(_ request: Request, _ entry: NewEntry, named name: [UInt8],
                        in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32?) {
-        beginChange(); defer { endChange() }
+        try request.changing { (change: borrowing Change) throws(Errno) -> (entry: Entry, fd: Int32?) in
+            try create(request, change, entry, named: name, in: parent)
+        }
+    }
+
+    private func create(_ request: Request, _ change: borrowing Change, _ entry: NewEntry, named name: [UInt8],
+                        in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32?) {
         let owner = request.owner
         try Names.checkNew(name)
         if ControlFile(name: name, in: parent) != nil { throw Errno(EEXIST) }
         try request.checkWritable(warn: warn)
-        let dirPath = try copyUp.substitutionDirectory(request, parent)
+        let dirPath = try copyUp.substitutionDirectory(request, change, parent)
         if (try? resolver.resolve(request, name, inNode: parent)) != nil { throw Errno(EEXIST) }
         // the reply describes the entry made, stat'ed through the same directory descriptor: a
         // path resolved again could meanwhile lead elsewhere (a rename of an ancestor), and a
@@ -146,7 +152,7 @@ extension Overlay {
     /// directory and the name to make) and removes the whiteout that hid the name: a `.wh.`
     /// file after the link, or a whiteout device, which the link made in the work directory
     /// replaces in one step.
-    func linkAsNew(_ request: Request, _ name: [UInt8], in dirfd: Int32,
+    func linkAsNew(_ request: Request, _ change: borrowing Change, _ name: [UInt8], in dirfd: Int32,
                    _ link: (Int32, UnsafePointer<CChar>) throws(Errno) -> Void) throws(Errno) {
         guard try Whiteout.deviceExists(name, in: dirfd) else {
             try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in try link(dirfd, p) }
@@ -213,19 +219,25 @@ extension Overlay {
 
     /// A hard link `name` in `newParent` to `node`, which is copied up first.
     public func link(_ request: Request, _ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Entry {
-        beginChange(); defer { endChange() }
+        try request.changing { (change: borrowing Change) throws(Errno) -> Entry in
+            try link(request, change, node, as: name, in: newParent)
+        }
+    }
+
+    private func link(_ request: Request, _ change: borrowing Change, _ node: NodeID, as name: [UInt8],
+                      in newParent: NodeID) throws(Errno) -> Entry {
         try Names.checkNew(name)
         if ControlFile(name: name, in: newParent) != nil { throw Errno(EEXIST) }
         try request.checkWritable(warn: warn)
-        if try linkUnnamed(request, node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(request, of: node)) }
+        if try linkUnnamed(request, change, node, as: name, in: newParent) { return Entry(node: node, attributes: try attributes(request, of: node)) }
         let location = try resolver.locate(request, node)
         if location.placement.isDirectory { throw Errno.notPermitted }
-        let source = try copyUp.copyUp(request, node)
-        let dirPath = try copyUp.substitutionDirectory(request, newParent)
+        let source = try copyUp.copyUp(request, change, node)
+        let dirPath = try copyUp.substitutionDirectory(request, change, newParent)
         if (try? resolver.resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
             try request.substitution.withEntry(source) { (sourcefd: Int32) throws(Errno) in
-                try linkAsNew(request, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+                try linkAsNew(request, change, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
                     _ = try Sys.check { linkat(sourcefd, "", at, p, pb_AT_EMPTY_PATH) }
                 }
             }

@@ -78,20 +78,21 @@ extension Overlay {
     @discardableResult
     public func setExtendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8], value: [UInt8],
                                      flags: Int32) throws(Errno) -> Bool {
-        beginChange(); defer { endChange() }
-        try request.checkWritable(warn: warn)
-        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
-        let isAccessACL = name == Self.accessACL
-        try withSubstitutionEntry(request, node) { (fd: Int32) throws(Errno) in
-            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { CSyscalls.setxattr(proc, key, value, value.count, flags) }
+        return try request.changing { (change: borrowing Change) throws(Errno) -> Bool in
+            try request.checkWritable(warn: warn)
+            if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.notPermitted }
+            let isAccessACL = name == Self.accessACL
+            try withSubstitutionEntry(request, change, node) { (fd: Int32) throws(Errno) in
+                try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                    try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                        _ = try Sys.check { CSyscalls.setxattr(proc, key, value, value.count, flags) }
+                    }
+                    // the caller's groups are read for the access ACL only, the one attribute they matter to
+                    if isAccessACL { try Self.clearSetGroupIDAfterACL(proc, by: request.caller) }
                 }
-                // the caller's groups are read for the access ACL only, the one attribute they matter to
-                if isAccessACL { try Self.clearSetGroupIDAfterACL(proc, by: request.caller) }
             }
+            return isAccessACL
         }
-        return isAccessACL
     }
 
     public static let accessACL = Array("system.posix_acl_access".utf8)
@@ -108,13 +109,14 @@ extension Overlay {
     }
 
     public func removeExtendedAttribute(_ request: Request, _ node: NodeID, name: [UInt8]) throws(Errno) {
-        beginChange(); defer { endChange() }
-        try request.checkWritable(warn: warn)
-        if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
-        try withSubstitutionEntry(request, node) { (fd: Int32) throws(Errno) in
-            try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
-                try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
-                    _ = try Sys.check { CSyscalls.removexattr(proc, key) }
+        try request.changing { (change: borrowing Change) throws(Errno) in
+            try request.checkWritable(warn: warn)
+            if Whiteout.privateAttributePrefixes.contains(where: { name.starts(with: $0) }) { throw Errno.noData }
+            try withSubstitutionEntry(request, change, node) { (fd: Int32) throws(Errno) in
+                try Sys.withProcPath(fd) { (proc: UnsafePointer<CChar>) throws(Errno) in
+                    try name.withCStringCopy { (key: UnsafePointer<CChar>) throws(Errno) in
+                        _ = try Sys.check { CSyscalls.removexattr(proc, key) }
+                    }
                 }
             }
         }

@@ -32,9 +32,10 @@ extension Overlay {
         if location.placement.isDirectory { throw Errno.isDirectory }
         let writes = flags & O_ACCMODE != O_RDONLY || flags & O_TRUNC != 0
         if writes && !location.placement.inSubstitution {
-            beginChange(); defer { endChange() }
-            try copyUp.copyUp(request, node, withData: flags & O_TRUNC == 0)
-            location = try resolver.locate(request, node)
+            location = try request.changing { (change: borrowing Change) throws(Errno) -> NodeTable.Location in
+                try copyUp.copyUp(request, change, node, withData: flags & O_TRUNC == 0)
+                return try resolver.locate(request, node)
+            }
         }
         if writes { try request.checkWritable(warn: warn) }
         let fd = try request.layer(serving: location.placement).open(location.path, flags: flags & pb_O_PASSED)

@@ -9,18 +9,20 @@ import CSyscalls
 /// written nothing changes at all.
 extension Overlay {
     public func unlink(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
-        beginChange(); defer { endChange() }
-        let (dir, child) = try visibleChild(request, name, in: parent)
-        if child.placement.isDirectory { throw Errno.isDirectory }
-        try remove(request, name, in: parent, dir, child)
+        try request.changing { (change: borrowing Change) throws(Errno) in
+            let (dir, child) = try visibleChild(request, name, in: parent)
+            if child.placement.isDirectory { throw Errno.isDirectory }
+            try remove(request, change, name, in: parent, dir, child)
+        }
     }
 
     public func removeDirectory(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
-        beginChange(); defer { endChange() }
-        let (dir, child) = try visibleChild(request, name, in: parent)
-        guard child.placement.isDirectory else { throw Errno.notDirectory }
-        if try !lister.mergedEntries(request, dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }
-        try remove(request, name, in: parent, dir, child)
+        try request.changing { (change: borrowing Change) throws(Errno) in
+            let (dir, child) = try visibleChild(request, name, in: parent)
+            guard child.placement.isDirectory else { throw Errno.notDirectory }
+            if try !lister.mergedEntries(request, dir.path.appending(name), child.placement).isEmpty { throw Errno(ENOTEMPTY) }
+            try remove(request, change, name, in: parent, dir, child)
+        }
     }
 
     func visibleChild(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) -> (NodeTable.Location, Resolved) {
@@ -31,10 +33,11 @@ extension Overlay {
         return (dir, try resolver.resolve(request, name, in: dir.path, dir.placement))
     }
 
-    private func remove(_ request: Request, _ name: [UInt8], in parent: NodeID, _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
+    private func remove(_ request: Request, _ change: borrowing Change, _ name: [UInt8], in parent: NodeID,
+                        _ dir: NodeTable.Location, _ child: Resolved) throws(Errno) {
         try request.checkWritable(warn: warn)
         let hidesBelow = try resolver.shownBelowSubstitution(request, name, in: parent, dir)
-        let dirPath = try copyUp.substitutionDirectory(request, parent)
+        let dirPath = try copyUp.substitutionDirectory(request, change, parent)
         let entry = removedEntry(request, name, in: parent, dir, child)
         do throws(Errno) {
             // the name as the layer serving it spells it, where names fold: the substitution's
@@ -45,13 +48,13 @@ extension Overlay {
                 if hidesBelow && Whiteout.needsDevice(name) {
                     // the device takes the name itself: it replaces the substitution's entry in one step
                     if !child.placement.inSubstitution { return try Whiteout.writeDevice(name, in: dirfd) }
-                    return try removeSubstitutionEntry(request, name, in: dirfd, isDirectory: child.placement.isDirectory,
+                    return try removeSubstitutionEntry(request, change, name, in: dirfd, isDirectory: child.placement.isDirectory,
                                                        leavingWhiteout: true)
                 }
                 if hidesBelow { try Whiteout.write(hiding: name, in: dirfd) }
                 guard child.placement.inSubstitution else { return }
                 do throws(Errno) {
-                    try removeSubstitutionEntry(request, name, in: dirfd, isDirectory: child.placement.isDirectory)
+                    try removeSubstitutionEntry(request, change, name, in: dirfd, isDirectory: child.placement.isDirectory)
                 } catch {
                     if hidesBelow { try? Whiteout.remove(hiding: name, in: dirfd) }
                     throw error
@@ -77,8 +80,8 @@ extension Overlay {
     /// Removes an entry of the substitution; a directory (which may still hold whiteouts) is
     /// first moved into the work directory, so it disappears in one step. With
     /// `leavingWhiteout`, a whiteout device takes its place in the same step (RENAME_WHITEOUT).
-    func removeSubstitutionEntry(_ request: Request, _ name: [UInt8], in dirfd: Int32, isDirectory: Bool,
-                                 leavingWhiteout: Bool = false) throws(Errno) {
+    func removeSubstitutionEntry(_ request: Request, _ change: borrowing Change, _ name: [UInt8], in dirfd: Int32,
+                                 isDirectory: Bool, leavingWhiteout: Bool = false) throws(Errno) {
         try name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) in
             if !isDirectory && !leavingWhiteout {
                 _ = try Sys.check { unlinkat(dirfd, p, 0) }

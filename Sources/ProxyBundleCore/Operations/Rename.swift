@@ -12,22 +12,23 @@ extension Overlay {
     public func rename(_ request: Request, _ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
                        flags: UInt32) throws(Errno) {
         do {
-            beginChange(); defer { endChange() }
-            return try renameHeld(request, name, in: parent, to: newName, in: newParent, flags: flags)
+            return try request.changing { (change: borrowing Change) throws(Errno) in
+                try renameHeld(request, change, name, in: parent, to: newName, in: newParent, flags: flags)
+            }
         } catch let error where error == Overlay.materializesAlone {
             // a directory to materialize: the rename starts over, alone (see `changes`)
-            try changes.withExclusive { () throws(Errno) in
-                try renameHeld(request, name, in: parent, to: newName, in: newParent, flags: flags)
+            try request.changingAlone { (change: borrowing Change) throws(Errno) in
+                try renameHeld(request, change, name, in: parent, to: newName, in: newParent, flags: flags)
             }
         }
     }
 
-    /// What a rename that must materialize a directory answers while `changes` is held shared;
-    /// never passed on.
+    /// What a rename that must materialize a directory answers while its change is not alone
+    /// (`changes` held shared); never passed on.
     private static let materializesAlone = Errno(EDEADLK)
 
-    private func renameHeld(_ request: Request, _ name: [UInt8], in parent: NodeID, to newName: [UInt8], in newParent: NodeID,
-                            flags: UInt32) throws(Errno) {
+    private func renameHeld(_ request: Request, _ change: borrowing Change, _ name: [UInt8], in parent: NodeID,
+                            to newName: [UInt8], in newParent: NodeID, flags: UInt32) throws(Errno) {
         guard flags & ~(pb_RENAME_NOREPLACE | pb_RENAME_EXCHANGE) == 0,
               flags & pb_RENAME_NOREPLACE == 0 || flags & pb_RENAME_EXCHANGE == 0 else { throw Errno.invalid }
         try Names.checkNew(newName)
@@ -42,7 +43,7 @@ extension Overlay {
         if flags & pb_RENAME_EXCHANGE != 0 {
             guard target != nil else { throw Errno.noEntry }
             if parent == newParent && (name == newName || respells) { return }
-            return try exchange(request, name, in: parent, with: newName, in: newParent)
+            return try exchange(request, change, name, in: parent, with: newName, in: newParent)
         }
         if parent == newParent && name == newName { return }
         if respells { target = nil }
@@ -51,7 +52,7 @@ extension Overlay {
             try checkReplace(request, target, at: newDir.path.appending(newName), by: source)
         }
         if source.placement.isDirectory && source.placement.reachesBelowSubstitution {
-            try prepareByName(request, name, in: parent)
+            try prepareByName(request, change, name, in: parent)
             (dir, source) = try visibleChild(request, name, in: parent)
             newDir = try resolver.locate(request, newParent)
             target = respells ? nil : try absentAsNil { () throws(Errno) -> Resolved in
@@ -60,14 +61,15 @@ extension Overlay {
         }
         let hidesBelowSource = try resolver.shownBelowSubstitution(request, name, in: parent, dir)
         let hidesBelowTarget = try resolver.shownBelowSubstitution(request, newName, in: newParent, newDir)
-        if !source.placement.inSubstitution { try prepareByName(request, name, in: parent) }
+        if !source.placement.inSubstitution { try prepareByName(request, change, name, in: parent) }
         let replacesSubstitutionDirectory = source.placement.isDirectory && target?.placement.isDirectory == true
             && target?.placement.inSubstitution == true
-        let fromPath = try copyUp.substitutionDirectory(request, parent)
-        let toPath = try copyUp.substitutionDirectory(request, newParent)
+        let fromPath = try copyUp.substitutionDirectory(request, change, parent)
+        let toPath = try copyUp.substitutionDirectory(request, change, newParent)
         let replaced = target.flatMap { removedEntry(request, newName, in: newParent, newDir, $0) }
         do throws(Errno) {
-            try move(request, name, fromPath, to: newName, toPath, flags: flags, source: source, hidesBelow: (hidesBelowSource, hidesBelowTarget),
+            try move(request, change, name, fromPath, to: newName, toPath, flags: flags, source: source,
+                     hidesBelow: (hidesBelowSource, hidesBelowTarget),
                      replacesSubstitutionDirectory: replacesSubstitutionDirectory, respells: respells)
         } catch {
             if let replaced { Sys.close(replaced) }
@@ -80,7 +82,8 @@ extension Overlay {
 
     /// The substitution's part of a rename: `name` of directory `fromPath` becomes `newName`
     /// of `toPath`, with the whiteouts and opaque markers the layers below call for.
-    private func move(_ request: Request, _ name: [UInt8], _ fromPath: LayerPath, to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
+    private func move(_ request: Request, _ change: borrowing Change, _ name: [UInt8], _ fromPath: LayerPath,
+                      to newName: [UInt8], _ toPath: LayerPath, flags: UInt32,
                       source: Resolved, hidesBelow: (source: Bool, target: Bool),
                       replacesSubstitutionDirectory: Bool, respells: Bool) throws(Errno) {
         let (hidesBelowSource, hidesBelowTarget) = hidesBelow
@@ -102,7 +105,7 @@ extension Overlay {
                     try renameAt(fromfd, name, tofd, newName, pb_RENAME_EXCHANGE)
                     let device = hidesBelowSource && Whiteout.needsDevice(name)
                     if hidesBelowSource && !device { try Whiteout.write(hiding: name, in: fromfd) }
-                    try removeSubstitutionEntry(request, name, in: fromfd, isDirectory: true, leavingWhiteout: device)
+                    try removeSubstitutionEntry(request, change, name, in: fromfd, isDirectory: true, leavingWhiteout: device)
                     return
                 }
                 if source.placement.isDirectory, try Whiteout.deviceExists(newName, in: tofd) {
@@ -135,13 +138,14 @@ extension Overlay {
     /// RENAME_EXCHANGE: both names stay visible, so no whiteout changes; each side is first
     /// made to live wholly in the substitution, and a directory landing where a layer below
     /// has an entry is made opaque.
-    private func exchange(_ request: Request, _ name: [UInt8], in parent: NodeID, with newName: [UInt8], in newParent: NodeID) throws(Errno) {
-        try prepareByName(request, name, in: parent)
-        try prepareByName(request, newName, in: newParent)
+    private func exchange(_ request: Request, _ change: borrowing Change, _ name: [UInt8], in parent: NodeID,
+                          with newName: [UInt8], in newParent: NodeID) throws(Errno) {
+        try prepareByName(request, change, name, in: parent)
+        try prepareByName(request, change, newName, in: newParent)
         let (dir, source) = try visibleChild(request, name, in: parent)
         let (newDir, target) = try visibleChild(request, newName, in: newParent)
-        let fromPath = try copyUp.substitutionDirectory(request, parent)
-        let toPath = try copyUp.substitutionDirectory(request, newParent)
+        let fromPath = try copyUp.substitutionDirectory(request, change, parent)
+        let toPath = try copyUp.substitutionDirectory(request, change, newParent)
         let hidesBelowSource = try resolver.shownBelowSubstitution(request, name, in: parent, dir)
         let hidesBelowTarget = try resolver.shownBelowSubstitution(request, newName, in: newParent, newDir)
         try request.substitution.withDirectory(fromPath) { (fromfd: Int32) throws(Errno) in
@@ -179,16 +183,16 @@ extension Overlay {
 
     /// Makes the entry `name` of `parent` live wholly in the substitution: a file is copied
     /// up, a directory with content below the substitution materialized.
-    private func prepareByName(_ request: Request, _ name: [UInt8], in parent: NodeID) throws(Errno) {
+    private func prepareByName(_ request: Request, _ change: borrowing Change, _ name: [UInt8], in parent: NodeID) throws(Errno) {
         let entry = try lookup(request, parent: parent, name: name)
         defer { forget(entry.node, count: 1) }
         let placement = try resolver.locate(request, entry.node).placement
         if placement.isDirectory {
             // the copy of the tree must see every change made beneath it, and miss none
-            if placement.reachesBelowSubstitution && !changes.isHeldAlone { throw Overlay.materializesAlone }
-            try copyUp.materialize(request, entry.node)
+            if placement.reachesBelowSubstitution && !change.isAlone { throw Overlay.materializesAlone }
+            try copyUp.materialize(request, change, entry.node)
         } else {
-            try copyUp.copyUp(request, entry.node)
+            try copyUp.copyUp(request, change, entry.node)
         }
     }
 }

@@ -29,12 +29,14 @@ extension Overlay {
     /// attributes. A file whose every name was removed while open is changed through an open
     /// descriptor, as on any file system; a removed main-bundle file cannot be (ESTALE).
     public func setAttributes(_ request: Request, _ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
-        beginChange(); defer { endChange() }
-        return try setAttributesHeld(request, node, changes, openFile: fd)
+        try request.changing { (change: borrowing Change) throws(Errno) -> stat in
+            try setAttributesHeld(request, change, node, changes, openFile: fd)
+        }
     }
 
-    /// `setAttributes`, with `changes` (the lock) held shared already.
-    private func setAttributesHeld(_ request: Request, _ node: NodeID, _ changes: AttributeChanges, openFile fd: Int32?) throws(Errno) -> stat {
+    /// `setAttributes`, within the request's `change`.
+    private func setAttributesHeld(_ request: Request, _ change: borrowing Change, _ node: NodeID, _ changes: AttributeChanges,
+                                   openFile fd: Int32?) throws(Errno) -> stat {
         try request.checkWritable(warn: warn)
         if let st = try withRemovedFile(node, { (open: Int32) throws(Errno) -> stat in
             try Overlay.apply(changes, toOpenFile: fd ?? open)
@@ -42,7 +44,7 @@ extension Overlay {
         }) {
             return request.shown(st)
         }
-        let path = try copyUp.copyUp(request, node, withData: changes.size != 0)
+        let path = try copyUp.copyUp(request, change, node, withData: changes.size != 0)
         let substitution = try request.substitution
         try substitution.withDirectory(path.parent) { (dirfd: Int32) throws(Errno) in
             try (path.isRoot ? Array(".".utf8) : path.lastName).withCStringCopy { (name: UnsafePointer<CChar>) throws(Errno) in
@@ -115,9 +117,9 @@ extension Overlay {
 
     /// Runs `body` with a descriptor of the substitution's entry of `node` (copied up first): an
     /// O_PATH one of its path, or one open on it when every name of it was removed.
-    func withSubstitutionEntry<T>(_ request: Request, _ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
+    func withSubstitutionEntry<T>(_ request: Request, _ change: borrowing Change, _ node: NodeID, _ body: (Int32) throws(Errno) -> T) throws(Errno) -> T {
         if let result = try withRemovedFile(node, body) { return result }
-        let path = try copyUp.copyUp(request, node)
+        let path = try copyUp.copyUp(request, change, node)
         return try request.substitution.withEntry(path, body)
     }
 
@@ -127,13 +129,14 @@ extension Overlay {
     /// FUSE_HANDLE_KILLPRIV_V2 when a file is written, truncated or given away. Returns the new
     /// attributes, or nil when there was nothing to clear.
     public func clearSetIDBits(_ request: Request, _ node: NodeID, openFile fd: Int32?) throws(Errno) -> stat? {
-        beginChange(); defer { endChange() }
-        let st: stat
-        if let fd { st = try attributes(request, of: node, openFile: fd) } else { st = try attributes(request, of: node) }
-        guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: { request.caller }) else { return nil }
-        var changes = AttributeChanges()
-        changes.mode = mode
-        return try setAttributesHeld(request, node, changes, openFile: fd)
+        return try request.changing { (change: borrowing Change) throws(Errno) -> stat? in
+            let st: stat
+            if let fd { st = try attributes(request, of: node, openFile: fd) } else { st = try attributes(request, of: node) }
+            guard st.st_mode & S_IFMT == S_IFREG, let mode = Self.withoutSetIDBits(st, writer: { request.caller }) else { return nil }
+            var changes = AttributeChanges()
+            changes.mode = mode
+            return try setAttributesHeld(request, change, node, changes, openFile: fd)
+        }
     }
 
     /// The permission bits of `st` without the set-ID bits a write by `writer` clears; nil when

@@ -13,7 +13,13 @@ extension Overlay {
     /// `parent` if at all; its entry and the open descriptor.
     public func createUnnamed(_ request: Request, mode asked: mode_t, flags: Int32,
                               in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32) {
-        beginChange(); defer { endChange() }
+        try request.changing { (change: borrowing Change) throws(Errno) -> (entry: Entry, fd: Int32) in
+            try createUnnamed(request, change, mode: asked, flags: flags, in: parent)
+        }
+    }
+
+    private func createUnnamed(_ request: Request, _ change: borrowing Change, mode asked: mode_t, flags: Int32,
+                               in parent: NodeID) throws(Errno) -> (entry: Entry, fd: Int32) {
         let owner = request.owner
         try request.checkWritable(warn: warn)
         let directory = try attributes(request, of: parent)
@@ -26,7 +32,7 @@ extension Overlay {
             // made in the directory's copy in the substitution, whose file system gives it the
             // mode and access ACL the default ACL makes (no umask), as kernel overlayfs does
             mode = asked
-            let dirPath = try copyUp.substitutionDirectory(request, parent)
+            let dirPath = try copyUp.substitutionDirectory(request, change, parent)
             fd = try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) -> Int32 in
                 try Sys.check { openat(dirfd, ".", opened, mode & 0o7777) }
             }
@@ -58,14 +64,14 @@ extension Overlay {
     /// Names an unnamed file `node` (made by `createUnnamed` and still open) `name` in
     /// `newParent`, in the substitution; false when `node` has a name. The kernel links only a
     /// file made with O_TMPFILE and without O_EXCL (else ENOENT).
-    func linkUnnamed(_ request: Request, _ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Bool {
+    func linkUnnamed(_ request: Request, _ change: borrowing Change, _ node: NodeID, as name: [UInt8], in newParent: NodeID) throws(Errno) -> Bool {
         guard nodes.isUnnamed(node) else { return false }
-        let dirPath = try copyUp.substitutionDirectory(request, newParent)
+        let dirPath = try copyUp.substitutionDirectory(request, change, newParent)
         if (try? resolver.resolve(request, name, inNode: newParent)) != nil { throw Errno(EEXIST) }
         let linked: Void? = try nodes.withDetachedOpenFile(of: node) { (fd: Int32, placement: Placement) throws(Errno) in
             guard placement.inSubstitution else { throw Errno.noEntry }
             try request.substitution.withDirectory(dirPath) { (dirfd: Int32) throws(Errno) in
-                try linkAsNew(request, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
+                try linkAsNew(request, change, name, in: dirfd) { (at: Int32, p: UnsafePointer<CChar>) throws(Errno) in
                     try Sys.link(fd, as: p, in: at)
                 }
             }

@@ -68,8 +68,6 @@ public final class Condition: @unchecked Sendable {
 public final class ReadWriteLock: @unchecked Sendable {
     private var lock = pthread_rwlock_t()
     public let rank: LockRank
-    /// The thread holding the lock alone, if any: written only by it, under the lock.
-    private var owner: pthread_t?
 
     public init(rank: LockRank) {
         self.rank = rank
@@ -88,17 +86,12 @@ public final class ReadWriteLock: @unchecked Sendable {
         LockOrder.didRelease(rank)
     }
 
-    /// Whether this thread holds the lock alone (asked only by a thread that holds it).
-    public var isHeldAlone: Bool { owner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
-
     /// Runs `body` holding the lock alone.
     public func withExclusive<T, E: Error>(file: StaticString = #fileID, line: UInt = #line,
                                            _ body: () throws(E) -> T) throws(E) -> T {
         LockOrder.willTake(rank, file: file, line: line)
         pthread_rwlock_wrlock(&lock)
-        owner = pthread_self()
         defer {
-            owner = nil
             pthread_rwlock_unlock(&lock)
             LockOrder.didRelease(rank)
         }

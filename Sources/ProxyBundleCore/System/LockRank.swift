@@ -13,7 +13,8 @@ public enum LockRank: Int, CaseIterable, Sendable {
     /// `Views.swapMemo`: what a swap keeps for the next, read and changed while a view is made.
     case swapMemo
     /// `Overlay.changes`: held shared by every change of the substitution through the mount for
-    /// its whole length, alone by a rename that materializes a directory.
+    /// its whole length, alone by a rename that materializes a directory; taken only by
+    /// `Request.changing` and `Request.changingAlone`.
     case changes
     /// `DirectoryCache`'s entries.
     case directoryCache

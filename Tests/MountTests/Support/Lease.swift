@@ -31,6 +31,15 @@ final class Lease {
         if fd >= 0 { _ = fcntl(fd, Lease.setLease, Int32(F_UNLCK)) }
     }
 
+    /// Whether the file is open nowhere else (not by the daemon, nor by the kernel for a
+    /// passthrough backing, which keeps the daemon's open file): the lease can then be taken
+    /// again, as a write lease is refused while any other open of the file lasts.
+    var isSoleOpen: Bool {
+        guard fcntl(fd, Lease.setLease, Int32(F_WRLCK)) == 0 else { return false }
+        release()
+        return true
+    }
+
     deinit { close(fd) }
 }
 
