@@ -7,15 +7,24 @@ extension Views {
     /// For each path written to `.layers`, the patch of the current stack or of one it
     /// recently replaced that was opened at that path, where the path still names the same
     /// directory (nil: the path is to be opened). Paths side by side are looked at from one
-    /// descriptor of their directory: with many of them, by reading its entries once (a
-    /// name whose entry still has the patch's inode number is the patch, while no mount
-    /// came or went since the names were last looked at one by one, see `MountChanges`),
-    /// else with one `fstatat` each. 1,000 patches side by side cost one read of their
-    /// directory, not 1,000 walks of their paths.
+    /// descriptor of their directory, while no mount came or went since the names were last
+    /// looked at one by one (see `MountChanges`): not at all if the directory has the change
+    /// time it had when they were last found there (see `KeptDirectory`), else, with many of
+    /// them, by reading its entries once (a name whose entry still has the patch's inode
+    /// number is the patch); otherwise with one `fstatat` each. 1,000 patches side by side
+    /// cost an `fstat` of their directory, not 1,000 walks of their paths.
     func keptPatches(_ paths: [RawPath]) -> [Layer?] {
-        let recent = recentPatches
         let mounts = mountChanges.poll()
         var kept = [Layer?](repeating: nil, count: paths.count)
+        // a list of some recent stack's patches in its order (a swap back) is matched in
+        // order, without hashing a path
+        let stacks = [current.layers] + recent.map(\.layers)
+        if let same = stacks.first(where: { $0.patches.count == paths.count && zip($0.patches, paths).allSatisfy { $0.path == $1 } }) {
+            kept = same.patches.map { $0 }
+        } else {
+            let recent = recentPatches
+            for index in paths.indices { kept[index] = recent[paths[index]] }
+        }
         var start = 0
         while start < paths.count {
             let bytes = paths[start].bytes
@@ -25,7 +34,7 @@ extension Views {
                   paths[end].bytes[..<slash].elementsEqual(bytes[..<slash]) {
                 end += 1
             }
-            Views.checkKept(paths, start..<end, parentLength: slash, recent, byEntries: mounts.unchanged, into: &kept)
+            checkKept(paths, start..<end, parentLength: slash, mounts: mounts, into: &kept)
             start = end
         }
         mountChanges.checked(mounts)
@@ -35,15 +44,11 @@ extension Views {
     /// Fewer patches side by side than this are looked at one by one.
     static let readsKeptDirectoryFrom = 8
 
-    /// Sets `kept` for the paths of `range`, whose directory is the first `slash` bytes of each.
-    private static func checkKept(_ paths: [RawPath], _ range: Range<Int>, parentLength slash: Int, _ recent: [RawPath: Layer],
-                                  byEntries: Bool, into kept: inout [Layer?]) {
-        var candidates: [Int] = []
-        for index in range {
-            guard let layer = recent[paths[index]] else { continue }
-            kept[index] = layer
-            candidates.append(index)
-        }
+    /// Keeps in `kept` the patches of `range` (whose directory is the first `slash` bytes of
+    /// each path) that their paths still name.
+    private func checkKept(_ paths: [RawPath], _ range: Range<Int>, parentLength slash: Int, mounts: MountChanges.Seen,
+                           into kept: inout [Layer?]) {
+        let candidates = range.filter { kept[$0] != nil }
         guard !candidates.isEmpty else { return }
         func name(_ index: Int) -> ArraySlice<UInt8> { paths[index].bytes[(slash + 1)...] }
         func isSame(_ st: stat, _ layer: Layer) -> Bool { UInt64(st.st_dev) == layer.device && UInt64(st.st_ino) == layer.inode }
@@ -56,7 +61,7 @@ extension Views {
             return
         }
         let parent = RawPath(bytes: Array(paths[range.lowerBound].bytes[..<slash]))
-        let reads = byEntries && candidates.count >= readsKeptDirectoryFrom
+        let reads = mounts.unchanged && candidates.count >= Views.readsKeptDirectoryFrom
         var fd = reads ? parent.withCString { open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) } : -1
         if fd < 0 { fd = parent.withCString { open($0, pb_O_PATH | O_DIRECTORY | O_CLOEXEC) } }
         defer { if fd >= 0 { Sys.close(fd) } }
@@ -66,7 +71,14 @@ extension Views {
         }
         var found = [Bool](repeating: false, count: paths.count)
         var directory = stat()
-        if reads, fstat(fd, &directory) == 0 {
+        let known = reads && fstat(fd, &directory) == 0 ? KeptDirectory(directory) : nil
+        // no name of the directory changed since these patches were found there
+        let unchanged = known.flatMap { mountChanges.found(in: parent, $0) } ?? []
+        var left = 0
+        for index in candidates {
+            if let layer = kept[index], unchanged.contains(ObjectIdentifier(layer)) { found[index] = true } else { left += 1 }
+        }
+        if left > 0, let known {
             // the candidates by inode number, on the directory's file system (a patch that
             // is a mount's root has another, and is looked at by name)
             var byInode: [UInt64: [Int]] = [:]
@@ -83,6 +95,34 @@ extension Views {
             let looked = Array(name(index)).withCStringCopy { fstatat(fd, $0, &st, 0) } == 0
             if let layer = kept[index], !looked || !isSame(st, layer) { kept[index] = nil }
         }
+        if let known, left > 0 { mountChanges.remember(candidates.compactMap { kept[$0].map(ObjectIdentifier.init) }, in: parent, known) }
+    }
+}
+
+/// A directory of patches as `fstat` saw it: an entry made, removed or renamed in it changes
+/// its change time. Trusted only if that time was 20 ms old when seen (a clock tick could
+/// give a change made just after it the same time).
+struct KeptDirectory: Equatable {
+    var device: UInt64
+    var inode: UInt64
+    var changed: timespec
+
+    init(_ st: stat) {
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        changed = st.st_ctim
+    }
+
+    static func == (a: KeptDirectory, b: KeptDirectory) -> Bool {
+        a.device == b.device && a.inode == b.inode && a.changed.tv_sec == b.changed.tv_sec && a.changed.tv_nsec == b.changed.tv_nsec
+    }
+
+    /// Whether its change time is 20 ms old now.
+    var isSettled: Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let age = (Int64(now.tv_sec) - Int64(changed.tv_sec)) * 1_000_000_000 + Int64(now.tv_nsec) - Int64(changed.tv_nsec)
+        return age >= 20_000_000
     }
 }
 
@@ -103,6 +143,8 @@ final class MountChanges: Sendable {
         var fd: Int32 = -2
         var count: UInt64 = 0
         var checkedAt: UInt64?
+        /// The patches last found in each directory, and the directory as it was then.
+        var directories: [RawPath: (directory: KeptDirectory, patches: Set<ObjectIdentifier>)] = [:]
     }
 
     private let state = Locked(State(), rank: .recentViews)
@@ -125,5 +167,21 @@ final class MountChanges: Sendable {
     /// The paths were looked at as `seen` says: one by one unless unchanged.
     func checked(_ seen: Seen) {
         state.withLock { s in if s.count == seen.count { s.checkedAt = seen.count } }
+    }
+
+    /// The patches last found in directory `path`, if it is still as it was then (`directory`).
+    func found(in path: RawPath, _ directory: KeptDirectory) -> Set<ObjectIdentifier>? {
+        state.withLock { s in s.directories[path].flatMap { $0.directory == directory ? $0.patches : nil } }
+    }
+
+    /// `patches` were found in directory `path`, as it was then; remembered if its change
+    /// time is settled. A directory's patches replace those remembered before, and only a
+    /// few directories are remembered.
+    func remember(_ patches: [ObjectIdentifier], in path: RawPath, _ directory: KeptDirectory) {
+        let settled = directory.isSettled
+        state.withLock { s in
+            if s.directories.count >= 64 && s.directories[path] == nil { s.directories.removeAll() }
+            s.directories[path] = settled ? (directory, Set(patches)) : nil
+        }
     }
 }
