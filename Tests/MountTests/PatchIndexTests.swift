@@ -221,7 +221,7 @@ final class PatchIndexTests: XCTestCase {
         try build()
         try fx.start(patches: patches)
         let trace = fx.root + "/strace.out"
-        let tracer = try traceDaemon(["-e", "status=failed", "-e", "trace=openat,openat2,newfstatat,statx,getxattr,listxattr"],
+        let tracer = try fx.traceDaemon(["-e", "status=failed", "-e", "trace=openat,openat2,newfstatat,statx,getxattr,listxattr"],
                                      into: trace)
         defer { kill(tracer, SIGKILL); _ = Spawn.wait(tracer, seconds: 10) }
         XCTAssertEqual(try Disk.read(fx.inMount("c/d/e/deep.txt")), "main")
@@ -246,7 +246,7 @@ final class PatchIndexTests: XCTestCase {
         try fx.start(patches: patches)
         XCTAssertNotNil(Disk.lstat(fx.inMount("a")))
         let trace = fx.root + "/strace.out"
-        let tracer = try traceDaemon(["-y", "-e", "trace=getdents64,openat,openat2,newfstatat"], into: trace)
+        let tracer = try fx.traceDaemon(["-y", "-e", "trace=getdents64,openat,openat2,newfstatat"], into: trace)
         defer { kill(tracer, SIGKILL); _ = Spawn.wait(tracer, seconds: 10) }
         XCTAssertEqual(try Disk.read(fx.inMount("a/x.txt")), "main")
         XCTAssertEqual(try Disk.read(fx.inMount("a/p3.txt")), "p3")
@@ -257,25 +257,5 @@ final class PatchIndexTests: XCTestCase {
         XCTAssertTrue(lines.contains { $0.contains("x.txt") }, "the lookups were traced")
         let reads = lines.filter { $0.contains("getdents64(") && $0.contains("/a>") }
         XCTAssertEqual(reads.count, 0, reads.joined(separator: " | "))
-    }
-
-    /// strace, with `arguments`, attached to every thread of the daemon (returns once it is)
-    /// and writing to `trace`; the caller stops it.
-    private func traceDaemon(_ arguments: [String], into trace: String) throws -> pid_t {
-        let tracer = try Spawn.start("/usr/bin/strace", ["-f", "-qq", "-p", "\(fx.daemon)", "-o", trace] + arguments)
-        let tasks = "/proc/\(fx.daemon)/task"
-        let deadline = Date().addingTimeInterval(20)
-        while try !FileManager.default.contentsOfDirectory(atPath: tasks).allSatisfy({ task in
-            let status = (try? String(contentsOfFile: "\(tasks)/\(task)/status", encoding: .utf8)) ?? ""
-            return status.split(separator: "\n").contains { $0.hasPrefix("TracerPid:") && !$0.hasSuffix("\t0") }
-        }) {
-            guard Date() < deadline else {
-                kill(tracer, SIGKILL)
-                _ = Spawn.wait(tracer, seconds: 10)
-                throw TestFailure("strace did not attach")
-            }
-            usleep(10_000)
-        }
-        return tracer
     }
 }

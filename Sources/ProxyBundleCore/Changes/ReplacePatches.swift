@@ -1,7 +1,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import CSyscalls
 
 /// Changing the patches while mounted (`.layers`).
 extension Views {
@@ -67,44 +66,6 @@ extension Views {
             watch.keepWatching(placements: nodes.freshPlacements(of: watch.watchedPlacements.keys))
             touchControlTime()
             return Overlay.Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false, exact: true)
-        }
-    }
-}
-
-extension Views {
-    /// For each path written to `.layers`, the patch of the current stack or of one it
-    /// recently replaced that was opened at that path, where the path still names the same
-    /// directory (nil: the path is to be opened). Paths in one directory are looked at from
-    /// one descriptor of it: 1,000 patches side by side cost one walk of their directory's
-    /// path and 1,000 `fstatat` of a name, not 1,000 walks of the whole path.
-    func keptPatches(_ paths: [RawPath]) -> [Layer?] {
-        let recent = recentPatches
-        // one directory open at a time: 10,000 patches in 10,000 directories hold no more
-        var last: (parent: ArraySlice<UInt8>, fd: Int32)?
-        defer { if let last, last.fd >= 0 { Sys.close(last.fd) } }
-        return paths.map { path -> Layer? in
-            guard let kept = recent[path] else { return nil }
-            var st = stat()
-            let bytes = path.bytes
-            let slash = bytes.lastIndex(of: UInt8(ascii: "/")) ?? 0
-            let name = Array(bytes[(slash + 1)...])
-            let found: Bool
-            if slash == 0 || name.isEmpty || name == [0x2E] || name == [0x2E, 0x2E] {
-                found = path.withCString { stat($0, &st) } == 0
-            } else {
-                let parent = bytes[..<slash]
-                // the list's paths come directory by directory: the last one, compared, not hashed
-                let fd: Int32
-                if let last, last.parent.elementsEqual(parent) {
-                    fd = last.fd
-                } else {
-                    if let last, last.fd >= 0 { Sys.close(last.fd) }
-                    fd = RawPath(bytes: Array(parent)).withCString { open($0, pb_O_PATH | O_DIRECTORY | O_CLOEXEC) }
-                    last = (parent, fd)
-                }
-                found = fd >= 0 && name.withCStringCopy { fstatat(fd, $0, &st, 0) } == 0
-            }
-            return found && UInt64(st.st_dev) == kept.device && UInt64(st.st_ino) == kept.inode ? kept : nil
         }
     }
 }

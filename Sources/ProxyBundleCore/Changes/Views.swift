@@ -42,6 +42,8 @@ final class Views: Sendable {
     static let keptNumberings = 64
     /// `recentPatches` as last made, and the view it was made in.
     private let recentPatchesByPath = Locked<(view: StackView, patches: [RawPath: Layer])?>(nil, rank: .recentViews)
+    /// Whether a kept patch's path may name another directory by a mount (see `keptPatches`).
+    let mountChanges = MountChanges()
     /// Serializes the making of new views (see `LockRank.installs`).
     let installs = Locked((), rank: .installs)
     /// What the last swaps between orders of the same patches kept for the next (see

@@ -26,7 +26,7 @@ public enum LockRank: Int, CaseIterable, Sendable {
     /// The leaves, each held only to read or swap a value, never while taking another lock.
     /// `Views.currentView`.
     case currentView = 100
-    /// `Views.recentViews`, `Views.recentPatchesByPath`.
+    /// `Views.recentViews`, `Views.recentPatchesByPath`, `MountChanges`' state.
     case recentViews
     /// `Views.controlTime`.
     case controlTime

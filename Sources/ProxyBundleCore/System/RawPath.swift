@@ -15,6 +15,12 @@ public struct RawPath: Hashable, Sendable, ExpressibleByStringLiteral, CustomStr
 
     public init(bytes: [UInt8]) { self.bytes = bytes }
 
+    /// The bytes in one call (the synthesized hash feeds them one at a time: a write of 1,000
+    /// patches' paths to `.layers` hashed 60,000 bytes one by one to find the patches kept).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     /// The path whose bytes are `text`'s UTF-8 (exact: every `String` is valid UTF-8).
     public init(_ text: String) { bytes = Array(text.utf8) }
 
