@@ -294,7 +294,8 @@ final class LayerIndex: Sendable {
     /// as one of every name (an empty name). A record read within a clock tick of a change
     /// (`isRacy`) is read again whatever its change time. The records themselves are marked
     /// by `changed` as the caller tells them. Costs three system calls a directory where
-    /// nothing changed.
+    /// nothing changed (open, `fstat`, close), one where it has no subdirectory (`fstatat`
+    /// beside it).
     func changesOnDisk(of layer: Layer) -> [LayerWatch.IndexedChange] {
         let records = state.withLock { $0.records }
         guard let root = records[.root] else { return [] }
@@ -331,6 +332,13 @@ final class LayerIndex: Sendable {
         for name in record.subdirectories where !gone.contains(name) {
             let below = path.appending(name)
             guard let child = records[below] else { continue }
+            // a directory with none below it is looked at beside its parent: one system call
+            if child.subdirectories.isEmpty, !child.isStale, !child.isRacy,
+               let st = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, p) }),
+               UInt64(st.st_ino) == child.inode, st.st_ctim.tv_sec == child.changed.tv_sec,
+               st.st_ctim.tv_nsec == child.changed.tv_nsec {
+                continue
+            }
             let opened = try? name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
                 try Layer.open(flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC, preservingAccessTime: true) {
                     (flags: Int32) throws(Errno) -> Int32 in try Sys.check { openat(fd, p, flags) }
