@@ -106,9 +106,22 @@ public final class Overlay: Sendable {
         views.waitForSettledChanges(idle: idle, quiet: quiet, longest: longest)
     }
 
+    /// Watches with inotify each directory the patches' indexes read from now on (`-o watch`,
+    /// which must hear of changes by itself: called before the mount reads them). Otherwise
+    /// `.invalidate` finds the patches' changes by their directories' change times (see
+    /// `LayerWatch.watchesIndexes`).
+    public func watchPatchDirectories() {
+        views.watch.watchesIndexes = true
+    }
+
     /// At a clean unmount: the substitution is left with nothing of the daemon's.
     public func close() {
         currentLayers.substitution?.close()
+    }
+
+    /// The directories the current patches' indexes hold, for `.stats` (see `LayerIndex`).
+    public var indexedDirectories: Int {
+        currentLayers.patches.reduce(0) { $0 + ($1.index?.count ?? 0) }
     }
 
     /// The layers whose descriptors the daemon holds open, for `.stats` (see `Views`).

@@ -90,6 +90,7 @@ extension FuseServer {
         let lines = [
             "layers: \(stack.count)",
             "layers_open: \(overlay.openLayerCount)",
+            "indexed_directories: \(overlay.indexedDirectories)",
             "read_only: \(overlay.isWritable ? "no" : "yes")",
             "casefold: \(stack.foldsNames ? "on" : "off")",
             "entry_timeout: \(timeouts.entry.secondsText)",

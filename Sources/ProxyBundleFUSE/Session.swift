@@ -61,9 +61,13 @@ public final class Session {
         if pb_session_use_io(session, passthrough ? 1 : 0) == 0, passthrough {
             userdata.takeUnretainedValue().passthrough.enable(fuseDevice: fuse_session_fd(session))
         }
-        // mounted: the patches' indexes are read while the first requests come
-        userdata.takeUnretainedValue().overlay.readPatchesAhead(threads: 2)
+        // mounted: the patches' indexes are read before the mount is reported ready (up to
+        // 2 s; past that, while the first requests come)
+        userdata.takeUnretainedValue().overlay.readPatchesAhead(threads: 2, waitingUpTo: Session.indexSeconds)
     }
+
+    /// How long a mount waits for the patches' indexes to be read before it reports ready.
+    static let indexSeconds = 2.0
 
     /// Serves requests until the file system is unmounted or SIGINT, SIGTERM or SIGHUP
     /// arrives; then unmounts and closes the overlay. Returns 0 on a clean end. A worker that has answered a request

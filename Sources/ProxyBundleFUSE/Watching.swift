@@ -12,6 +12,7 @@ import ProxyBundleCore
 extension FuseServer {
     /// Starts the thread that invalidates on changes, for the life of the daemon.
     public func startWatching() {
+        overlay.watchPatchDirectories()
         watching.withLock { $0 = true }
         if !DetachedThread.start({ self.watchLayers() }) {
             logger.warning("cannot start watching the layers: \(Errno.current.name)")

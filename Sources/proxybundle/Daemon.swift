@@ -45,6 +45,8 @@ enum Daemon {
             var inUse = Store.markInUse(plan.patches.map(\.bytes))
             defer { inUse.forEach { close($0) } }  // when the mount failed
             let session = try open(plan, claim: claim, logger: logger)
+            // the patches' directories are watched as their indexes read them, from the mount on
+            if plan.options.watch { session.server.overlay.watchPatchDirectories() }
             do throws(Session.Failure) { try session.mount(at: plan.mountpoint) } catch { throw Failure(text: error.description) }
             // libfuse 3.14 refuses relatime and nodiratime: they are set on the mount itself
             if plan.options.fuse.contains(where: MountOptions.setOnTheMount.contains) {
@@ -57,12 +59,15 @@ enum Daemon {
             inUse = []
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
             // a list of thousands would make a line of megabytes: past a few, the count and the ends
-            let patches: String
+            var patches: String
             switch plan.patches.count {
             case 0: patches = ""
             case 1...8: patches = " under patches \(plan.patches.map(\.description).joined(separator: ", "))"
             default: patches = " under \(plan.patches.count) patches, \(plan.patches[0]) to \(plan.patches[plan.patches.count - 1])"
             }
+            // read before the mount is reported ready (see `Session.mount`)
+            let indexed = session.server.overlay.indexedDirectories
+            if indexed > 0 { patches += " (\(indexed) directories of the patches read)" }
             let top = plan.substitution.map { "with \($0)" } ?? "with no substitution (read-only)"
             logger.info("mounted \(plan.main)\(patches) \(top) on \(plan.mountpoint)")
             if plan.options.watch { session.server.startWatching() }

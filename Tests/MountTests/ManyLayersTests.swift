@@ -45,6 +45,8 @@ final class ManyLayersTests: XCTestCase {
         XCTAssertEqual(try fx.figure("layers"), 302)
         XCTAssertEqual(try fx.figure("layers_open"), 302, "every layer holds its descriptor")
         XCTAssertTrue(fx.log.contains("under 300 patches, \(fx.root)/patches/0 to \(fx.root)/patches/299"), fx.log)
+        // the mount is reported ready once every patch's index is read, as its log line says
+        XCTAssertTrue(fx.log.contains("(300 directories of the patches read)"), fx.log)
     }
 
     /// Ten thousand patches, the limit, from standard input; one more is refused in one line

@@ -5,7 +5,7 @@ import XCTest
 /// patches behind the daemon's back after their index read them (a directory made where the
 /// patch had none, a whiteout or an opaque marker added, a directory removed, a file made a
 /// directory), then make the mount see the layers as on disk, exactly (`.invalidate`, which
-/// inotify makes exact), wholesale (`/` written to `.invalidate`, after which each record is
+/// finds the directories changed by their change times, or with `-o watch` by inotify), wholesale (`/` written to `.invalidate`, after which each record is
 /// checked by its change time) and by itself (`-o watch`), and compare the view with kernel
 /// overlayfs of the changed layers.
 final class PatchIndexTests: XCTestCase {
@@ -77,7 +77,8 @@ final class PatchIndexTests: XCTestCase {
         try OverlayTree.assertSame(fx.mountpoint, kernel)
     }
 
-    /// `.invalidate` with an empty line: the indexes hear of the changes through inotify.
+    /// `.invalidate` with an empty line: the indexes find the directories changed by their
+    /// change times, and which names changed by reading those again.
     func testChangesInPatchesShowAfterAnExactInvalidation() throws {
         try build()
         try fx.start(patches: patches)
@@ -257,5 +258,61 @@ final class PatchIndexTests: XCTestCase {
         XCTAssertTrue(lines.contains { $0.contains("x.txt") }, "the lookups were traced")
         let reads = lines.filter { $0.contains("getdents64(") && $0.contains("/a>") }
         XCTAssertEqual(reads.count, 0, reads.joined(separator: " | "))
+    }
+
+    /// The directories of the patches, each patch's root among them.
+    private func patchDirectories() throws -> Int {
+        try patches.reduce(0) { count, patch in
+            let below = try FileManager.default.subpathsOfDirectory(atPath: patch).filter { name in
+                var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: patch + "/" + name, isDirectory: &isDirectory) && isDirectory.boolValue
+            }
+            return count + 1 + below.count
+        }
+    }
+
+    /// The inotify watches the daemon holds: a line each in the fdinfo of its inotify descriptors.
+    private func daemonWatches() throws -> Int {
+        let fds = "/proc/\(fx.daemon)/fdinfo"
+        return try FileManager.default.contentsOfDirectory(atPath: fds).reduce(0) { count, fd in
+            let info = (try? String(contentsOfFile: "\(fds)/\(fd)", encoding: .utf8)) ?? ""
+            return count + info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+        }
+    }
+
+    /// A mount is reported ready once every patch's index is read (`indexed_directories`: every
+    /// directory of the twelve patches), and without `-o watch` none of them is watched (a watch
+    /// cost more than the read: `.invalidate` compares change times instead): the first
+    /// lookups on the fresh mount, names deep in the tree and missing ones, read no directory
+    /// of a patch (strace: no `getdents64` there).
+    func testAMountIsReadyWithEveryIndexReadAndNoPatchWatched() throws {
+        try build()
+        try fx.start(patches: patches)
+        let directories = try patchDirectories()
+        XCTAssertEqual(try fx.figure("indexed_directories"), directories)
+        XCTAssertLessThan(try daemonWatches(), patches.count, "the patches' directories are not watched")
+        let trace = fx.root + "/strace.out"
+        let tracer = try fx.traceDaemon(["-y", "-e", "trace=getdents64"], into: trace)
+        defer { kill(tracer, SIGKILL); _ = Spawn.wait(tracer, seconds: 10) }
+        XCTAssertEqual(try Disk.read(fx.inMount("c/d/p1.txt")), "p1")
+        XCTAssertEqual(try Disk.read(fx.inMount("o/p3.txt")), "p3")
+        XCTAssertEqual(try Disk.read(fx.inMount("a/b/m.txt")), "main")
+        for path in ["a/missing.txt", "c/d/e/missing.txt", "q/missing.txt"] { XCTAssertEqual(Disk.lstatError(fx.inMount(path)), ENOENT) }
+        kill(tracer, SIGINT)
+        XCTAssertNotNil(Spawn.wait(tracer, seconds: 10), "strace ended")
+        let reads = try String(contentsOfFile: trace, encoding: .utf8).split(separator: "\n")
+            .filter { line in line.contains("getdents64(") && patches.contains { line.contains($0 + "/") || line.contains($0 + ">") } }
+        XCTAssertEqual(reads.count, 0, reads.joined(separator: " | "))
+        XCTAssertEqual(try fx.figure("indexed_directories"), directories)
+    }
+
+    /// With `-o watch`, which must hear of changes by itself, each directory an index read is
+    /// watched from the mount on.
+    func testWithWatchEveryIndexedDirectoryIsWatched() throws {
+        try build()
+        try fx.start(["-o", "watch"], patches: patches)
+        let directories = try patchDirectories()
+        XCTAssertEqual(try fx.figure("indexed_directories"), directories)
+        XCTAssertGreaterThanOrEqual(try daemonWatches(), directories)
     }
 }

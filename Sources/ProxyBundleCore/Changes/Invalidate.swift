@@ -19,7 +19,7 @@ extension Views {
             let root = try current.layers.rootPlacement(index: indexWatch)
             defer { touchControlTime() }
             if subtree == nil, nodes.placement(of: rootNodeID) == root, let (seen, indexed) = watch.changes() {
-                let changes = seen + nodeChanges(indexed)
+                let changes = seen + nodeChanges(indexed + patchChangesOnDisk(current.layers))
                 let (touched, replaced) = nodes.invalidate(changes: changes, watched: watch.watchedPlacements)
                 watch.unwatch(replaced)
                 current.directories.removeAll()
@@ -41,6 +41,13 @@ extension Views {
             if names == nil { watch.restart() }  // everything is resolved again, and watched anew
             return Overlay.Invalidation(entries: touched.entries, nodes: touched.nodes, swappedSubstitution: false)
         }
+    }
+
+    /// The changes made to the patches' directories their indexes read, where no watch
+    /// reports them (see `LayerWatch.watchesIndexes`): found by the directories' change times.
+    private func patchChangesOnDisk(_ layers: LayerStack) -> [LayerWatch.IndexedChange] {
+        if watch.watchesIndexes { return [] }
+        return layers.patches.flatMap { patch in patch.index.map { $0.changesOnDisk(of: patch) } ?? [] }
     }
 
     /// The changes seen in directories of patches' indexes, told to the indexes, as changes of

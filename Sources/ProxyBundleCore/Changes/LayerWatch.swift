@@ -16,8 +16,13 @@ import CSyscalls
 /// everything whatever happened.
 ///
 /// The directories of patches are watched by the layer's index instead (`LayerIndex`), each
-/// once, as it is read: a change there is reported with the layer's directory it was seen in,
-/// and its directory node is found by that path.
+/// once, as it is read, and only with `-o watch` (`watchesIndexes`), which must hear of a
+/// change by itself: a change there is reported with the layer's directory it was seen in,
+/// and its directory node is found by that path. Without it, `.invalidate` finds what changed
+/// in the patches by their directories' change times (`LayerIndex.changesOnDisk`): a watch
+/// cost more than reading the directory (a path through /proc to name it, a mark the kernel
+/// keeps, and the inode it pins), 102,000 of them under 10,000 thin patches, more than a small
+/// machine's `max_user_watches`.
 ///
 /// The folder `Changes/` owns what happens when layers change behind the daemon's back:
 /// watching (this type), marking what changed stale, and invalidating everything.
@@ -55,6 +60,8 @@ final class LayerWatch: Sendable {
         /// Counts the starts over: what was read under another epoch's watches is checked
         /// again before it serves (see `LayerIndex`).
         var epoch: UInt64 = 0
+        /// Whether the directories indexes read are watched (`-o watch`; see the type's doc).
+        var watchesIndexes = false
     }
 
     private let state = Locked(State(), rank: .layerWatch)
@@ -73,17 +80,24 @@ final class LayerWatch: Sendable {
     }
 
     private static func start(_ s: inout State) {
-        s = State(epoch: s.epoch &+ 1)
+        s = State(epoch: s.epoch &+ 1, watchesIndexes: s.watchesIndexes)
         s.fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
         s.lost = s.fd < 0
     }
 
-    /// Watches the directory open as `fd`, which `index` reads at `path`, before it is read.
-    /// The watch is added outside the lock (indexes read ahead on several threads), and kept
-    /// unless the watches started over meanwhile.
+    /// Whether the directories patches' indexes read are watched: set with `-o watch` before
+    /// any is read (see the type's doc).
+    var watchesIndexes: Bool {
+        get { state.withLock { $0.watchesIndexes } }
+        set { state.withLock { $0.watchesIndexes = newValue } }
+    }
+
+    /// Watches the directory open as `fd`, which `index` reads at `path`, before it is read,
+    /// where indexes are watched. The watch is added outside the lock (indexes read ahead on
+    /// several threads), and kept unless the watches started over meanwhile.
     func watch(_ fd: Int32, index: LayerIndex, path: LayerPath) {
-        let (inotify, epoch, lost) = state.withLock { ($0.fd, $0.epoch, $0.lost) }
-        if lost { return }
+        let (inotify, epoch, lost, watches) = state.withLock { ($0.fd, $0.epoch, $0.lost, $0.watchesIndexes) }
+        if lost || !watches { return }
         let wd = inotify_add_watch(inotify, "/proc/self/fd/\(fd)", LayerWatch.mask)
         state.withLock { s in
             guard s.epoch == epoch else { return }

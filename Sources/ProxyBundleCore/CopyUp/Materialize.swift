@@ -64,7 +64,7 @@ extension CopyUp {
 
     private func copyVisibleTree(_ request: Request, _ path: LayerPath, _ placement: Placement, into dirfd: Int32) throws(Errno) {
         let list = try lister.mergedEntries(request, path, placement)
-        let dirs = try DirectoryDescriptors(path, placement, layers: request.layers, index: resolver.indexWatch)
+        let dirs = try resolver.openDirectory(request, path, placement)
         for item in list.entries {
             try request.checkInterrupted()
             let itemName = list.name(item)

@@ -7,13 +7,20 @@ import CSyscalls
 extension Resolver {
     /// Resolves `name` in the directory at `dir` (see `resolve(_:in:layers:)`).
     func resolve(_ request: Request, _ name: [UInt8], in dir: LayerPath, _ dirPlacement: Placement) throws(Errno) -> Resolved {
+        try resolve(request, name, in: openDirectory(request, dir, dirPlacement))
+    }
+
+    /// The descriptors of the directory at `path` merged by `placement`, not kept: opened only
+    /// in the layers that have the directory, as the patches' indexes and the view's map of it
+    /// tell (see `DirectoryCache.holders`), never a look at each of thousands of patches.
+    func openDirectory(_ request: Request, _ path: LayerPath, _ placement: Placement,
+                       forReading: Bool = false) throws(Errno) -> DirectoryDescriptors {
         let directories = request.directories
         let located = nodes.version
-        // opened only in the layers that have the directory: never a look at each of thousands
-        let mapped = indexWatch == nil ? nil : try directories.mapped(dir, dirPlacement, layers: request.layers, located: located)
-        let holding = indexWatch == nil ? nil : try directories.holders(dir, layers: request.layers, located: located)
-        return try resolve(request, name, in: DirectoryDescriptors(dir, dirPlacement, layers: request.layers, index: indexWatch,
-                                                                   holding: holding, mapped: mapped))
+        let mapped = indexWatch == nil ? nil : try directories.mapped(path, placement, layers: request.layers, located: located)
+        let holding = indexWatch == nil ? nil : try directories.holders(path, layers: request.layers, located: located)
+        return try DirectoryDescriptors(path, placement, layers: request.layers, index: indexWatch, holding: holding,
+                                        forReading: forReading, mapped: mapped)
     }
 
     /// Resolves `name` in directory node `parent` through the descriptors kept for it (see

@@ -66,7 +66,7 @@ extension Overlay {
         guard location.placement.isDirectory else {
             return Serving(source: .layer, places: [Serving.Place(layer: Int(location.placement.top), path: location.path)])
         }
-        let dirs = try DirectoryDescriptors(location.path, location.placement, layers: request.layers, index: resolver.indexWatch)
+        let dirs = try resolver.openDirectory(request, location.path, location.placement)
         var places: [Serving.Place] = []
         for index in dirs.present {
             // where names fold, each real directory the layer merges (`DATA/` beside `data/`)

@@ -11,10 +11,12 @@ import CSyscalls
 ///
 /// A directory is read the first time something asks about it or a directory below it (a
 /// lookup, a listing, a copy-up): its parent's record says whether the layer has it, so a
-/// layer that lacks a directory is never asked for it. Each directory read is watched with
-/// inotify (in the mount's `LayerWatch`) before it is read, and a change seen there marks its
-/// record stale (and, for a directory made, removed or renamed, every record beneath it), so
-/// the records stay exact through `.invalidate` and `-o watch`. When the watches start over
+/// layer that lacks a directory is never asked for it. The records stay exact through
+/// `.invalidate`, which compares each recorded directory's change time with the one it was
+/// read at and reads again those changed (`changesOnDisk`), and through `-o watch`, with
+/// which each directory read is watched with inotify (in the mount's `LayerWatch`) before it
+/// is read: a change seen there marks its record stale (and, for a directory made, removed or
+/// renamed, every record beneath it). When the watches start over
 /// (an invalidation of everything, or a lost event), each record is checked again when next
 /// used: kept if the directory is the same inode with the same change time, read again
 /// otherwise.
@@ -218,14 +220,15 @@ final class LayerIndex: Sendable {
 
     /// Whether the directory open as `fd` has an overlay opaque attribute set to "y".
     private static func hasOpaqueAttribute(_ fd: Int32) -> Bool {
-        var list = [CChar](repeating: 0, count: 4096)
-        var length = flistxattr(fd, &list, list.count)
-        if length < 0 && errno == ERANGE, let all = try? Sys.listxattr(fd: fd) {
-            list = all.map { CChar(bitPattern: $0) }
-            length = all.count
+        // most directories have no attribute: a buffer on the stack, nothing allocated
+        var list = withUnsafeTemporaryAllocation(of: CChar.self, capacity: 1024) { buffer -> [CChar]? in
+            let length = flistxattr(fd, buffer.baseAddress, buffer.count)
+            if length < 0 { return errno == ERANGE ? nil : [] }
+            return length == 0 ? [] : Array(buffer[..<length])
         }
-        guard length > 0 else { return false }
-        let names = list[..<length].split(separator: 0)
+        if list == nil { list = (try? Sys.listxattr(fd: fd))?.map { CChar(bitPattern: $0) } }
+        guard let list, !list.isEmpty else { return false }
+        let names = list.split(separator: 0)
         for attribute in Whiteout.opaqueAttributes where names.contains(where: { $0.elementsEqual(attribute.utf8CString.dropLast()) }) {
             var value: [UInt8] = [0, 0]
             if fgetxattr(fd, attribute, &value, value.count) == 1 && value[0] == UInt8(ascii: "y") { return true }
@@ -279,6 +282,103 @@ final class LayerIndex: Sendable {
             if old.inode == read.inode, let inode = old.subdirectory(name), read.subdirectory(name) == inode { continue }
             remove(path.appending(name), in: &s)
         }
+    }
+
+    /// The changes made on disk to the directories recorded since they were read, where they
+    /// are not watched (see `LayerWatch.watchesIndexes`), for an exact `.invalidate`: each
+    /// recorded directory, top down, opened beneath its parent by its single name (a symlink
+    /// is not followed), is kept where its inode and change time are the same (a directory's
+    /// change time moves with every entry made, removed or renamed in it and with its extended
+    /// attributes), else read again and told by its names: an entry made, removed or changed
+    /// (another type or inode) as in `LayerWatch.IndexedChange`, and a change of its opacity
+    /// as one of every name (an empty name). A record read within a clock tick of a change
+    /// (`isRacy`) is read again whatever its change time. The records themselves are marked
+    /// by `changed` as the caller tells them. Costs three system calls a directory where
+    /// nothing changed (open, `fstat`, close), one where it has no subdirectory (`fstatat`
+    /// beside it).
+    func changesOnDisk(of layer: Layer) -> [LayerWatch.IndexedChange] {
+        let records = state.withLock { $0.records }
+        guard let root = records[.root] else { return [] }
+        var changes: [LayerWatch.IndexedChange] = []
+        guard let fd = try? layer.open(.root, flags: O_RDONLY | pb_O_DIRECTORY) else {
+            changes.append(LayerWatch.IndexedChange(index: self, path: .root, name: [], structural: true, isDirectory: false))
+            return changes
+        }
+        scan(fd, .root, root, records, into: &changes)
+        return changes
+    }
+
+    /// `changesOnDisk` of the directory at `path` open for reading as `fd` (closed here),
+    /// recorded as `record`, and of those beneath it that `records` holds.
+    private func scan(_ fd: Int32, _ path: LayerPath, _ record: Directory, _ records: [LayerPath: Directory],
+                      into changes: inout [LayerWatch.IndexedChange]) {
+        defer { Sys.close(fd) }
+        var gone = Set<[UInt8]>()  // subdirectories told as changed: their records go with them
+        func change(_ name: [UInt8], isDirectory: Bool, structural: Bool = true) {
+            changes.append(LayerWatch.IndexedChange(index: self, path: path, name: name, structural: structural,
+                                                    isDirectory: isDirectory))
+            if isDirectory { gone.insert(name) }
+        }
+        // a stale record is read before it next serves; those beneath it are still checked
+        if !record.isStale {
+            guard let st = try? Sys.fstat(fd) else { return change([], isDirectory: false) }
+            let same = !record.isRacy && UInt64(st.st_ino) == record.inode && st.st_ctim.tv_sec == record.changed.tv_sec
+                && st.st_ctim.tv_nsec == record.changed.tv_nsec
+            if !same {
+                guard let read = try? LayerIndex.read(fd, st, epoch: record.checkedIn) else { return change([], isDirectory: false) }
+                LayerIndex.difference(record, read, change)
+            }
+        }
+        for name in record.subdirectories where !gone.contains(name) {
+            let below = path.appending(name)
+            guard let child = records[below] else { continue }
+            // a directory with none below it is looked at beside its parent: one system call
+            if child.subdirectories.isEmpty, !child.isStale, !child.isRacy,
+               let st = try? name.withCStringCopy({ (p: UnsafePointer<CChar>) throws(Errno) -> stat in try Sys.lstatat(fd, p) }),
+               UInt64(st.st_ino) == child.inode, st.st_ctim.tv_sec == child.changed.tv_sec,
+               st.st_ctim.tv_nsec == child.changed.tv_nsec {
+                continue
+            }
+            let opened = try? name.withCStringCopy { (p: UnsafePointer<CChar>) throws(Errno) -> Int32 in
+                try Layer.open(flags: O_RDONLY | pb_O_DIRECTORY | pb_O_NOFOLLOW | pb_O_CLOEXEC, preservingAccessTime: true) {
+                    (flags: Int32) throws(Errno) -> Int32 in try Sys.check { openat(fd, p, flags) }
+                }
+            }
+            guard let opened else {
+                change(name, isDirectory: true)
+                continue
+            }
+            scan(opened, below, child, records, into: &changes)
+        }
+    }
+
+    /// Tells `change` each name whose entry differs between `old` and `new`, two reads of one
+    /// directory (whether the entry is or was a directory), and an empty name for its opacity.
+    private static func difference(_ old: Directory, _ new: Directory,
+                                   _ change: (_ name: [UInt8], _ isDirectory: Bool, _ structural: Bool) -> Void) {
+        struct Seen: Equatable {
+            let type: UInt8
+            let inode: UInt64
+            let device: Bool
+        }
+        var before: [[UInt8]: Seen] = [:]
+        old.entries.withNames { names in
+            for entry in old.entries.entries {
+                before[Array(names.name(entry))] = Seen(type: entry.type, inode: entry.inode, device: entry.isWhiteoutDevice)
+            }
+        }
+        new.entries.withNames { names in
+            for entry in new.entries.entries {
+                let name = Array(names.name(entry))
+                let now = Seen(type: entry.type, inode: entry.inode, device: entry.isWhiteoutDevice)
+                let was = before.removeValue(forKey: name)
+                if was != now {
+                    change(name, now.type == UInt8(DT_DIR) || was?.type == UInt8(DT_DIR), true)
+                }
+            }
+        }
+        for (name, was) in before { change(name, was.type == UInt8(DT_DIR), true) }
+        if old.isOpaque != new.isOpaque { change([], false, true) }
     }
 
     /// The number of directories recorded (for `.stats` and tests).
