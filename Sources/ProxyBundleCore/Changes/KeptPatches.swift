@@ -78,7 +78,7 @@ extension Views {
         for index in candidates {
             if let layer = kept[index], unchanged.contains(ObjectIdentifier(layer)) { found[index] = true } else { left += 1 }
         }
-        if left > 0, let known {
+        if left > 0, known != nil {
             // the candidates by inode number, on the directory's file system (a patch that
             // is a mount's root has another, and is looked at by name)
             var byInode: [UInt64: [Int]] = [:]
