@@ -402,6 +402,41 @@ final class DaemonLifeTests: XCTestCase {
         XCTAssertEqual(there.map(\.type), ["fuse.proxybundle", "tmpfs"], "the mounts are left as they were")
     }
 
+    /// The same with the mount on top dead too (a proxybundle mount without auto_unmount whose
+    /// daemon was killed first): disconnected as the daemon's own would be, and still not the
+    /// watcher's to take away (a detach takes the topmost mount).
+    func testAutoUnmountLeavesADeadMountMadeOverTheDaemonsAlone() throws {
+        try mountDetached(["-o", "auto_unmount"])
+        let pid = try daemonPID()
+        let watcher = watchers(of: fx.mountpoint)
+        XCTAssertEqual(watcher.count, 1, "one watcher")
+        // mounted beside it, then moved over it (`mount` refuses a mountpoint already mounted)
+        let beside = fx.root + "/beside"
+        try FileManager.default.createDirectory(atPath: beside, withIntermediateDirectories: false)
+        let over = try proxybundle(["mount", fx.main, beside, "--no-substitution"])
+        XCTAssertEqual(over.status, 0, over.error)
+        let top = daemons(of: beside)
+        defer { for daemon in top { kill(daemon, SIGKILL) } }
+        defer {
+            _ = umount2(beside, Int32(MNT_DETACH))
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+        }
+        XCTAssertEqual(Glibc.mount(beside, fx.mountpoint, nil, UInt(MS_MOVE), nil), 0, "move: \(String(cString: strerror(errno)))")
+        XCTAssertEqual(top.count, 1, "the daemon of the mount on top")
+        for daemon in top { XCTAssertEqual(kill(daemon, SIGKILL), 0) }
+        XCTAssertTrue(waitUntil { top.allSatisfy(hasExited) }, "the daemon on top exits")
+        // (over io_uring the kernel drops the connection a little after the death)
+        XCTAssertTrue(waitUntil {
+            var st = statvfs()
+            return statvfs(fx.mountpoint, &st) == -1 && errno == ENOTCONN
+        }, "the mount on top is disconnected")
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(waitUntil { watcher.allSatisfy(hasExited) }, "the watcher ends")
+        let there = MountTable.current().mounts.filter { $0.mountpoint == RawPath(fx.mountpoint) }
+        XCTAssertEqual(there.map(\.type), ["fuse.proxybundle", "fuse.proxybundle"], "the mounts are left as they were")
+    }
+
     /// The watcher holds nothing but the daemon's pidfd (not its log, not /dev/fuse, nothing in
     /// the mount): a plain unmount (not lazy) is not busy, and the watcher then just ends.
     func testAutoUnmountWatcherHoldsNothingAndLeavesACleanUnmountAlone() throws {
