@@ -312,12 +312,18 @@ final class DaemonLifeTests: XCTestCase {
     }
 
     /// The processes serving `mountpoint` (the daemon image's command line names it).
-    private func daemons(of mountpoint: String) -> [pid_t] {
+    private func daemons(of mountpoint: String) -> [pid_t] { processes(of: mountpoint, marked: "--serve-checked-mount") }
+
+    /// The processes watching `mountpoint` for auto_unmount (see `AutoUnmount`).
+    private func watchers(of mountpoint: String) -> [pid_t] { processes(of: mountpoint, marked: "--auto-unmount-watch") }
+
+    /// The running processes whose command line has `marker` and names `mountpoint`.
+    private func processes(of mountpoint: String, marked marker: String) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(pid_t.init).filter { pid in
             guard let line = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
             let words = line.split(separator: "\0")
-            return !hasExited(pid) && words.contains("--serve-checked-mount") && words.contains { $0 == mountpoint }
+            return !hasExited(pid) && words.contains { $0 == marker } && words.contains { $0 == mountpoint }
         }
     }
 
@@ -326,16 +332,6 @@ final class DaemonLifeTests: XCTestCase {
         let pid = try daemonPID()
         XCTAssertEqual(kill(pid, SIGKILL), 0)
         XCTAssertTrue(waitUntil { !fx.isMounted }, "still mounted after the daemon was killed")
-    }
-
-    /// The processes watching `mountpoint` for auto_unmount (see `AutoUnmount`).
-    private func watchers(of mountpoint: String) -> [pid_t] {
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap(pid_t.init).filter { pid in
-            guard let line = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
-            let words = line.split(separator: "\0")
-            return !hasExited(pid) && words.contains("--auto-unmount-watch") && words.contains { $0 == mountpoint }
-        }
     }
 
     /// The requests waiting on the FUSE connection of the mount on the fixture's mountpoint
@@ -445,6 +441,8 @@ final class DaemonLifeTests: XCTestCase {
         let watcher = watchers(of: fx.mountpoint)
         XCTAssertEqual(watcher.count, 1, "one watcher")
         for pid in watcher {
+            // settled: asleep on the daemon's pidfd, having let go of what it inherited
+            XCTAssertTrue(waitUntil { KernelWait.channel(pid).contains("poll") }, "the watcher waits in poll(2)")
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
             let targets = fds.sorted().map { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) ?? "" }
             XCTAssertEqual(targets, ["/dev/null", "/dev/null", "/dev/null", "anon_inode:[pidfd]"])
