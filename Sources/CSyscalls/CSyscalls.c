@@ -170,6 +170,26 @@ int pb_pidfd_send_signal(int pidfd, int sig) {
     return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
+int pb_pidfd_getfd(int pidfd, int fd) {
+    return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+}
+
+int pb_mount_id(int dirfd, const char *path, uint64_t *id) {
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+    struct statx st;
+    int flags = AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT | (path[0] == 0 ? AT_EMPTY_PATH : 0);
+    if (statx(dirfd, path, flags, STATX_MNT_ID | STATX_MNT_ID_UNIQUE, &st) != 0) return -errno;
+    if (!(st.stx_mask & (STATX_MNT_ID | STATX_MNT_ID_UNIQUE))) return -ENOSYS;
+    *id = st.stx_mnt_id;
+    return 0;
+}
+
+int pb_close_from(int first) {
+    return (int)syscall(SYS_close_range, first, ~0U, 0);
+}
+
 void pb_syslog(int priority, const char *message) {
     syslog(priority, "%s", message);
 }

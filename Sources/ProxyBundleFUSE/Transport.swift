@@ -16,17 +16,6 @@ public enum Transport: String, Sendable, CaseIterable {
     /// /dev/fuse only.
     case device
 
-    /// `auto_unmount` counts on fusermount3 finding the mount disconnected once the daemon has
-    /// died. Over io_uring the kernel drops the connection some milliseconds after the death
-    /// (once it has cancelled the rings' commands), after fusermount3 has looked, and the mount
-    /// stays (DaemonLifeTests). So with it `auto` keeps to /dev/fuse, and `uring` is refused.
-    public func with(autoUnmount: Bool) -> Transport {
-        autoUnmount && self == .auto ? .device : self
-    }
-
-    public static let autoUnmountConflict = "transport=uring cannot be used with auto_unmount: over io_uring the kernel "
-        + "drops the connection of a killed daemon too late for fusermount3, which would leave the mount in place"
-
     /// What `pb_uring_configure` takes.
     var code: Int32 {
         switch self {

@@ -57,6 +57,7 @@ enum Daemon {
             }
             inUse.forEach { close($0) }
             inUse = []
+            if plan.options.autoUnmount { try AutoUnmount.watch(plan.mountpoint) }
             // a log is text: a path's bytes that are not UTF-8 are written \xHH
             // a list of thousands would make a line of megabytes: past a few, the count and the ends
             var patches: String
@@ -121,8 +122,7 @@ enum Daemon {
             .map(RawArguments.bytes(of:))
         if !options.contains(where: { $0.starts(with: "fsname=".utf8) }) { options.append(Array("fsname=".utf8) + plan.main.bytes) }
         do {
-            let transport = plan.options.transport.with(autoUnmount: plan.options.fuse.contains("auto_unmount"))
-            return try Session(server: server, options: options, transport: transport)
+            return try Session(server: server, options: options, transport: plan.options.transport)
         } catch {
             throw Failure(text: error.description)
         }
@@ -315,7 +315,7 @@ extension Daemon {
         return bytes.isEmpty ? .ended : .line(bytes)
     }
 
-    private static func monotonicMilliseconds() -> Int {
+    static func monotonicMilliseconds() -> Int {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         return now.tv_sec * 1000 + now.tv_nsec / 1_000_000

@@ -37,6 +37,9 @@ struct MountOptions {
     private(set) var casefold = false
     /// `watch`: invalidate by itself once changes in the layers settle.
     private(set) var watch = false
+    /// `auto_unmount`: once the daemon has died without unmounting, its mount is taken away
+    /// (see `AutoUnmount`; libfuse's own, through fusermount3, is not used).
+    private(set) var autoUnmount = false
     /// `transport=auto|uring|device`: how requests travel (see `Transport`).
     private(set) var transport = Transport.auto
     /// `debug`: as libfuse file systems take it, the daemon stays in the foreground and logs
@@ -52,7 +55,7 @@ struct MountOptions {
 
     /// FUSE and VFS options passed to libfuse as they are.
     static let passedFlags: Set<String> = [
-        "allow_other", "default_permissions", "auto_unmount",
+        "allow_other", "default_permissions",
         "nodev", "nosuid", "noexec", "dev", "suid", "exec", "noatime", "atime", "nodiratime",
         "relatime", "sync", "async", "dirsync",
     ]
@@ -67,7 +70,7 @@ struct MountOptions {
     static let own = ["entry_timeout", "attr_timeout", "negative_timeout", "max_threads", "spin", "substitution", "patches",
                       "patches-from", "log_level", "debug", "image", "store",
                       "nocache", "ro", "nosubstitution", "acl", "noacl", "casefold", "nocasefold", "watch", "nowatch",
-                      "transport"]
+                      "transport", "auto_unmount"]
 
     /// What `-o` completes to in the shells: every option, `=` after those that take a value.
     static var completions: [String] {
@@ -85,7 +88,8 @@ struct MountOptions {
         own nothing they open), noacl (the default: permissions by the mode bits, shown within each ACL so \
         that nobody gets what the layer refuses), casefold (as --casefold), nocasefold (the default), watch (changes made \
         in the layers show by themselves once they settle, as if .invalidate had been written), nowatch (the \
-        default), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
+        default), auto_unmount (once the daemon has died without unmounting, its mount is taken away, unless \
+        another was mounted over it), max_threads=N, spin=MICROSECONDS (how long a worker polls for the next \
         request before sleeping; default 20, 0 never polls), substitution=DIR, patches=DIR1:DIR2 (the patches, \
         highest priority first, after any --patch; a ':' in a path written '\\:'), patches-from=FILE (more \
         patches, one directory a line, after those; as --patches-from), image=REF (the layers of an image in \
@@ -104,7 +108,6 @@ struct MountOptions {
                 words.append(option)
             }
         }
-        if transport == .uring && fuse.contains("auto_unmount") { throw Failure(text: Transport.autoUnmountConflict) }
     }
 
     private mutating func apply(_ option: String) throws(Failure) {
@@ -148,6 +151,7 @@ struct MountOptions {
         case ("nocasefold", nil): casefold = false
         case ("watch", nil): watch = true
         case ("nowatch", nil): watch = false
+        case ("auto_unmount", nil): autoUnmount = true
         case (_, nil) where MountOptions.mountCommandFlags.contains(key): break
         case _ where key.hasPrefix("x-") || key == "comment": break
         case (_, nil) where MountOptions.passedFlags.contains(key): fuse.append(key)

@@ -44,6 +44,9 @@ struct ProxyBundle: ParsableCommand {
         if arguments.count > 1 && arguments[1] == DaemonImage.marker {
             Glibc.exit(DaemonImage.serve(Array(arguments.dropFirst(2))))
         }
+        if arguments.count > 1 && arguments[1] == AutoUnmount.marker {
+            Glibc.exit(AutoUnmount.run(Array(arguments.dropFirst(2))))
+        }
         let given = Array(arguments.dropFirst())
         // `proxybundle --version`, and `proxybundle COMMAND --version` the same
         if let last = given.last, last == "--version" || last == "-V",

@@ -90,7 +90,8 @@ struct RemountOptions {
         switch (key, value) {
         case ("user_id", _?), ("group_id", _?): return present.table.superOptions.contains(option)
         case ("allow_other", nil): return present.table.superOptions.contains(key)
-        case ("auto_unmount", nil), ("sync", nil), ("dirsync", nil): return fuse.contains(key)
+        case ("auto_unmount", nil): return started?.autoUnmount ?? false
+        case ("sync", nil), ("dirsync", nil): return fuse.contains(key)
         case ("async", nil): return !fuse.contains("sync")
         case ("noatime", nil), ("relatime", nil), ("nodiratime", nil): return atime.contains(key)
         case ("atime", nil), ("strictatime", nil): return !atime.contains("noatime") && !atime.contains("relatime")

@@ -323,12 +323,18 @@ final class DaemonLifeTests: XCTestCase {
     }
 
     /// The processes serving `mountpoint` (the daemon image's command line names it).
-    private func daemons(of mountpoint: String) -> [pid_t] {
+    private func daemons(of mountpoint: String) -> [pid_t] { processes(of: mountpoint, marked: "--serve-checked-mount") }
+
+    /// The processes watching `mountpoint` for auto_unmount (see `AutoUnmount`).
+    private func watchers(of mountpoint: String) -> [pid_t] { processes(of: mountpoint, marked: "--auto-unmount-watch") }
+
+    /// The running processes whose command line has `marker` and names `mountpoint`.
+    private func processes(of mountpoint: String, marked marker: String) -> [pid_t] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         return entries.compactMap(pid_t.init).filter { pid in
             guard let line = try? String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8) else { return false }
             let words = line.split(separator: "\0")
-            return !hasExited(pid) && words.contains("--serve-checked-mount") && words.contains { $0 == mountpoint }
+            return !hasExited(pid) && words.contains { $0 == marker } && words.contains { $0 == mountpoint }
         }
     }
 
@@ -337,6 +343,125 @@ final class DaemonLifeTests: XCTestCase {
         let pid = try daemonPID()
         XCTAssertEqual(kill(pid, SIGKILL), 0)
         XCTAssertTrue(waitUntil { !fx.isMounted }, "still mounted after the daemon was killed")
+    }
+
+    /// The requests waiting on the FUSE connection of the mount on the fixture's mountpoint
+    /// (fusectl's `waiting`; fusectl is mounted where it is not, as `unmount` does).
+    private func requestsWaiting(connection: String) -> Int {
+        let connections = "/sys/fs/fuse/connections"
+        if !FileManager.default.fileExists(atPath: connections + "/" + connection) {
+            _ = Glibc.mount("fusectl", connections, "fusectl", 0, nil)
+        }
+        let text = (try? String(contentsOfFile: "\(connections)/\(connection)/waiting", encoding: .utf8)) ?? ""
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    /// The mount of a killed daemon goes away also when the kernel drops its connection only
+    /// after someone has looked at the mount: the look, a request, then fails with
+    /// ECONNABORTED instead of ENOTCONN. Made certain here: the test holds a copy of the
+    /// daemon's /dev/fuse (pidfd_getfd), which keeps the connection up past the death until
+    /// the test closes it, once a request waits on it. Before the fix fusermount3's
+    /// auto_unmount made that look (an open) and, refused with ECONNABORTED, left the mount
+    /// for good; over io_uring the kernel drops the connection late by itself.
+    func testAutoUnmountAfterSIGKILLWithALookInFlight() throws {
+        try mountDetached(["-o", "auto_unmount"])
+        let pid = try daemonPID()
+        XCTAssertEqual(daemons(of: fx.mountpoint), [pid], "the watcher is no second daemon")
+        guard let device = MountTable.current().mount(at: fx.mountpoint)?.device,
+              let connection = device.split(separator: ":").last.map(String.init) else { return XCTFail("no mount") }
+        let daemon = pb_pidfd_open(pid)
+        XCTAssertGreaterThanOrEqual(daemon, 0)
+        defer { close(daemon) }
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+        let devices = fds.compactMap(Int32.init).filter {
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == "/dev/fuse"
+        }.map { pb_pidfd_getfd(daemon, $0) }
+        var closed = false
+        defer { if !closed { devices.forEach { close($0) } } }
+        XCTAssertFalse(devices.isEmpty, "the daemon's /dev/fuse")
+        XCTAssertFalse(devices.contains { $0 < 0 }, "pidfd_getfd: \(String(cString: strerror(errno)))")
+        XCTAssertEqual(requestsWaiting(connection: connection), 0)
+
+        XCTAssertEqual(pb_pidfd_send_signal(daemon, SIGKILL), 0)
+        XCTAssertTrue(waitUntil { hasExited(pid) }, "the daemon exits")
+        XCTAssertTrue(waitUntil { requestsWaiting(connection: connection) > 0 }, "nobody looked at the mount")
+        devices.forEach { close($0) }
+        closed = true
+        XCTAssertTrue(waitUntil { !fx.isMounted }, "still mounted after the daemon was killed")
+        XCTAssertTrue(waitUntil { watchers(of: fx.mountpoint).isEmpty }, "the watcher ends")
+    }
+
+    /// The watcher takes away only the daemon's own mount: one made over it since is left
+    /// where it was, and so is the daemon's beneath it.
+    func testAutoUnmountLeavesAMountMadeOverTheDaemonsAlone() throws {
+        try mountDetached(["-o", "auto_unmount"])
+        let pid = try daemonPID()
+        let watcher = watchers(of: fx.mountpoint)
+        XCTAssertEqual(watcher.count, 1, "one watcher")
+        XCTAssertEqual(Glibc.mount("cover", fx.mountpoint, "tmpfs", 0, nil), 0, "tmpfs over the mount")
+        defer {
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+        }
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(waitUntil { watcher.allSatisfy(hasExited) }, "the watcher ends")
+        let there = MountTable.current().mounts.filter { $0.mountpoint == RawPath(fx.mountpoint) }
+        XCTAssertEqual(there.map(\.type), ["fuse.proxybundle", "tmpfs"], "the mounts are left as they were")
+    }
+
+    /// The same with the mount on top dead too (a proxybundle mount without auto_unmount whose
+    /// daemon was killed first): disconnected as the daemon's own would be, and still not the
+    /// watcher's to take away (a detach takes the topmost mount).
+    func testAutoUnmountLeavesADeadMountMadeOverTheDaemonsAlone() throws {
+        try mountDetached(["-o", "auto_unmount"])
+        let pid = try daemonPID()
+        let watcher = watchers(of: fx.mountpoint)
+        XCTAssertEqual(watcher.count, 1, "one watcher")
+        // mounted beside it, then moved over it (`mount` refuses a mountpoint already mounted)
+        let beside = fx.root + "/beside"
+        try FileManager.default.createDirectory(atPath: beside, withIntermediateDirectories: false)
+        let over = try proxybundle(["mount", fx.main, beside, "--no-substitution"])
+        XCTAssertEqual(over.status, 0, over.error)
+        let top = daemons(of: beside)
+        defer { for daemon in top { kill(daemon, SIGKILL) } }
+        defer {
+            _ = umount2(beside, Int32(MNT_DETACH))
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+            _ = umount2(fx.mountpoint, Int32(MNT_DETACH))
+        }
+        XCTAssertEqual(Glibc.mount(beside, fx.mountpoint, nil, UInt(MS_MOVE), nil), 0, "move: \(String(cString: strerror(errno)))")
+        XCTAssertEqual(top.count, 1, "the daemon of the mount on top")
+        for daemon in top { XCTAssertEqual(kill(daemon, SIGKILL), 0) }
+        XCTAssertTrue(waitUntil { top.allSatisfy(hasExited) }, "the daemon on top exits")
+        // (over io_uring the kernel drops the connection a little after the death)
+        XCTAssertTrue(waitUntil {
+            var st = statvfs()
+            return statvfs(fx.mountpoint, &st) == -1 && errno == ENOTCONN
+        }, "the mount on top is disconnected")
+        XCTAssertEqual(kill(pid, SIGKILL), 0)
+        XCTAssertTrue(waitUntil { watcher.allSatisfy(hasExited) }, "the watcher ends")
+        let there = MountTable.current().mounts.filter { $0.mountpoint == RawPath(fx.mountpoint) }
+        XCTAssertEqual(there.map(\.type), ["fuse.proxybundle", "fuse.proxybundle"], "the mounts are left as they were")
+    }
+
+    /// The watcher holds nothing but the daemon's pidfd (not its log, not /dev/fuse, nothing in
+    /// the mount): a plain unmount (not lazy) is not busy, and the watcher then just ends.
+    func testAutoUnmountWatcherHoldsNothingAndLeavesACleanUnmountAlone() throws {
+        let log = fx.root + "/daemon.log"
+        try mountDetached(["-o", "auto_unmount", "--log-file", log])
+        let watcher = watchers(of: fx.mountpoint)
+        XCTAssertEqual(watcher.count, 1, "one watcher")
+        for pid in watcher {
+            // settled: asleep on the daemon's pidfd, having let go of what it inherited
+            XCTAssertTrue(waitUntil { KernelWait.channel(pid).contains("poll") }, "the watcher waits in poll(2)")
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            let targets = fds.sorted().map { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) ?? "" }
+            XCTAssertEqual(targets, ["/dev/null", "/dev/null", "/dev/null", "anon_inode:[pidfd]"])
+            XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/cwd"), "/")
+        }
+        XCTAssertEqual(umount2(fx.mountpoint, 0), 0, "unmount: \(String(cString: strerror(errno)))")
+        XCTAssertTrue(waitUntil { watcher.allSatisfy(hasExited) }, "the watcher ends")
+        XCTAssertFalse(fx.isMounted)
     }
 
     // MARK: status

@@ -143,9 +143,9 @@ final class MountFlagTests: XCTestCase {
             option("default_permissions", ["default_permissions"]) { t in
                 XCTAssertTrue(t.superOptions().contains("default_permissions"))
             },
-            option("auto_unmount,transport=device", ["auto_unmount"]) { t in
-                let fusermount = try Spawn.run("/bin/sh", ["-c", "pgrep -a fusermount3 | grep -F -- '\(t.fx.mountpoint)'"])
-                XCTAssertEqual(fusermount.status, 0, "fusermount3 watches the mount to unmount it: \(fusermount.output)")
+            option("auto_unmount", ["auto_unmount"]) { t in
+                let watcher = try Spawn.run("/bin/sh", ["-c", "pgrep -af -- --auto-unmount-watch | grep -F -- '\(t.fx.mountpoint)'"])
+                XCTAssertEqual(watcher.status, 0, "a watcher waits to take the mount away: \(watcher.output)")
             },
             option("nodev,nosuid,noexec", ["nodev", "nosuid", "noexec"]) { t in
                 XCTAssertTrue(["nodev", "nosuid", "noexec"].allSatisfy(t.mountOptions().contains), "\(t.mountOptions())")

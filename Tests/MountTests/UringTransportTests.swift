@@ -254,24 +254,18 @@ final class UringTransportTests: XCTestCase {
         XCTAssertFalse(fx.isMounted)
     }
 
-    /// With auto_unmount the mount of a killed daemon goes away (fusermount3 finds it
-    /// disconnected), so the default keeps to /dev/fuse there, and transport=uring is refused.
-    func testAutoUnmountKeepsToDevFuse() throws {
+    /// With auto_unmount the mount of a killed daemon goes away over the rings too, though the
+    /// kernel drops the connection only once it has cancelled the rings' commands, after the
+    /// death (see `AutoUnmount`). Before, transport=uring was refused with auto_unmount.
+    func testAutoUnmountOverTheRings() throws {
         try UringSwitch.set("Y")
-        let refused = try Spawn.run(MountFixture.binary, ["mount", fx.main, fx.mountpoint, "--substitution", fx.substitution,
-                                                          "-o", "auto_unmount,transport=uring"], seconds: 30)
-        XCTAssertNotEqual(refused.status, 0)
-        XCTAssertEqual(refused.error.split(separator: "\n").count, 1, refused.error)
-        XCTAssertTrue(refused.error.contains("auto_unmount"), refused.error)
-        XCTAssertFalse(fx.isMounted)
-
-        try fx.start(["-o", "auto_unmount,transport=auto"])
-        XCTAssertEqual(try figures().transport, "device")
+        try fx.start(["-o", "auto_unmount,transport=uring"])
+        try waitForRings()
+        XCTAssertEqual(try figures().transport, "uring")
         kill(fx.daemon, SIGKILL)
         XCTAssertNotNil(fx.waitForExit(seconds: 10))
         try eventually("unmounted once the daemon was killed") { !fx.isMounted }
     }
-
 
     /// The rings' threads poll for the next request as /dev/fuse's workers do (-o spin=): an
     /// idle daemon still uses no processor time, and paced requests make polling back off.

@@ -96,6 +96,15 @@ int pb_pidfd_open(int pid);
 // pidfd_send_signal(pidfd, sig, NULL, 0): signals the process the descriptor was opened
 // for, never another that got its pid since (the tests' way to signal a daemon not their child).
 int pb_pidfd_send_signal(int pidfd, int sig);
+// pidfd_getfd(pidfd, fd, 0): a copy of descriptor `fd` of the process behind `pidfd` (the
+// tests' way to hold a daemon's /dev/fuse open past its death).
+int pb_pidfd_getfd(int pidfd, int fd);
+// The ID of the mount `path` is on (relative to `dirfd`; "" with `dirfd` alone), asking the
+// file system nothing (AT_STATX_DONT_SYNC): the unique 64-bit ID where the kernel has one
+// (STATX_MNT_ID_UNIQUE, Linux 6.8), the reusable one otherwise. 0, or -errno on failure.
+int pb_mount_id(int dirfd, const char *path, uint64_t *id);
+// close_range(first, ~0U, 0): closes every descriptor from `first` up.
+int pb_close_from(int first);
 // syncfs(2), GNU-only in glibc's headers: a layer extracted whole is synced in one call.
 int pb_syncfs(int fd);
 // syslog(priority, "%s", message) (variadic, so not callable from Swift).
