@@ -91,6 +91,20 @@ final class PatchIndexTests: XCTestCase {
         try checkAgainstKernel()
     }
 
+    /// A directory's mode changed in the patch that gives its attributes (the highest that has
+    /// it) shows after an exact `.invalidate`: its change time moved, though no name in it did.
+    func testADirectorysModeChangedInAPatchShowsAfterAnExactInvalidation() throws {
+        try build()
+        try fx.start(patches: patches)
+        defer { try? fx.acceptLayersAsTheyAre() }
+        try warm()
+        XCTAssertEqual(Disk.lstat(fx.inMount("a")).map { $0.st_mode & 0o7777 }, 0o755)
+        XCTAssertEqual(chmod(patches[0] + "/a", 0o750), 0)
+        try Disk.write(fx.inMount(".invalidate"), "\n")
+        XCTAssertEqual(try fx.stats()["last_invalidation_exact"], "yes")
+        XCTAssertEqual(Disk.lstat(fx.inMount("a")).map { $0.st_mode & 0o7777 }, 0o750)
+    }
+
     /// `/` written to `.invalidate`: the watches start over, and each record is checked by the
     /// change time of its directory when next used.
     func testChangesInPatchesShowAfterInvalidatingEverything() throws {

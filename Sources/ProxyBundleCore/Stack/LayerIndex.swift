@@ -309,9 +309,11 @@ final class LayerIndex: Sendable {
     }
 
     /// `changesOnDisk` of the directory at `path` open for reading as `fd` (closed here),
-    /// recorded as `record`, and of those beneath it that `records` holds.
+    /// recorded as `record`, and of those beneath it that `records` holds. Returns whether
+    /// the directory's own change time moved (its mode, owner or times may have too).
+    @discardableResult
     private func scan(_ fd: Int32, _ path: LayerPath, _ record: Directory, _ records: [LayerPath: Directory],
-                      into changes: inout [LayerWatch.IndexedChange]) {
+                      into changes: inout [LayerWatch.IndexedChange]) -> Bool {
         defer { Sys.close(fd) }
         var gone = Set<[UInt8]>()  // subdirectories told as changed: their records go with them
         func change(_ name: [UInt8], isDirectory: Bool, structural: Bool = true) {
@@ -320,12 +322,14 @@ final class LayerIndex: Sendable {
             if isDirectory { gone.insert(name) }
         }
         // a stale record is read before it next serves; those beneath it are still checked
+        var moved = false
         if !record.isStale {
-            guard let st = try? Sys.fstat(fd) else { return change([], isDirectory: false) }
+            guard let st = try? Sys.fstat(fd) else { change([], isDirectory: false); return true }
             let same = !record.isRacy && UInt64(st.st_ino) == record.inode && st.st_ctim.tv_sec == record.changed.tv_sec
                 && st.st_ctim.tv_nsec == record.changed.tv_nsec
             if !same {
-                guard let read = try? LayerIndex.read(fd, st, epoch: record.checkedIn) else { return change([], isDirectory: false) }
+                moved = true
+                guard let read = try? LayerIndex.read(fd, st, epoch: record.checkedIn) else { change([], isDirectory: false); return true }
                 LayerIndex.difference(record, read, change)
             }
         }
@@ -348,8 +352,11 @@ final class LayerIndex: Sendable {
                 change(name, isDirectory: true)
                 continue
             }
-            scan(opened, below, child, records, into: &changes)
+            if scan(opened, below, child, records, into: &changes) {
+                change(name, isDirectory: true, structural: false)  // its attributes, as inotify's IN_ATTRIB
+            }
         }
+        return moved
     }
 
     /// Tells `change` each name whose entry differs between `old` and `new`, two reads of one
