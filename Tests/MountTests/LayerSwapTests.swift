@@ -267,6 +267,29 @@ final class LayerSwapReadTests: XCTestCase {
         XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "p0, replaced", "the new directory, kept")
     }
 
+    /// A patch listed by a symlink among many side by side is looked at through the link at
+    /// each swap: the directory it leads to, replaced on disk, is opened anew, though the
+    /// symlink's own directory did not change.
+    func testAPatchListedBySymlinkIsOpenedAnewWhenItsTargetIsReplaced() throws {
+        let fx = try MountFixture()
+        defer { fx.tearDown() }
+        let patches = (0..<12).map { fx.root + "/p\($0)" }
+        let target = fx.root + "/releases/current"
+        try Disk.write(target + "/a.txt", "old release")
+        XCTAssertEqual(symlink(target, patches[0]), 0)
+        for (number, patch) in patches.enumerated().dropFirst() { try Disk.write(patch + "/p\(number).txt", "p\(number)") }
+        try fx.start(patches.flatMap { ["--patch", $0] })
+        let list = patches.map { $0 + "\n" }.joined(), reversed = patches.reversed().map { $0 + "\n" }.joined()
+        for swap in 0..<4 { try Disk.write(fx.inMount(".layers"), swap % 2 == 0 ? reversed : list) }
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "old release")
+        XCTAssertEqual(rename(target, fx.root + "/releases/before"), 0)
+        try Disk.write(target + "/a.txt", "new release")
+        try Disk.write(fx.inMount(".layers"), reversed)
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "new release")
+        try Disk.write(fx.inMount(".layers"), list)
+        XCTAssertEqual(try Disk.read(fx.inMount("a.txt")), "new release")
+    }
+
     /// A patch is kept across a swap only while its path names the directory it was opened
     /// at: a directory put in its place on disk (the old one renamed away) is opened anew,
     /// also in a list of the same paths in another order, which is otherwise taken as it is.

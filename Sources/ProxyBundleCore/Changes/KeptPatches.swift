@@ -90,12 +90,15 @@ extension Views {
                 for index in indices where name(index).elementsEqual(entry.bytes) { found[index] = true }
             }
         }
+        // only what the directory's own entries name is covered by its change time: not a
+        // patch reached through a symlink there, nor a mount's root
+        let entries = candidates.filter { found[$0] }
         for index in candidates where !found[index] {
             var st = stat()
             let looked = Array(name(index)).withCStringCopy { fstatat(fd, $0, &st, 0) } == 0
             if let layer = kept[index], !looked || !isSame(st, layer) { kept[index] = nil }
         }
-        if let known, left > 0 { mountChanges.remember(candidates.compactMap { kept[$0].map(ObjectIdentifier.init) }, in: parent, known) }
+        if let known, left > 0 { mountChanges.remember(entries.compactMap { kept[$0].map(ObjectIdentifier.init) }, in: parent, known) }
     }
 }
 
