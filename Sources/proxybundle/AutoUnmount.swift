@@ -63,7 +63,7 @@ enum AutoUnmount {
         close(daemonFD)
         // after a clean unmount the daemon's mount is gone: nothing to do
         guard isTop(id, at: mountpoint), isDisconnected(mountpoint), isTop(id, at: mountpoint) else { return 0 }
-        detach(mountpoint)
+        detach(mountpoint, id: id)
         return 0
     }
 
@@ -96,13 +96,32 @@ enum AutoUnmount {
         }
     }
 
-    /// Takes the mount on `mountpoint` away (the topmost, checked to be the daemon's).
-    private static func detach(_ mountpoint: RawPath) {
+    /// Takes the mount on `mountpoint` away (the topmost, checked to be the daemon's, `id`).
+    private static func detach(_ mountpoint: RawPath, id: UInt64) {
         if getuid() == 0 {
-            guard mountpoint.withCString({ umount2($0, Int32(MNT_DETACH)) }) == 0 else { return }
+            guard detachAsRoot(mountpoint, id: id) else { return }
         } else {
             guard (try? Unprivileged.fusermount([Array("-u".utf8), Array("-z".utf8), mountpoint.bytes])) != nil else { return }
         }
         pb_syslog(LOG_NOTICE, "auto_unmount: \(mountpoint) detached, its daemon having exited without unmounting")
+    }
+
+    /// As root, the mount is taken away by its name in its parent directory, opened without
+    /// following a symlink (the mountpoint is canonical, so it has none), and checked there
+    /// once more: a user who can rename a directory above the mountpoint cannot turn the path
+    /// toward another mount between the check and the detach (as fusermount3 does).
+    private static func detachAsRoot(_ mountpoint: RawPath, id: UInt64) -> Bool {
+        let bytes = mountpoint.bytes
+        guard let slash = bytes.lastIndex(of: 0x2F), slash + 1 < bytes.count else { return false }
+        let parent = slash == 0 ? [UInt8(0x2F)] : Array(bytes[..<slash])
+        let name = Array(bytes[(slash + 1)...])
+        let fd = parent.withCStringCopy { pb_openat2(AT_FDCWD, $0, UInt64(pb_O_PATH | O_DIRECTORY | O_CLOEXEC), 0, pb_RESOLVE_NO_SYMLINKS) }
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        guard fchdir(fd) == 0 else { return false }
+        return name.withCStringCopy { path in
+            var top: UInt64 = 0
+            return pb_mount_id(AT_FDCWD, path, &top) == 0 && top == id && umount2(path, Int32(MNT_DETACH) | Int32(UMOUNT_NOFOLLOW)) == 0
+        }
     }
 }
