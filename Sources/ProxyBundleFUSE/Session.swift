@@ -14,6 +14,10 @@ public final class Session {
     private var mounted = false
     /// The FUSE connection's number (the minor of the mount's device), once mounted.
     private var connection: Substring?
+    /// The connection's `abort` file in fusectl, opened once mounted where fusectl is: a write
+    /// to it later reaches this connection or, once the connection is gone, none, never
+    /// another that took its number since (see `abortConnection`).
+    private var abortFile: Int32 = -1
     private let transport: Transport
 
     public struct Failure: Error, CustomStringConvertible {
@@ -43,6 +47,7 @@ public final class Session {
     public var server: FuseServer { userdata.takeUnretainedValue() }
 
     deinit {
+        if abortFile >= 0 { close(abortFile) }
         userdata.takeUnretainedValue().notifier.detach()
         if mounted { fuse_session_unmount(session) }
         fuse_session_destroy(session)
@@ -56,6 +61,7 @@ public final class Session {
         mounted = true
         // read from the mount table: a stat of the mountpoint would ask this daemon, not serving yet
         connection = MountTable.current().mount(at: mountpoint).flatMap { $0.type.hasPrefix("fuse") ? $0.device.split(separator: ":").last : nil }
+        if let connection { abortFile = open("\(Session.connections)/\(connection)/abort", O_WRONLY | O_CLOEXEC) }
         // PROXYBUNDLE_NO_PASSTHROUGH=1 keeps every open page-cached (the tests of that path use it)
         let passthrough = getenv("PROXYBUNDLE_NO_PASSTHROUGH") == nil
         if pb_session_use_io(session, passthrough ? 1 : 0) == 0, passthrough {
@@ -105,13 +111,18 @@ public final class Session {
     /// system: a notification stuck in the kernel holds the device open, waiting for a
     /// directory lock that an unread request holds, and the kernel fails that request only when
     /// the connection ends.
+    /// The file is the one opened at the mount; where fusectl was not mounted then, it is
+    /// mounted now (once: not over itself) and the file opened by the connection's number.
     private func abortConnection() {
         guard let connection else { return }
-        let connections = "/sys/fs/fuse/connections"
-        let path = "\(connections)/\(connection)/abort"
+        let path = "\(Session.connections)/\(connection)/abort"
         let server = userdata.takeUnretainedValue()
-        var file = open(path, O_WRONLY | O_CLOEXEC)
-        if file < 0 && errno == ENOENT && Glibc.mount("fusectl", connections, "fusectl", 0, nil) == 0 {
+        var file = abortFile
+        abortFile = -1
+        if file < 0 {
+            if MountTable.current().mount(at: RawPath(bytes: Array(Session.connections.utf8)))?.type != "fusectl" {
+                _ = Glibc.mount("fusectl", Session.connections, "fusectl", 0, nil)
+            }
             file = open(path, O_WRONLY | O_CLOEXEC)
         }
         guard file >= 0, write(file, "1", 1) == 1 else {
@@ -122,4 +133,7 @@ public final class Session {
         close(file)
         server.logger.info("a notification was stuck in the kernel at the end: connection \(connection) aborted")
     }
+
+    /// Where the kernel's fusectl file system is mounted.
+    private static let connections = "/sys/fs/fuse/connections"
 }
